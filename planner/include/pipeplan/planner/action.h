@@ -1,0 +1,52 @@
+// One entry of a rank's program: a compute op (F, B, I, W, F&B overlap), a point-to-point
+// transfer (SEND/RECV of activations or gradients) or a post-validation step.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/planner/ids.h"
+
+namespace pipeplan {
+
+enum class ActionKind : uint8_t {
+  kForward,         // F
+  kBackward,        // B: input grad + weight grad
+  kBackwardInput,   // I: input grad only
+  kBackwardWeight,  // W: weight grad only, after the I of the same (stage, mb)
+  kOverlapFB,       // one cell running an F and a B concurrently (sub_actions = {F, B})
+  kSendForward,     // SEND_F: activation of `stage` to the rank of stage + 1
+  kRecvForward,     // RECV_F: activation for `stage` from the rank of stage - 1
+  kSendBackward,    // SEND_B: gradient of `stage` to the rank of stage - 1
+  kRecvBackward,    // RECV_B: gradient for `stage` from the rank of stage + 1
+  kPostValidation,  // PV: optimizer post-validation
+  kSendPostValidation,
+  kRecvPostValidation,
+};
+
+bool IsCompute(ActionKind kind);
+bool IsComm(ActionKind kind);
+// Torch-style token for a kind: "F", "B", "I", "W", "OVERLAP_F_B", "SEND_F", ..., "PV".
+std::string_view KindToken(ActionKind kind);
+std::optional<ActionKind> KindFromToken(std::string_view token);
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  StageId stage;            // the stage on this rank the action belongs to
+  MicrobatchId microbatch;  // unused for PV actions
+  RankId peer;              // comm only: the other rank
+  bool rollback = false;    // RECV_F only: must be drained and replayed if validation fails
+  std::vector<Action> sub_actions;  // kOverlapFB only: {forward, backward}
+
+  bool operator==(const Action&) const = default;
+};
+
+Action MakeCompute(ActionKind kind, StageId stage, MicrobatchId mb);
+Action MakeOverlap(const Action& forward, const Action& backward);
+
+// "3B5", "2SEND_F1", "(0F1;1B0)OVERLAP_F_B", "1PV": the token torch's CSV grammar uses.
+std::string ToString(const Action& action);
+
+}  // namespace pipeplan

@@ -1,0 +1,29 @@
+// Comm insertion pass: adds SEND/RECV pairs for every cross-rank dependency of a compute
+// order. Every rank's comm sequence is a projection of one global message order, so the
+// plan cannot deadlock even if every transfer were a rendezvous; each RECV sits as late as
+// that order allows (normally right before its consumer).
+#pragma once
+
+#include <vector>
+
+#include "pipeplan/planner/cost_model.h"
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/topology.h"
+
+namespace pipeplan {
+
+// Fails (naming the rank and action) if the compute order cannot make progress.
+StatusOr<std::vector<RankProgram>> InsertComm(const ComputeOrder& order, const StageMap& stages,
+                                              const CostModel& costs);
+
+// The global linear order of compute actions that InsertComm uses: a deterministic list
+// schedule of `order` under `costs`. Each entry is (rank, index in the rank's order).
+struct ComputeRef {
+  int rank = 0;
+  int index = 0;
+  bool operator==(const ComputeRef&) const = default;
+};
+StatusOr<std::vector<ComputeRef>> GlobalComputeOrder(const ComputeOrder& order,
+                                                     const StageMap& stages, const CostModel& costs);
+
+}  // namespace pipeplan

@@ -1,0 +1,49 @@
+// Cost model: how long each compute op takes per stage, and what a transfer across a
+// stage boundary costs. Uniform (one entry) or per stage / per boundary.
+#pragma once
+
+#include <vector>
+
+#include "pipeplan/planner/action.h"
+#include "pipeplan/planner/ids.h"
+#include "pipeplan/planner/status.h"
+
+namespace pipeplan {
+
+// Durations in the user's time unit (the demo uses microseconds).
+struct StageCosts {
+  double forward = 1.0;
+  double backward = 2.0;         // full backward; defaults to I + W when built from flags
+  double backward_input = 1.0;   // I
+  double backward_weight = 1.0;  // W
+  double overlap = 0.0;          // one F&B cell; 0 means forward + backward
+
+  bool operator==(const StageCosts&) const = default;
+};
+
+// The boundary between stage s and s + 1 (index s). Gradients are as large as activations.
+struct BoundaryCosts {
+  double latency = 0.0;           // fixed cost of one transfer
+  double bandwidth = 0.0;         // bytes per time unit; 0 means infinite
+  double activation_bytes = 0.0;  // bytes of one microbatch's activation
+
+  bool operator==(const BoundaryCosts&) const = default;
+};
+
+struct CostModel {
+  std::vector<StageCosts> stages = {StageCosts{}};       // size 1 (uniform) or S
+  std::vector<BoundaryCosts> boundaries = {BoundaryCosts{}};  // size 1 (uniform) or S - 1
+
+  const StageCosts& Stage(StageId stage) const;
+  // Duration of one compute action (F, B, I, W or an overlap cell) on its stage.
+  double ComputeTime(const Action& action) const;
+  // Time from the producer's end until the consumer on the other rank may start.
+  double TransferTime(StageId from, StageId to) const;
+
+  bool operator==(const CostModel&) const = default;
+};
+
+// Checks sizes against the number of stages and that every figure is finite and >= 0.
+Status ValidateCostModel(const CostModel& costs, int num_stages);
+
+}  // namespace pipeplan

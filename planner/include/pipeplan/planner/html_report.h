@@ -1,0 +1,26 @@
+// Self-contained HTML report (no external assets): a comparison table of plans and their
+// metrics, then one SVG timeline per plan.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
+
+namespace pipeplan {
+
+struct ReportEntry {
+  std::string name;  // usually the strategy
+  Plan plan;
+  Timeline timeline;
+};
+
+struct ReportOptions {
+  std::string title = "pipeplan report";
+  std::string subtitle;  // e.g. "P=8 M=24, Zero Bubble paper costs"
+};
+
+std::string RenderHtmlReport(const std::vector<ReportEntry>& entries, const ReportOptions& options);
+
+}  // namespace pipeplan

@@ -1,0 +1,37 @@
+// Memory model: activation memory each F adds on its rank, what I and W release, the
+// static memory of a rank, and an optional limit on a rank's total.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "pipeplan/planner/ids.h"
+#include "pipeplan/planner/status.h"
+
+namespace pipeplan {
+
+// Units are the user's (bytes, or "microbatch activations"). The default of 1/V per stage
+// measures memory in microbatch activations of a rank's whole share of the model, so a
+// limit of P equals the peak of 1F1B on rank 0.
+struct StageMemory {
+  double activation = 0.0;     // added by F, all released by B; 0 means 1/V
+  double freed_by_input = 0.0;  // released by I; W releases the rest (I frees little)
+
+  bool operator==(const StageMemory&) const = default;
+};
+
+struct MemoryModel {
+  std::vector<StageMemory> stages = {StageMemory{}};  // size 1 (uniform) or S
+  double static_per_rank = 0.0;                       // parameters, optimizer state, ...
+  std::optional<double> limit;                        // on static + activations, per rank
+
+  // Activation added by one F on `stage`, with the 1/V default resolved.
+  double Activation(StageId stage, int stages_per_rank) const;
+  double FreedByInput(StageId stage, int stages_per_rank) const;
+
+  bool operator==(const MemoryModel&) const = default;
+};
+
+Status ValidateMemoryModel(const MemoryModel& memory, int num_stages);
+
+}  // namespace pipeplan

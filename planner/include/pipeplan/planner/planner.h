@@ -1,0 +1,20 @@
+// The planner's front door: request in, validated plan out (generate, insert comm,
+// validate, check memory). Pure: no I/O, clocks or printing.
+#pragma once
+
+#include "pipeplan/planner/plan.h"
+
+namespace pipeplan {
+
+// The version written into every plan's provenance.
+std::string_view ToolVersion();
+
+// Resolves defaults (placement from the strategy, group size), checks the request.
+StatusOr<PlanRequest> NormalizeRequest(PlanRequest request);
+
+StatusOr<Plan> BuildPlan(const PlanRequest& request);
+
+// For imported orders: runs comm insertion and validation on a given compute order.
+StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, const ComputeOrder& order);
+
+}  // namespace pipeplan

@@ -1,0 +1,31 @@
+// Conversion between the domain types and the pipeplan.v1 protobuf schema, and
+// (de)serialisation in binary, text and JSON form. The only code that sees generated protos.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
+
+namespace pipeplan {
+
+enum class ProtoFormat : uint8_t { kBinary, kText, kJson };
+
+// Guesses the format from a file name (".pb"/".bin", ".textproto"/".txtpb"/".pbtxt", ".json"),
+// falling back on content (a leading '{' is JSON, printable text is text format).
+ProtoFormat DetectProtoFormat(std::string_view path, std::string_view content);
+
+StatusOr<std::string> SerializePlan(const Plan& plan, ProtoFormat format);
+StatusOr<Plan> ParsePlan(std::string_view data, ProtoFormat format);
+
+StatusOr<std::string> SerializeRequest(const PlanRequest& request, ProtoFormat format);
+StatusOr<PlanRequest> ParseRequest(std::string_view data, ProtoFormat format);
+
+StatusOr<std::string> SerializeCostModel(const CostModel& costs, ProtoFormat format);
+StatusOr<CostModel> ParseCostModel(std::string_view data, ProtoFormat format);
+
+StatusOr<std::string> SerializeTimeline(const Timeline& timeline, ProtoFormat format);
+StatusOr<Timeline> ParseTimeline(std::string_view data, ProtoFormat format);
+
+}  // namespace pipeplan

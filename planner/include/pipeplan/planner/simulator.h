@@ -1,0 +1,20 @@
+// Simulator: predicts when every action of a plan runs, per-rank busy time and memory, and
+// the step metrics (DESIGN.md §6). Pure and deterministic.
+#pragma once
+
+#include "pipeplan/planner/cost_model.h"
+#include "pipeplan/planner/memory_model.h"
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
+
+namespace pipeplan {
+
+// Simulates with the plan's own request costs and memory model.
+StatusOr<Timeline> Simulate(const Plan& plan);
+// Simulates the plan's order under other costs (e.g. calibrated ones).
+StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const MemoryModel& memory);
+
+// max(per-rank work, critical path of one microbatch through all stages).
+double LowerBound(const Plan& plan, const CostModel& costs);
+
+}  // namespace pipeplan

@@ -1,0 +1,20 @@
+// SVG timeline: one row per rank, one box per compute action coloured by kind, time to scale.
+#pragma once
+
+#include <string>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
+
+namespace pipeplan {
+
+struct SvgOptions {
+  int width = 1200;          // pixels for the whole time axis
+  int row_height = 28;
+  bool show_labels = true;   // microbatch numbers inside boxes when they fit
+  std::string title;
+};
+
+std::string RenderSvgTimeline(const Plan& plan, const Timeline& timeline, const SvgOptions& options);
+
+}  // namespace pipeplan

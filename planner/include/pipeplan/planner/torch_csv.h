@@ -1,0 +1,38 @@
+// PyTorch pipelining CSV (torch.distributed.pipelining's _dump_csv/_load_csv): one row per
+// rank, no header, tokens "<stage><KIND><mb>". Export in both of torch's formats; import the
+// compute-only one strictly.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pipeplan/planner/plan.h"
+
+namespace pipeplan {
+
+enum class TorchCsvFormat : uint8_t {
+  kComputeOnly,   // F, B, I, W, OVERLAP_F_B
+  kComputeComms,  // plus SEND_F/RECV_F/SEND_B/RECV_B and REDUCE_GRAD after each stage's
+                  // last backward; no SEND/RECV between stages on the same rank
+};
+
+struct TorchCsvExport {
+  std::string csv;
+  std::vector<std::string> notes;  // what torch's grammar cannot express and was left out
+};
+
+TorchCsvExport ExportTorchCsv(const Plan& plan, TorchCsvFormat format);
+
+struct TorchCsvImport {
+  Topology topology;  // P = rows, V = stages / P, M given or inferred, placement inferred
+  ComputeOrder order;
+};
+
+// Strict: every non-empty cell must be a whole compute token, microbatches in range, legacy
+// "BW" tokens rejected. Errors name the row (rank) and column.
+// Positions read "rank R, cell C": R is the 0-based row (the rank), C the 0-based index of the
+// cell in its row, empty cells included.
+StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, std::optional<int> microbatches);
+
+}  // namespace pipeplan

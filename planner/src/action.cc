@@ -1,0 +1,135 @@
+#include "pipeplan/planner/action.h"
+
+#include <array>
+#include <utility>
+
+namespace pipeplan {
+namespace {
+
+struct KindName {
+  ActionKind kind;
+  std::string_view token;
+};
+
+constexpr std::array<KindName, 12> kKindNames = {{
+    {ActionKind::kForward, "F"},
+    {ActionKind::kBackward, "B"},
+    {ActionKind::kBackwardInput, "I"},
+    {ActionKind::kBackwardWeight, "W"},
+    {ActionKind::kOverlapFB, "OVERLAP_F_B"},
+    {ActionKind::kSendForward, "SEND_F"},
+    {ActionKind::kRecvForward, "RECV_F"},
+    {ActionKind::kSendBackward, "SEND_B"},
+    {ActionKind::kRecvBackward, "RECV_B"},
+    {ActionKind::kPostValidation, "PV"},
+    {ActionKind::kSendPostValidation, "SEND_PV"},
+    {ActionKind::kRecvPostValidation, "RECV_PV"},
+}};
+
+}  // namespace
+
+bool IsCompute(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+      return true;
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return false;
+  }
+  return false;
+}
+
+bool IsComm(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return true;
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kPostValidation:
+      return false;
+  }
+  return false;
+}
+
+std::string_view KindToken(ActionKind kind) {
+  for (const KindName& entry : kKindNames) {
+    if (entry.kind == kind) return entry.token;
+  }
+  return "?";
+}
+
+std::optional<ActionKind> KindFromToken(std::string_view token) {
+  for (const KindName& entry : kKindNames) {
+    if (entry.token == token) return entry.kind;
+  }
+  return std::nullopt;
+}
+
+Action MakeCompute(ActionKind kind, StageId stage, MicrobatchId mb) {
+  Action action;
+  action.kind = kind;
+  action.stage = stage;
+  action.microbatch = mb;
+  return action;
+}
+
+Action MakeOverlap(const Action& forward, const Action& backward) {
+  Action action;
+  action.kind = ActionKind::kOverlapFB;
+  action.stage = forward.stage;
+  action.microbatch = forward.microbatch;
+  action.sub_actions = {forward, backward};
+  return action;
+}
+
+std::string ToString(const Action& action) {
+  if (action.kind == ActionKind::kOverlapFB) {
+    std::string out = "(";
+    for (size_t i = 0; i < action.sub_actions.size(); ++i) {
+      if (i > 0) out += ';';
+      out += ToString(action.sub_actions[i]);
+    }
+    out += ')';
+    out += KindToken(action.kind);
+    return out;
+  }
+  std::string out = std::to_string(action.stage.value);
+  out += KindToken(action.kind);
+  switch (action.kind) {
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return out;
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+      break;
+  }
+  out += std::to_string(action.microbatch.value);
+  return out;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,106 @@
+#include "pipeplan/planner/planner.h"
+
+#include <string>
+
+#include "memory_tracker.h"
+#include "text_util.h"
+#include "pipeplan/planner/comm_insertion.h"
+#include "pipeplan/planner/strategy.h"
+#include "pipeplan/planner/validator.h"
+
+#ifndef PIPEPLAN_VERSION
+#define PIPEPLAN_VERSION "0.0.0"
+#endif
+
+namespace pipeplan {
+namespace {
+
+std::string OptionsSummary(const PlanRequest& request) {
+  const Topology& t = request.topology;
+  std::string summary = "P=" + std::to_string(t.ranks) + " V=" + std::to_string(t.stages_per_rank) +
+                        " M=" + std::to_string(t.microbatches) + " placement=" +
+                        std::string(PlacementName(t.placement));
+  if (request.options.microbatch_group_size > 0) {
+    summary += " group=" + std::to_string(request.options.microbatch_group_size);
+  }
+  if (request.memory.limit.has_value()) {
+    summary += " memory_limit=" + FormatNumber(*request.memory.limit);
+  }
+  return summary;
+}
+
+// Peak memory depends only on the order, so the limit is checked without timing.
+Status CheckMemoryLimit(const Plan& plan) {
+  const MemoryModel& memory = plan.request.memory;
+  if (!memory.limit.has_value()) return Status::Ok();
+  for (const RankProgram& program : plan.programs) {
+    RankMemoryTracker tracker(memory, plan.request.topology.stages_per_rank);
+    for (const Action& action : program.actions) {
+      if (!IsCompute(action.kind)) continue;
+      tracker.Start(action);
+      tracker.End(action);
+    }
+    const double needed = memory.static_per_rank + tracker.peak();
+    if (needed > *memory.limit * (1 + 1e-12)) {
+      return FailedPrecondition(plan.request.strategy + " needs " + FormatNumber(needed) +
+                                " memory on rank " + std::to_string(program.rank.value) +
+                                ", above the memory limit " + FormatNumber(*memory.limit));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckRequestModels(const PlanRequest& request) {
+  const int stages = request.topology.num_stages();
+  PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(request.costs, stages));
+  return ValidateMemoryModel(request.memory, stages);
+}
+
+}  // namespace
+
+std::string_view ToolVersion() { return PIPEPLAN_VERSION; }
+
+StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
+  const Strategy* strategy = FindStrategy(request.strategy);
+  if (strategy == nullptr) {
+    return InvalidArgument("unknown strategy '" + request.strategy + "' (known: " + StrategyNames() + ")");
+  }
+  request.topology.placement = strategy->placement;
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
+  PIPEPLAN_RETURN_IF_ERROR(CheckApplicable(*strategy, request.topology));
+  if (request.options.microbatch_group_size < 0) {
+    return InvalidArgument("microbatch group size must be >= 1, got " +
+                           std::to_string(request.options.microbatch_group_size));
+  }
+  if (request.options.microbatch_group_size > 0 && strategy->name != "interleaved-1f1b") {
+    return InvalidArgument("--microbatch-group-size applies to interleaved-1f1b only, not " +
+                           request.strategy);
+  }
+  PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
+  return request;
+}
+
+StatusOr<Plan> BuildPlan(const PlanRequest& raw_request) {
+  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest request, NormalizeRequest(raw_request));
+  const StageMap stages(request.topology);
+  const Strategy* strategy = FindStrategy(request.strategy);
+  PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
+  return BuildPlanFromOrder(request, order);
+}
+
+StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, const ComputeOrder& order) {
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
+  PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateComputeOrder(order, request.topology));
+  const StageMap stages(request.topology);
+  Plan plan;
+  plan.request = request;
+  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertComm(order, stages, request.costs));
+  plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
+  Status valid = ValidatePlan(plan);
+  if (!valid.ok()) return Internal("the planner produced an invalid plan: " + valid.message());
+  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan));
+  return plan;
+}
+
+}  // namespace pipeplan

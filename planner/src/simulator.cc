@@ -1,0 +1,203 @@
+#include "pipeplan/planner/simulator.h"
+
+#include <algorithm>
+#include <string>
+
+#include "list_schedule.h"
+#include "pipeplan/planner/validator.h"
+#include "memory_tracker.h"
+#include "plan_util.h"
+#include "stage_mb_table.h"
+
+namespace pipeplan {
+namespace {
+
+// End times of producers, for timing the transfers.
+struct ProducerEnds {
+  StageMbTable<double> forward;
+  StageMbTable<double> input_grad;
+};
+
+ProducerEnds CollectProducerEnds(const ComputeView& view, const ListScheduleResult& schedule,
+                                 const Topology& topology) {
+  ProducerEnds ends{StageMbTable<double>(topology.num_stages(), topology.microbatches, 0.0),
+                    StageMbTable<double>(topology.num_stages(), topology.microbatches, 0.0)};
+  for (size_t r = 0; r < view.order.size(); ++r) {
+    for (size_t i = 0; i < view.order[r].size(); ++i) {
+      for (const Action* part : ComputeParts(view.order[r][i])) {
+        const double end = schedule.times[r][i].end;
+        if (part->kind == ActionKind::kForward) ends.forward.At(part->stage, part->microbatch) = end;
+        if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
+          ends.input_grad.At(part->stage, part->microbatch) = end;
+        }
+      }
+    }
+  }
+  return ends;
+}
+
+// A SEND runs from its producer's end until the data lands; a RECV from the moment the rank
+// reaches it until the data lands (zero when the data was already there).
+ActionTiming CommTiming(const Action& action, double rank_time, const ProducerEnds& ends,
+                        const CostModel& costs) {
+  const StageId s = action.stage;
+  const MicrobatchId m = action.microbatch;
+  switch (action.kind) {
+    case ActionKind::kSendForward: {
+      const double start = ends.forward.At(s, m);
+      return {start, start + costs.TransferTime(s, StageId(s.value + 1))};
+    }
+    case ActionKind::kSendBackward: {
+      const double start = ends.input_grad.At(s, m);
+      return {start, start + costs.TransferTime(s, StageId(s.value - 1))};
+    }
+    case ActionKind::kRecvForward: {
+      const StageId from(s.value - 1);
+      const double arrival = ends.forward.At(from, m) + costs.TransferTime(from, s);
+      return {rank_time, std::max(rank_time, arrival)};
+    }
+    case ActionKind::kRecvBackward: {
+      const StageId from(s.value + 1);
+      const double arrival = ends.input_grad.At(from, m) + costs.TransferTime(from, s);
+      return {rank_time, std::max(rank_time, arrival)};
+    }
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+      return {rank_time, rank_time};
+  }
+  return {rank_time, rank_time};
+}
+
+RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
+                               const ListScheduleResult& schedule, const ProducerEnds& ends,
+                               const CostModel& costs, const MemoryModel& memory,
+                               int stages_per_rank) {
+  RankTimeline out;
+  out.rank = RankId(rank);
+  out.actions.resize(program.actions.size());
+  RankMemoryTracker tracker(memory, stages_per_rank);
+  out.memory.push_back({0.0, memory.static_per_rank});
+  double rank_time = 0.0;
+  size_t compute = 0;
+  for (size_t i = 0; i < program.actions.size(); ++i) {
+    const Action& action = program.actions[i];
+    if (!IsCompute(action.kind)) {
+      out.actions[i] = CommTiming(action, rank_time, ends, costs);
+      continue;
+    }
+    const ScheduledCompute& t = schedule.times[rank][compute];
+    out.actions[i] = {t.start, t.end};
+    if (compute == 0) out.first_start = t.start;
+    out.last_end = t.end;
+    out.busy += t.end - t.start;
+    tracker.Start(action);
+    out.memory.push_back({t.start, memory.static_per_rank + tracker.held()});
+    tracker.End(action);
+    out.memory.push_back({t.end, memory.static_per_rank + tracker.held()});
+    rank_time = t.end;
+    ++compute;
+  }
+  out.peak_activation_memory = tracker.peak();
+  out.peak_memory = memory.static_per_rank + tracker.peak();
+  return out;
+}
+
+Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound) {
+  Metrics metrics;
+  for (const RankTimeline& rank : ranks) metrics.makespan = std::max(metrics.makespan, rank.last_end);
+  double longest_span = -1.0;
+  double sum_fraction = 0.0;
+  for (const RankTimeline& rank : ranks) {
+    const double fraction = metrics.makespan > 0 ? 1.0 - rank.busy / metrics.makespan : 0.0;
+    metrics.bubble_fraction_max = std::max(metrics.bubble_fraction_max, fraction);
+    sum_fraction += fraction;
+    const double span = rank.last_end - rank.first_start;
+    if (span > longest_span) {
+      longest_span = span;
+      metrics.zb_bubble_rate = span > 0 ? (span - rank.busy) / span : 0.0;
+    }
+  }
+  metrics.bubble_fraction_mean = ranks.empty() ? 0.0 : sum_fraction / static_cast<double>(ranks.size());
+  metrics.lower_bound = lower_bound;
+  metrics.gap_to_lower_bound = lower_bound > 0 ? metrics.makespan / lower_bound - 1.0 : 0.0;
+  return metrics;
+}
+
+Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {
+  const Topology& topology = plan.request.topology;
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(costs, topology.num_stages()));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(memory, topology.num_stages()));
+  if (static_cast<int>(plan.programs.size()) != topology.ranks) {
+    return InvalidArgument("the plan has " + std::to_string(plan.programs.size()) +
+                           " rank programs but the topology has " + std::to_string(topology.ranks) +
+                           " ranks");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+double LowerBound(const Plan& plan, const CostModel& costs) {
+  const Topology& topology = plan.request.topology;
+  const StageMap stages(topology);
+  double max_work = 0.0;
+  std::vector<bool> split(topology.num_stages(), false);  // stage uses I + W
+  for (const RankProgram& program : plan.programs) {
+    double work = 0.0;
+    for (const Action& action : program.actions) {
+      if (!IsCompute(action.kind)) continue;
+      work += costs.ComputeTime(action);
+      for (const Action* part : ComputeParts(action)) {
+        if (part->kind == ActionKind::kBackwardInput && part->stage.value < topology.num_stages()) {
+          split[part->stage.value] = true;
+        }
+      }
+    }
+    max_work = std::max(max_work, work);
+  }
+  // One microbatch: forward down the stages, backward up them, then stage 0's W if split.
+  double path = 0.0;
+  for (int s = 0; s < topology.num_stages(); ++s) {
+    const StageCosts& c = costs.Stage(StageId(s));
+    path += c.forward + (split[s] ? c.backward_input : c.backward);
+    if (s + 1 < topology.num_stages() && stages.RankOf(StageId(s)) != stages.RankOf(StageId(s + 1))) {
+      path += 2 * costs.TransferTime(StageId(s), StageId(s + 1));
+    }
+  }
+  if (split[0]) path += costs.Stage(StageId(0)).backward_weight;
+  return std::max(max_work, path);
+}
+
+StatusOr<Timeline> Simulate(const Plan& plan) {
+  return Simulate(plan, plan.request.costs, plan.request.memory);
+}
+
+StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckSimulatable(plan, costs, memory));
+  // Simulating an invalid plan would index outside its tables; imported plans arrive here.
+  PIPEPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
+  const Topology& topology = plan.request.topology;
+  const StageMap stages(topology);
+  const ComputeView view = ExtractCompute(plan.programs);
+  PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule,
+                            RunListSchedule(view.order, stages, topology.microbatches, costs));
+  const ProducerEnds ends = CollectProducerEnds(view, schedule, topology);
+
+  Timeline timeline;
+  timeline.source = TimelineSource::kSimulated;
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    timeline.ranks.push_back(BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule,
+                                               ends, costs, memory, topology.stages_per_rank));
+  }
+  timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan, costs));
+  return timeline;
+}
+
+}  // namespace pipeplan

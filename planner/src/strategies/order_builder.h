@@ -1,0 +1,33 @@
+// Appends compute actions to one rank's order by local chunk and microbatch, so generators
+// read like the rules in reference/strategies.md.
+#pragma once
+
+#include <vector>
+
+#include "pipeplan/planner/action.h"
+#include "pipeplan/planner/topology.h"
+
+namespace pipeplan::strategies {
+
+class RankOrderBuilder {
+ public:
+  RankOrderBuilder(const StageMap& stages, RankId rank) : stages_(stages), rank_(rank) {}
+
+  void Add(ActionKind kind, int chunk, int microbatch) {
+    actions_.push_back(
+        MakeCompute(kind, stages_.StagesOf(rank_)[chunk], MicrobatchId(microbatch)));
+  }
+  void Forward(int chunk, int microbatch) { Add(ActionKind::kForward, chunk, microbatch); }
+  void Backward(int chunk, int microbatch) { Add(ActionKind::kBackward, chunk, microbatch); }
+  void Input(int chunk, int microbatch) { Add(ActionKind::kBackwardInput, chunk, microbatch); }
+  void Weight(int chunk, int microbatch) { Add(ActionKind::kBackwardWeight, chunk, microbatch); }
+
+  std::vector<Action> Take() { return std::move(actions_); }
+
+ private:
+  const StageMap& stages_;
+  RankId rank_;
+  std::vector<Action> actions_;
+};
+
+}  // namespace pipeplan::strategies

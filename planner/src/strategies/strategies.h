@@ -1,0 +1,17 @@
+// Generators of the strategy catalogue (one file each). Each returns the compute-only order
+// per rank; the registry (strategy_registry.cc) lists them with their constraints.
+#pragma once
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/topology.h"
+
+namespace pipeplan::strategies {
+
+StatusOr<ComputeOrder> GenerateGpipe(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateOneFOneB(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateInterleaved1F1B(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateLoopedBfs(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateZbH1(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateZbH2(const PlanRequest& request, const StageMap& stages);
+
+}  // namespace pipeplan::strategies

@@ -1,0 +1,58 @@
+#include <string>
+
+#include "pipeplan/planner/strategy.h"
+#include "strategies/strategies.h"
+
+namespace pipeplan {
+
+const std::vector<Strategy>& AllStrategies() {
+  static const std::vector<Strategy> kStrategies = {
+      {"gpipe", "all forwards, then all backwards", Placement::kLoop, 1, 1,
+       strategies::GenerateGpipe},
+      {"1f1b", "one forward, one backward (PipeDream-flush)", Placement::kLoop, 1, 1,
+       strategies::GenerateOneFOneB},
+      {"interleaved-1f1b", "Megatron virtual pipeline, V stages per rank", Placement::kLoop, 2, 0,
+       strategies::GenerateInterleaved1F1B},
+      {"looped-bfs", "breadth first over the local stages", Placement::kLoop, 1, 0,
+       strategies::GenerateLoopedBfs},
+      {"zb-h1", "zero bubble hand schedule, 1F1B memory", Placement::kLoop, 1, 1,
+       strategies::GenerateZbH1},
+      {"zb-h2", "zero bubble hand schedule, 2P-1 activations", Placement::kLoop, 1, 1,
+       strategies::GenerateZbH2},
+  };
+  return kStrategies;
+}
+
+const Strategy* FindStrategy(std::string_view name) {
+  for (const Strategy& strategy : AllStrategies()) {
+    if (strategy.name == name) return &strategy;
+  }
+  return nullptr;
+}
+
+std::string StrategyNames() {
+  std::string names;
+  for (const Strategy& strategy : AllStrategies()) {
+    if (!names.empty()) names += ", ";
+    names += strategy.name;
+  }
+  return names;
+}
+
+Status CheckApplicable(const Strategy& strategy, const Topology& topology) {
+  const int v = topology.stages_per_rank;
+  const std::string name(strategy.name);
+  if (v < strategy.min_stages_per_rank) {
+    return InvalidArgument(name + " needs --stages-per-rank >= " +
+                           std::to_string(strategy.min_stages_per_rank) + ", got " +
+                           std::to_string(v));
+  }
+  if (strategy.max_stages_per_rank > 0 && v > strategy.max_stages_per_rank) {
+    return InvalidArgument(name + " supports --stages-per-rank <= " +
+                           std::to_string(strategy.max_stages_per_rank) + ", got " +
+                           std::to_string(v));
+  }
+  return Status::Ok();
+}
+
+}  // namespace pipeplan

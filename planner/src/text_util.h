@@ -1,0 +1,18 @@
+// Small text helpers shared by the exporters: deterministic number formatting and escaping.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace pipeplan {
+
+// Shortest round-trip decimal form ("12.5", "1e+20"); identical on every run and machine.
+std::string FormatNumber(double value);
+// Fixed number of decimals, for tables ("0.2431").
+std::string FormatFixed(double value, int decimals);
+// Escapes for a JSON string body (no surrounding quotes).
+std::string JsonEscape(std::string_view text);
+// Escapes &, <, >, " and ' for HTML/SVG text and attributes.
+std::string XmlEscape(std::string_view text);
+
+}  // namespace pipeplan

@@ -1,0 +1,76 @@
+#include "pipeplan/planner/topology.h"
+
+#include <string>
+
+namespace pipeplan {
+namespace {
+
+// Far above any real job, low enough that P*V*M actions fit comfortably in memory.
+constexpr int kMaxRanks = 4096;
+constexpr int kMaxStagesPerRank = 64;
+constexpr int kMaxMicrobatches = 1 << 16;
+
+// Rank of local chunk `chunk` of `rank` under zig-zag placement with `ranks` ranks.
+int VShapeStage(int rank, int chunk, int ranks) {
+  const int pass_start = chunk * ranks;
+  return (chunk % 2 == 0) ? pass_start + rank : pass_start + (ranks - 1 - rank);
+}
+
+}  // namespace
+
+std::string_view PlacementName(Placement placement) {
+  switch (placement) {
+    case Placement::kLoop:
+      return "loop";
+    case Placement::kVShape:
+      return "v";
+    case Placement::kDual:
+      return "dual";
+  }
+  return "?";
+}
+
+StatusOr<Placement> ParsePlacement(std::string_view name) {
+  if (name == "loop") return Placement::kLoop;
+  if (name == "v") return Placement::kVShape;
+  if (name == "dual") return Placement::kDual;
+  return InvalidArgument("unknown placement '" + std::string(name) + "' (expected loop, v or dual)");
+}
+
+Status ValidateTopology(const Topology& t) {
+  if (t.ranks < 1 || t.ranks > kMaxRanks) {
+    return InvalidArgument("ranks must be in 1.." + std::to_string(kMaxRanks) + ", got " +
+                           std::to_string(t.ranks));
+  }
+  if (t.stages_per_rank < 1 || t.stages_per_rank > kMaxStagesPerRank) {
+    return InvalidArgument("stages per rank must be in 1.." + std::to_string(kMaxStagesPerRank) +
+                           ", got " + std::to_string(t.stages_per_rank));
+  }
+  if (t.microbatches < 1 || t.microbatches > kMaxMicrobatches) {
+    return InvalidArgument("microbatches must be in 1.." + std::to_string(kMaxMicrobatches) +
+                           ", got " + std::to_string(t.microbatches));
+  }
+  if (t.placement == Placement::kDual) {
+    return InvalidArgument("dual placement is not supported yet (it comes with the dualpipe strategy)");
+  }
+  return Status::Ok();
+}
+
+StageMap::StageMap(const Topology& topology) {
+  const int ranks = topology.ranks;
+  const int chunks = topology.stages_per_rank;
+  rank_of_.resize(static_cast<size_t>(ranks) * chunks);
+  chunk_of_.resize(rank_of_.size());
+  stages_of_.resize(ranks);
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int stage = topology.placement == Placement::kVShape ? VShapeStage(rank, chunk, ranks)
+                                                                 : chunk * ranks + rank;
+      rank_of_[stage] = RankId(rank);
+      chunk_of_[stage] = chunk;
+      stages_of_[rank].push_back(StageId(stage));
+    }
+  }
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,444 @@
+// Plan validation. Every error names the rank, the action index and the action.
+#include "pipeplan/planner/validator.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "plan_util.h"
+#include "stage_mb_table.h"
+
+namespace pipeplan {
+namespace {
+
+// What has happened to one (stage, microbatch) so far.
+struct OpState {
+  bool forward = false;
+  bool backward = false;  // B
+  bool input = false;     // I
+  bool weight = false;    // W
+};
+
+class ComputeOrderChecker {
+ public:
+  explicit ComputeOrderChecker(const Topology& topology)
+      : topology_(topology),
+        stages_(topology),
+        state_(topology.num_stages(), topology.microbatches, OpState{}) {}
+
+  Status Check(const ComputeOrder& order, const std::vector<std::vector<size_t>>* program_index) {
+    if (static_cast<int>(order.size()) != topology_.ranks) {
+      return InvalidArgument("the plan has " + std::to_string(order.size()) +
+                             " rank programs but the topology has " +
+                             std::to_string(topology_.ranks) + " ranks");
+    }
+    for (size_t r = 0; r < order.size(); ++r) {
+      for (size_t i = 0; i < order[r].size(); ++i) {
+        const size_t index = program_index != nullptr ? (*program_index)[r][i] : i;
+        PIPEPLAN_RETURN_IF_ERROR(CheckAction(static_cast<int>(r), index, order[r][i]));
+      }
+    }
+    return CheckComplete();
+  }
+
+ private:
+  Status CheckAction(int rank, size_t index, const Action& action) {
+    if (action.kind == ActionKind::kOverlapFB) {
+      PIPEPLAN_RETURN_IF_ERROR(CheckOverlapShape(rank, index, action));
+    }
+    for (const Action* part : ComputeParts(action)) {
+      PIPEPLAN_RETURN_IF_ERROR(CheckPart(rank, index, action, *part));
+    }
+    return Status::Ok();
+  }
+
+  static Status CheckOverlapShape(int rank, size_t index, const Action& action) {
+    const auto& subs = action.sub_actions;
+    const bool shaped = subs.size() == 2 && subs[0].kind == ActionKind::kForward &&
+                        (subs[1].kind == ActionKind::kBackward ||
+                         subs[1].kind == ActionKind::kBackwardInput);
+    if (!shaped) {
+      return InvalidArgument(Where(rank, index, action) +
+                             ": an overlap cell must hold one F followed by one B or I");
+    }
+    return Status::Ok();
+  }
+
+  Status CheckPart(int rank, size_t index, const Action& whole, const Action& part) {
+    const std::string where = Where(rank, index, whole);
+    if (part.stage.value < 0 || part.stage.value >= topology_.num_stages()) {
+      return InvalidArgument(where + ": stage " + std::to_string(part.stage.value) +
+                             " out of range 0.." + std::to_string(topology_.num_stages() - 1));
+    }
+    if (part.microbatch.value < 0 || part.microbatch.value >= topology_.microbatches) {
+      return InvalidArgument(where + ": microbatch " + std::to_string(part.microbatch.value) +
+                             " out of range 0.." + std::to_string(topology_.microbatches - 1));
+    }
+    const RankId owner = stages_.RankOf(part.stage);
+    if (owner != RankId(rank)) {
+      return InvalidArgument(where + ": stage " + std::to_string(part.stage.value) +
+                             " belongs to rank " + std::to_string(owner.value));
+    }
+    OpState& op = state_.At(part.stage, part.microbatch);
+    switch (part.kind) {
+      case ActionKind::kForward:
+        if (op.forward) return InvalidArgument(where + ": second forward of this microbatch");
+        op.forward = true;
+        return Status::Ok();
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        if (!op.forward) return InvalidArgument(where + ": backward before forward");
+        if (op.backward || op.input) {
+          return InvalidArgument(where + ": second backward of this microbatch");
+        }
+        (part.kind == ActionKind::kBackward ? op.backward : op.input) = true;
+        return Status::Ok();
+      case ActionKind::kBackwardWeight:
+        if (op.backward) {
+          return InvalidArgument(where + ": weight backward after a full backward (B already "
+                                         "computes the weight gradient)");
+        }
+        if (!op.input) return InvalidArgument(where + ": weight backward before input backward");
+        if (op.weight) return InvalidArgument(where + ": second weight backward of this microbatch");
+        op.weight = true;
+        return Status::Ok();
+      case ActionKind::kOverlapFB:
+        return InvalidArgument(where + ": overlap cells cannot be nested");
+      case ActionKind::kSendForward:
+      case ActionKind::kRecvForward:
+      case ActionKind::kSendBackward:
+      case ActionKind::kRecvBackward:
+      case ActionKind::kPostValidation:
+      case ActionKind::kSendPostValidation:
+      case ActionKind::kRecvPostValidation:
+        return InvalidArgument(where + ": not a compute action");
+    }
+    return Status::Ok();
+  }
+
+  Status CheckComplete() const {
+    for (int s = 0; s < topology_.num_stages(); ++s) {
+      for (int m = 0; m < topology_.microbatches; ++m) {
+        const OpState& op = state_.At(StageId(s), MicrobatchId(m));
+        const std::string what = "stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
+                                 " (rank " + std::to_string(stages_.RankOf(StageId(s)).value) + ")";
+        if (!op.forward) return InvalidArgument(what + " has no forward");
+        if (!op.backward && !op.input) return InvalidArgument(what + " has no backward");
+        if (op.input && !op.weight) {
+          return InvalidArgument(what + " has an input backward (I) but no weight backward (W)");
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  const Topology& topology_;
+  StageMap stages_;
+  StageMbTable<OpState> state_;
+};
+
+// The stage a comm action talks to, and whether the kind is a send.
+struct CommShape {
+  bool is_send = false;
+  int neighbour_offset = 0;  // +1: the next stage, -1: the previous one, 0: PV (stage-less)
+};
+
+CommShape ShapeOf(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kSendForward:
+      return {true, +1};
+    case ActionKind::kRecvForward:
+      return {false, -1};
+    case ActionKind::kSendBackward:
+      return {true, -1};
+    case ActionKind::kRecvBackward:
+      return {false, +1};
+    case ActionKind::kSendPostValidation:
+      return {true, 0};
+    case ActionKind::kRecvPostValidation:
+      return {false, 0};
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kPostValidation:
+      return {};
+  }
+  return {};
+}
+
+// The receive that must pair with a send: same microbatch, neighbouring stage, mirrored kind.
+Action ExpectedReceive(const Action& send, RankId sender) {
+  Action recv = send;
+  recv.peer = sender;
+  recv.rollback = false;
+  switch (send.kind) {
+    case ActionKind::kSendForward:
+      recv.kind = ActionKind::kRecvForward;
+      recv.stage = StageId(send.stage.value + 1);
+      break;
+    case ActionKind::kSendBackward:
+      recv.kind = ActionKind::kRecvBackward;
+      recv.stage = StageId(send.stage.value - 1);
+      break;
+    case ActionKind::kSendPostValidation:
+      recv.kind = ActionKind::kRecvPostValidation;
+      recv.stage = StageId(0);
+      break;
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kRecvForward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kRecvPostValidation:
+      break;
+  }
+  return recv;
+}
+
+struct CommRef {
+  int rank;
+  size_t index;
+};
+
+class CommChecker {
+ public:
+  explicit CommChecker(const Plan& plan) : plan_(plan), stages_(plan.request.topology) {}
+
+  Status Check() {
+    for (size_t r = 0; r < plan_.programs.size(); ++r) {
+      const auto& actions = plan_.programs[r].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        if (!IsComm(actions[i].kind)) continue;
+        PIPEPLAN_RETURN_IF_ERROR(CheckEndpoint(static_cast<int>(r), i, actions[i]));
+        const bool is_send = ShapeOf(actions[i].kind).is_send;
+        const std::pair<int, int> pair = is_send ? std::make_pair(static_cast<int>(r), actions[i].peer.value)
+                                                 : std::make_pair(actions[i].peer.value, static_cast<int>(r));
+        (is_send ? sends_ : recvs_)[pair].push_back({static_cast<int>(r), i});
+      }
+    }
+    PIPEPLAN_RETURN_IF_ERROR(CheckPairing());
+    return CheckDataFlow();
+  }
+
+ private:
+  const Action& At(const CommRef& ref) const { return plan_.programs[ref.rank].actions[ref.index]; }
+
+  Status CheckEndpoint(int rank, size_t index, const Action& action) const {
+    const std::string where = Where(rank, index, action);
+    const int ranks = static_cast<int>(plan_.programs.size());
+    if (action.peer.value < 0 || action.peer.value >= ranks) {
+      return InvalidArgument(where + ": peer rank " + std::to_string(action.peer.value) +
+                             " out of range 0.." + std::to_string(ranks - 1));
+    }
+    if (action.peer.value == rank) return InvalidArgument(where + ": sends to its own rank");
+    const CommShape shape = ShapeOf(action.kind);
+    if (shape.neighbour_offset == 0) return Status::Ok();
+    const int stage = action.stage.value;
+    const int neighbour = stage + shape.neighbour_offset;
+    if (stage < 0 || stage >= stages_.num_stages()) {
+      return InvalidArgument(where + ": stage " + std::to_string(stage) + " out of range 0.." +
+                             std::to_string(stages_.num_stages() - 1));
+    }
+    if (action.microbatch.value < 0 || action.microbatch.value >= plan_.request.topology.microbatches) {
+      return InvalidArgument(where + ": microbatch " + std::to_string(action.microbatch.value) +
+                             " out of range 0.." + std::to_string(plan_.request.topology.microbatches - 1));
+    }
+    if (stages_.RankOf(StageId(stage)) != RankId(rank)) {
+      return InvalidArgument(where + ": stage " + std::to_string(stage) + " belongs to rank " +
+                             std::to_string(stages_.RankOf(StageId(stage)).value));
+    }
+    if (neighbour < 0 || neighbour >= stages_.num_stages()) {
+      return InvalidArgument(where + ": stage " + std::to_string(stage) + " has no stage " +
+                             std::to_string(neighbour) + " to talk to");
+    }
+    const RankId expected = stages_.RankOf(StageId(neighbour));
+    if (expected == RankId(rank)) {
+      return InvalidArgument(where + ": stages " + std::to_string(stage) + " and " +
+                             std::to_string(neighbour) + " are on the same rank; they hand over locally");
+    }
+    if (action.peer != expected) {
+      return InvalidArgument(where + ": peer is rank " + std::to_string(action.peer.value) +
+                             " but stage " + std::to_string(neighbour) + " is on rank " +
+                             std::to_string(expected.value));
+    }
+    return Status::Ok();
+  }
+
+  // The k-th send from a to b must match the k-th receive on b from a (NCCL matches by order).
+  Status CheckPairing() const {
+    for (const auto& [pair, sends] : sends_) {
+      const auto found = recvs_.find(pair);
+      const size_t recv_count = found == recvs_.end() ? 0 : found->second.size();
+      const std::string link = "rank " + std::to_string(pair.first) + " -> rank " + std::to_string(pair.second);
+      for (size_t k = 0; k < sends.size(); ++k) {
+        const Action& send = At(sends[k]);
+        if (k >= recv_count) {
+          return InvalidArgument(link + ": " + Where(sends[k].rank, sends[k].index, send) +
+                                 " has no matching receive (send #" + std::to_string(k) + ")");
+        }
+        const CommRef& recv_ref = found->second[k];
+        Action recv = At(recv_ref);
+        recv.rollback = false;
+        if (recv != ExpectedReceive(send, RankId(pair.first))) {
+          return InvalidArgument(link + ": send #" + std::to_string(k) + " is " +
+                                 Where(sends[k].rank, sends[k].index, send) + " but receive #" +
+                                 std::to_string(k) + " is " + Where(recv_ref.rank, recv_ref.index, At(recv_ref)) +
+                                 "; receives must come in the order of the sends");
+        }
+      }
+      if (recv_count > sends.size()) {
+        const CommRef& extra = found->second[sends.size()];
+        return InvalidArgument(link + ": " + Where(extra.rank, extra.index, At(extra)) +
+                               " has no matching send");
+      }
+    }
+    for (const auto& [pair, recvs] : recvs_) {
+      if (sends_.count(pair) == 0) {
+        return InvalidArgument(Where(recvs[0].rank, recvs[0].index, At(recvs[0])) +
+                               ": no send from rank " + std::to_string(pair.first) + " matches it");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Every cross-rank input is received before its consumer and sent after its producer.
+  Status CheckDataFlow() const {
+    const Topology& topology = plan_.request.topology;
+    StageMbTable<int> forward_sent(topology.num_stages(), topology.microbatches, 0);
+    StageMbTable<int> backward_sent(topology.num_stages(), topology.microbatches, 0);
+    StageMbTable<int> forward_received(topology.num_stages(), topology.microbatches, 0);
+    StageMbTable<int> backward_received(topology.num_stages(), topology.microbatches, 0);
+    StageMbTable<uint8_t> forward_done(topology.num_stages(), topology.microbatches, 0);
+    StageMbTable<uint8_t> backward_done(topology.num_stages(), topology.microbatches, 0);
+    for (size_t r = 0; r < plan_.programs.size(); ++r) {
+      const auto& actions = plan_.programs[r].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const Action& a = actions[i];
+        const std::string where = Where(static_cast<int>(r), i, a);
+        switch (a.kind) {
+          case ActionKind::kSendForward:
+            if (!forward_done.At(a.stage, a.microbatch)) {
+              return InvalidArgument(where + ": sends an activation before its forward ran");
+            }
+            ++forward_sent.At(a.stage, a.microbatch);
+            break;
+          case ActionKind::kSendBackward:
+            if (!backward_done.At(a.stage, a.microbatch)) {
+              return InvalidArgument(where + ": sends a gradient before its backward ran");
+            }
+            ++backward_sent.At(a.stage, a.microbatch);
+            break;
+          case ActionKind::kRecvForward:
+            ++forward_received.At(a.stage, a.microbatch);
+            break;
+          case ActionKind::kRecvBackward:
+            ++backward_received.At(a.stage, a.microbatch);
+            break;
+          case ActionKind::kForward:
+          case ActionKind::kBackward:
+          case ActionKind::kBackwardInput:
+          case ActionKind::kOverlapFB:
+            for (const Action* part : ComputeParts(a)) {
+              PIPEPLAN_RETURN_IF_ERROR(CheckInputReceived(where, *part, forward_received, backward_received));
+              if (part->kind == ActionKind::kForward) {
+                forward_done.At(part->stage, part->microbatch) = 1;
+              } else {
+                backward_done.At(part->stage, part->microbatch) = 1;
+              }
+            }
+            break;
+          case ActionKind::kBackwardWeight:
+          case ActionKind::kPostValidation:
+          case ActionKind::kSendPostValidation:
+          case ActionKind::kRecvPostValidation:
+            break;
+        }
+      }
+    }
+    return CheckEverySentOnce(forward_sent, backward_sent);
+  }
+
+  Status CheckInputReceived(const std::string& where, const Action& part,
+                            const StageMbTable<int>& forward_received,
+                            const StageMbTable<int>& backward_received) const {
+    const int s = part.stage.value;
+    if (part.kind == ActionKind::kForward) {
+      if (stages_.IsFirst(part.stage) || stages_.RankOf(StageId(s - 1)) == stages_.RankOf(part.stage)) {
+        return Status::Ok();
+      }
+      if (forward_received.At(part.stage, part.microbatch) != 1) {
+        return InvalidArgument(where + ": forward without a RECV_F of its input before it");
+      }
+      return Status::Ok();
+    }
+    if (stages_.IsLast(part.stage) || stages_.RankOf(StageId(s + 1)) == stages_.RankOf(part.stage)) {
+      return Status::Ok();
+    }
+    if (backward_received.At(part.stage, part.microbatch) != 1) {
+      return InvalidArgument(where + ": backward without a RECV_B of its gradient before it");
+    }
+    return Status::Ok();
+  }
+
+  Status CheckEverySentOnce(const StageMbTable<int>& forward_sent,
+                            const StageMbTable<int>& backward_sent) const {
+    const Topology& topology = plan_.request.topology;
+    for (int s = 0; s < topology.num_stages(); ++s) {
+      const RankId rank = stages_.RankOf(StageId(s));
+      for (int m = 0; m < topology.microbatches; ++m) {
+        const bool forward_remote = s + 1 < topology.num_stages() && stages_.RankOf(StageId(s + 1)) != rank;
+        const bool backward_remote = s > 0 && stages_.RankOf(StageId(s - 1)) != rank;
+        const std::string what = "stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
+                                 " (rank " + std::to_string(rank.value) + ")";
+        if (forward_sent.At(StageId(s), MicrobatchId(m)) != (forward_remote ? 1 : 0)) {
+          return InvalidArgument(what + ": its activation must be sent exactly once to rank " +
+                                 std::to_string(forward_remote ? stages_.RankOf(StageId(s + 1)).value : rank.value));
+        }
+        if (backward_sent.At(StageId(s), MicrobatchId(m)) != (backward_remote ? 1 : 0)) {
+          return InvalidArgument(what + ": its gradient must be sent exactly once to rank " +
+                                 std::to_string(backward_remote ? stages_.RankOf(StageId(s - 1)).value : rank.value));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  const Plan& plan_;
+  StageMap stages_;
+  std::map<std::pair<int, int>, std::vector<CommRef>> sends_;  // (from, to) -> sends, in order
+  std::map<std::pair<int, int>, std::vector<CommRef>> recvs_;  // (from, to) -> receives
+};
+
+}  // namespace
+
+Status ValidateComputeOrder(const ComputeOrder& order, const Topology& topology) {
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
+  return ComputeOrderChecker(topology).Check(order, nullptr);
+}
+
+Status ValidatePlan(const Plan& plan) {
+  const Topology& topology = plan.request.topology;
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
+  if (static_cast<int>(plan.programs.size()) != topology.ranks) {
+    return InvalidArgument("the plan has " + std::to_string(plan.programs.size()) +
+                           " rank programs but the topology has " + std::to_string(topology.ranks) +
+                           " ranks");
+  }
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    if (plan.programs[r].rank.value != static_cast<int>(r)) {
+      return InvalidArgument("program " + std::to_string(r) + " is labelled rank " +
+                             std::to_string(plan.programs[r].rank.value) + "; programs must be in rank order");
+    }
+  }
+  const ComputeView view = ExtractCompute(plan.programs);
+  PIPEPLAN_RETURN_IF_ERROR(ComputeOrderChecker(topology).Check(view.order, &view.program_index));
+  PIPEPLAN_RETURN_IF_ERROR(CommChecker(plan).Check());
+  return DryRun(plan);
+}
+
+}  // namespace pipeplan
