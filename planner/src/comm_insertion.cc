@@ -1,5 +1,5 @@
-// Comm insertion. Messages are numbered in the start order of their producers under a
-// deterministic list schedule. A SEND goes right after its producer; a RECV right before its
+// Comm insertion. Messages are numbered in the completion order of their producers under a
+// deterministic list schedule (when their data is ready). A SEND goes right after its producer; a RECV right before its
 // consumer, or earlier when needed so that every rank's comm actions stay sorted by message
 // number. Sorted projections of one global order cannot wait on each other in a cycle, even
 // when every transfer is a rendezvous.
@@ -194,7 +194,13 @@ StatusOr<std::vector<ComputeRef>> GlobalComputeOrder(const ComputeOrder& order,
                                                      const StageMap& stages, const CostModel& costs) {
   PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule,
                             RunListSchedule(order, stages, MicrobatchesIn(order), costs));
-  return std::move(schedule.start_order);
+  // Completion order; a stable sort keeps start order among equal ends, so zero-cost producers
+  // still precede their consumers.
+  std::vector<ComputeRef> completion = std::move(schedule.start_order);
+  std::stable_sort(completion.begin(), completion.end(), [&](const ComputeRef& a, const ComputeRef& b) {
+    return schedule.times[a.rank][a.index].end < schedule.times[b.rank][b.index].end;
+  });
+  return completion;
 }
 
 StatusOr<std::vector<RankProgram>> InsertComm(const ComputeOrder& order, const StageMap& stages,

@@ -221,8 +221,9 @@ class CommChecker {
         (is_send ? sends_ : recvs_)[pair].push_back({static_cast<int>(r), i});
       }
     }
-    PIPEPLAN_RETURN_IF_ERROR(CheckPairing());
-    return CheckDataFlow();
+    // Data flow first: a missing receive is better reported at its consumer.
+    PIPEPLAN_RETURN_IF_ERROR(CheckDataFlow());
+    return CheckPairing();
   }
 
  private:

@@ -1,1 +1,102 @@
+// Simulator semantics (DESIGN.md §6) on cases small enough to work out by hand.
 #include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::BuildOrDie;
+using testing::MakeRequest;
+using testing::SimulateOrDie;
+
+// Index of the first action with this token on a rank.
+size_t Find(const Plan& plan, int rank, const std::string& token) {
+  const auto& actions = plan.programs[rank].actions;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (ToString(actions[i]) == token) return i;
+  }
+  ADD_FAILURE() << token << " not on rank " << rank;
+  return 0;
+}
+
+TEST(Simulator, CommLatencyDelaysTheConsumerOnly) {
+  // 1F1B P=2 M=1, F=1, B=2 (I=W=1), latency 0.5: F0 [0,1]; 1F0 [1.5,2.5]; 1B0 [2.5,4.5];
+  // 0B0 [5,7].
+  const Plan plan = BuildOrDie(MakeRequest("1f1b", 2, 1, 1, 1, 1, 1, 0.5));
+  const Timeline t = SimulateOrDie(plan);
+  const auto timing = [&](int rank, const std::string& token) {
+    return t.ranks[rank].actions[Find(plan, rank, token)];
+  };
+  EXPECT_EQ(timing(0, "0F0"), (ActionTiming{0, 1}));
+  EXPECT_EQ(timing(0, "0SEND_F0"), (ActionTiming{1, 1.5}));
+  EXPECT_EQ(timing(1, "1RECV_F0"), (ActionTiming{0, 1.5}));
+  EXPECT_EQ(timing(1, "1F0"), (ActionTiming{1.5, 2.5}));
+  EXPECT_EQ(timing(1, "1B0"), (ActionTiming{2.5, 4.5}));
+  EXPECT_EQ(timing(0, "0B0"), (ActionTiming{5, 7}));
+  EXPECT_DOUBLE_EQ(t.metrics.makespan, 7);
+  EXPECT_DOUBLE_EQ(t.ranks[1].busy, 3);
+  EXPECT_DOUBLE_EQ(t.metrics.bubble_fraction_max, 1 - 3.0 / 7);
+  EXPECT_DOUBLE_EQ(t.metrics.bubble_fraction_mean, ((1 - 3.0 / 7) + (1 - 3.0 / 7)) / 2);
+  // Rank 0 spans 0..7 with 3 busy: (7 - 3) / 7.
+  EXPECT_DOUBLE_EQ(t.metrics.zb_bubble_rate, 4.0 / 7);
+  // One microbatch's critical path: 1 + 0.5 + 1 + 2 + 0.5 + 2 = 7.
+  EXPECT_DOUBLE_EQ(t.metrics.lower_bound, 7);
+  EXPECT_DOUBLE_EQ(t.metrics.gap_to_lower_bound, 0);
+}
+
+TEST(Simulator, MemoryCurveFollowsForwardsAndBackwards) {
+  // GPipe P=1 M=3: activations 1, 2, 3 then back to 0; static 10 added on top.
+  PlanRequest request = MakeRequest("gpipe", 1, 3);
+  request.memory.static_per_rank = 10;
+  const Timeline t = SimulateOrDie(BuildOrDie(request));
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, 3);
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_memory, 13);
+  EXPECT_DOUBLE_EQ(t.ranks[0].memory.front().bytes, 10);
+  EXPECT_DOUBLE_EQ(t.ranks[0].memory.back().bytes, 10);
+}
+
+TEST(Simulator, InputBackwardFreesItsShareAndWeightTheRest) {
+  // ZB-H1 P=1 M=2 has no warm-up: F0 I0 W0 F1 I1 W1. With I freeing 0.25 of 1 the peak is 1.
+  PlanRequest request = MakeRequest("zb-h1", 1, 2);
+  request.memory.stages = {StageMemory{1.0, 0.25}};
+  const Timeline t = SimulateOrDie(BuildOrDie(request));
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, 1);
+  // Samples: start 0, F0 start 1, F0 end 1, I0 start 1, I0 end 0.75, W0 start .75, W0 end 0.
+  ASSERT_GE(t.ranks[0].memory.size(), 7u);
+  EXPECT_DOUBLE_EQ(t.ranks[0].memory[4].bytes, 0.75);
+  EXPECT_DOUBLE_EQ(t.ranks[0].memory[6].bytes, 0);
+}
+
+TEST(Simulator, DefaultActivationIsOneOverVPerStage) {
+  // Interleaved P=2 V=2 M=4 (orders in strategy_order_test): rank 0 holds at most 5 chunk
+  // activations (0F0 0F1 2F0 2F1 0F2), rank 1 at most 3; each chunk is 1/2.
+  const Timeline t = SimulateOrDie(BuildOrDie(MakeRequest("interleaved-1f1b", 2, 4, 2)));
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, 2.5);
+  EXPECT_DOUBLE_EQ(t.ranks[1].peak_activation_memory, 1.5);
+}
+
+TEST(Simulator, SameInputGivesIdenticalTimelines) {
+  const Plan plan = BuildOrDie(MakeRequest("interleaved-1f1b", 4, 8, 2, 1, 1, 1, 0.1));
+  EXPECT_EQ(SimulateOrDie(plan), SimulateOrDie(plan));
+}
+
+TEST(Simulator, OtherCostsChangeTimesNotOrder) {
+  const Plan plan = BuildOrDie(MakeRequest("1f1b", 4, 8));
+  CostModel slower;
+  slower.stages = {StageCosts{2, 4, 2, 2, 0}};
+  const StatusOr<Timeline> t = Simulate(plan, slower, plan.request.memory);
+  ASSERT_TRUE(t.ok());
+  EXPECT_DOUBLE_EQ(t->metrics.makespan, 66);
+}
+
+TEST(Simulator, RejectsAnInvalidPlanInsteadOfCrashing) {
+  Plan plan = BuildOrDie(MakeRequest("1f1b", 2, 2));
+  plan.programs[1].actions[1].stage = StageId(99);
+  const StatusOr<Timeline> t = Simulate(plan);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(), "rank 1, action 1 (99F0): stage 99 out of range 0..1");
+}
+
+}  // namespace
+}  // namespace pipeplan

@@ -1,1 +1,108 @@
+// Exact compute orders, derived by hand from the rules in reference/strategies.md.
 #include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::BuildOrDie;
+using testing::ComputeString;
+using testing::MakeRequest;
+
+TEST(StrategyOrder, Gpipe) {
+  const Plan plan = BuildOrDie(MakeRequest("gpipe", 2, 3));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0F2 0B0 0B1 0B2");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 1F1 1F2 1B0 1B1 1B2");
+}
+
+TEST(StrategyOrder, OneFOneB) {
+  const Plan plan = BuildOrDie(MakeRequest("1f1b", 3, 4));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0F2 0B0 0F3 0B1 0B2 0B3");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 1F1 1B0 1F2 1B1 1F3 1B2 1B3");
+  EXPECT_EQ(ComputeString(plan, 2), "2F0 2B0 2F1 2B1 2F2 2B2 2F3 2B3");
+}
+
+TEST(StrategyOrder, OneFOneBWithFewerMicrobatchesThanRanks) {
+  const Plan plan = BuildOrDie(MakeRequest("1f1b", 4, 2));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0B0 0B1");
+  EXPECT_EQ(ComputeString(plan, 3), "3F0 3B0 3F1 3B1");
+}
+
+TEST(StrategyOrder, InterleavedOneFOneB) {
+  const Plan plan = BuildOrDie(MakeRequest("interleaved-1f1b", 2, 4, 2));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");
+}
+
+TEST(StrategyOrder, InterleavedGroupSizeChangesTheTable) {
+  // G = 4 = M: one group; rank 1 warm-up = 2*0 + 1*4 = 4 forwards.
+  PlanRequest request = MakeRequest("interleaved-1f1b", 2, 4, 2);
+  request.options.microbatch_group_size = 4;
+  const Plan plan = BuildOrDie(request);
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 1F1 1F2 1F3 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 1B0 1B1 1B2 1B3");
+}
+
+TEST(StrategyOrder, LoopedBfs) {
+  const Plan plan = BuildOrDie(MakeRequest("looped-bfs", 2, 2, 2));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 2F0 2F1 2B1 2B0 0B1 0B0");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0");
+}
+
+TEST(StrategyOrder, ZbH1) {
+  const Plan plan = BuildOrDie(MakeRequest("zb-h1", 2, 3));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1W2");
+}
+
+TEST(StrategyOrder, ZbH2) {
+  const Plan plan = BuildOrDie(MakeRequest("zb-h2", 2, 4));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0F2 0I0 0W0 0F3 0I1 0W1 0I2 0W2 0I3 0W3");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 1I0 1F1 1I1 1F2 1I2 1W0 1F3 1I3 1W1 1W2 1W3");
+}
+
+TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
+  struct Case {
+    PlanRequest request;
+    std::string message;
+  };
+  PlanRequest bad_group = MakeRequest("interleaved-1f1b", 4, 8, 2);
+  bad_group.options.microbatch_group_size = 3;
+  PlanRequest ragged_group = MakeRequest("interleaved-1f1b", 4, 10, 2);
+  PlanRequest group_on_1f1b = MakeRequest("1f1b", 4, 8);
+  group_on_1f1b.options.microbatch_group_size = 4;
+  const std::vector<Case> cases = {
+      {MakeRequest("zb-h2", 4, 7), "zb-h2 needs at least 2P microbatches: P=4 needs M >= 8, got M=7"},
+      {bad_group, "interleaved-1f1b: microbatch group size 3 with P=4, M=8 is invalid: need P <= G <= M"},
+      {ragged_group,
+       "interleaved-1f1b: microbatch group size 4 with P=4, M=10 is invalid: the last group has 2 "
+       "microbatches; need M % G == 0 or M % G >= P"},
+      {MakeRequest("interleaved-1f1b", 4, 8, 1), "interleaved-1f1b needs --stages-per-rank >= 2, got 1"},
+      {MakeRequest("1f1b", 4, 8, 2), "1f1b supports --stages-per-rank <= 1, got 2"},
+      {MakeRequest("nope", 4, 8),
+       "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2)"},
+      {MakeRequest("1f1b", 0, 8), "ranks must be in 1..4096, got 0"},
+      {MakeRequest("1f1b", 4, 0), "microbatches must be in 1..65536, got 0"},
+      {group_on_1f1b, "--microbatch-group-size applies to interleaved-1f1b only, not 1f1b"},
+  };
+  for (const Case& c : cases) {
+    const StatusOr<Plan> plan = BuildPlan(c.request);
+    ASSERT_FALSE(plan.ok()) << c.message;
+    EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(plan.status().message(), c.message);
+  }
+}
+
+TEST(StrategyErrors, MemoryLimitBelowThePlansPeakIsRefused) {
+  PlanRequest request = MakeRequest("1f1b", 4, 8);
+  request.memory.limit = 3.5;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plan.status().message(), "1f1b needs 4 memory on rank 0, above the memory limit 3.5");
+  request.memory.limit = 4;
+  EXPECT_TRUE(BuildPlan(request).ok());
+}
+
+}  // namespace
+}  // namespace pipeplan

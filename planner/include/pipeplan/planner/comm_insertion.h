@@ -1,7 +1,8 @@
 // Comm insertion pass: adds SEND/RECV pairs for every cross-rank dependency of a compute
-// order. Every rank's comm sequence is a projection of one global message order, so the
-// plan cannot deadlock even if every transfer were a rendezvous; each RECV sits as late as
-// that order allows (normally right before its consumer).
+// order. Every rank's comm sequence is a projection of one global message order (by the
+// time each message's data is ready), so the plan cannot deadlock even if every transfer
+// were a rendezvous; each RECV sits as late as that order allows, normally right before
+// its consumer.
 #pragma once
 
 #include <vector>
@@ -16,8 +17,9 @@ namespace pipeplan {
 StatusOr<std::vector<RankProgram>> InsertComm(const ComputeOrder& order, const StageMap& stages,
                                               const CostModel& costs);
 
-// The global linear order of compute actions that InsertComm uses: a deterministic list
-// schedule of `order` under `costs`. Each entry is (rank, index in the rank's order).
+// The global linear order of compute actions that InsertComm numbers messages by: completion
+// order in a deterministic list schedule of `order` under `costs` (ties: earlier start
+// first). It respects every rank's order and every dependency. Entries are (rank, index).
 struct ComputeRef {
   int rank = 0;
   int index = 0;
