@@ -152,10 +152,11 @@ class ListScheduler {
 
   void WakeConsumers(const Action& part) {
     const int s = part.stage.value;
-    if (part.kind == ActionKind::kForward && s + 1 < stages_.num_stages()) {
+    if (part.kind == ActionKind::kForward && !stages_.IsLast(part.stage)) {
       TryQueue(stages_.RankOf(StageId(s + 1)).value);
     }
-    if ((part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) && s > 0) {
+    if ((part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) &&
+        !stages_.IsFirst(part.stage)) {
       TryQueue(stages_.RankOf(StageId(s - 1)).value);
     }
   }

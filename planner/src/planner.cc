@@ -1,5 +1,6 @@
 #include "pipeplan/planner/planner.h"
 
+#include <algorithm>
 #include <string>
 
 #include "memory_tracker.h"
@@ -66,6 +67,10 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
     return InvalidArgument("unknown strategy '" + request.strategy + "' (known: " + StrategyNames() + ")");
   }
   request.topology.placement = strategy->placement;
+  // V = 0 means "the strategy's own": 1, or 2 for the interleaved and V-shaped ones.
+  if (request.topology.stages_per_rank == 0) {
+    request.topology.stages_per_rank = std::max(1, strategy->min_stages_per_rank);
+  }
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
   PIPEPLAN_RETURN_IF_ERROR(CheckApplicable(*strategy, request.topology));
   if (request.options.microbatch_group_size < 0) {

@@ -162,16 +162,22 @@ double LowerBound(const Plan& plan, const CostModel& costs) {
     }
     max_work = std::max(max_work, work);
   }
-  // One microbatch: forward down the stages, backward up them, then stage 0's W if split.
+  // One microbatch down each chain and back up it, then the first stage's W if split.
   double path = 0.0;
+  double chain = 0.0;
   for (int s = 0; s < topology.num_stages(); ++s) {
-    const StageCosts& c = costs.Stage(StageId(s));
-    path += c.forward + (split[s] ? c.backward_input : c.backward);
-    if (s + 1 < topology.num_stages() && stages.RankOf(StageId(s)) != stages.RankOf(StageId(s + 1))) {
-      path += 2 * costs.TransferTime(StageId(s), StageId(s + 1));
+    const StageId stage(s);
+    const StageCosts& c = costs.Stage(stage);
+    chain += c.forward + (split[s] ? c.backward_input : c.backward);
+    if (stages.IsFirst(stage) && split[s]) chain += c.backward_weight;
+    if (!stages.IsLast(stage) && stages.RankOf(stage) != stages.RankOf(StageId(s + 1))) {
+      chain += 2 * costs.TransferTime(stage, StageId(s + 1));
+    }
+    if (stages.IsLast(stage)) {
+      path = std::max(path, chain);
+      chain = 0.0;
     }
   }
-  if (split[0]) path += costs.Stage(StageId(0)).backward_weight;
   return std::max(max_work, path);
 }
 

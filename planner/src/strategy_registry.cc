@@ -19,6 +19,18 @@ const std::vector<Strategy>& AllStrategies() {
        strategies::GenerateZbH1},
       {"zb-h2", "zero bubble hand schedule, 2P-1 activations", Placement::kLoop, 1, 1,
        strategies::GenerateZbH2},
+      {"interleaved-zb", "PyTorch interleaved zero bubble", Placement::kLoop, 2, 0,
+       strategies::GenerateInterleavedZb},
+      {"zbv-handcrafted", "PyTorch ZB-V hand schedule, V shape", Placement::kVShape, 2, 2,
+       strategies::GenerateZbvHandcrafted},
+      {"dualpipe", "DeepSeek DualPipe, two model copies, bidirectional", Placement::kDual, 2, 2,
+       strategies::GenerateDualPipe},
+      {"dualpipe-v", "DeepSeek DualPipeV, V shape with F&B overlap", Placement::kVShape, 2, 2,
+       strategies::GenerateDualPipeV},
+      {"1f1b-overlap", "1F1B with F&B overlap cells in the steady state", Placement::kLoop, 1, 1,
+       strategies::GenerateOneFOneBOverlap},
+      {"interleaved-1f1b-overlap", "Megatron interleaved order with F&B overlap cells",
+       Placement::kLoop, 2, 0, strategies::GenerateInterleaved1F1BOverlap},
   };
   return kStrategies;
 }

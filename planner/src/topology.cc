@@ -50,13 +50,20 @@ Status ValidateTopology(const Topology& t) {
     return InvalidArgument("microbatches must be in 1.." + std::to_string(kMaxMicrobatches) +
                            ", got " + std::to_string(t.microbatches));
   }
-  if (t.placement == Placement::kDual) {
-    return InvalidArgument("dual placement is not supported yet (it comes with the dualpipe strategy)");
+  if (t.placement == Placement::kDual && t.stages_per_rank != 2) {
+    return InvalidArgument("dual placement needs 2 stages per rank, got " +
+                           std::to_string(t.stages_per_rank));
+  }
+  if (t.placement == Placement::kDual && t.microbatches % 2 != 0) {
+    return InvalidArgument("dual placement splits the microbatches between two model copies, so M "
+                           "must be even, got " + std::to_string(t.microbatches));
   }
   return Status::Ok();
 }
 
-StageMap::StageMap(const Topology& topology) {
+StageMap::StageMap(const Topology& topology)
+    : dual_(topology.placement == Placement::kDual),
+      microbatches_per_chain_(dual_ ? topology.microbatches / 2 : topology.microbatches) {
   const int ranks = topology.ranks;
   const int chunks = topology.stages_per_rank;
   rank_of_.resize(static_cast<size_t>(ranks) * chunks);
@@ -64,8 +71,8 @@ StageMap::StageMap(const Topology& topology) {
   stages_of_.resize(ranks);
   for (int rank = 0; rank < ranks; ++rank) {
     for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int stage = topology.placement == Placement::kVShape ? VShapeStage(rank, chunk, ranks)
-                                                                 : chunk * ranks + rank;
+      const bool zig_zag = topology.placement == Placement::kVShape || dual_;
+      const int stage = zig_zag ? VShapeStage(rank, chunk, ranks) : chunk * ranks + rank;
       rank_of_[stage] = RankId(rank);
       chunk_of_[stage] = chunk;
       stages_of_[rank].push_back(StageId(stage));

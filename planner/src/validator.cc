@@ -70,9 +70,10 @@ class ComputeOrderChecker {
       return InvalidArgument(where + ": stage " + std::to_string(part.stage.value) +
                              " out of range 0.." + std::to_string(topology_.num_stages() - 1));
     }
-    if (part.microbatch.value < 0 || part.microbatch.value >= topology_.microbatches) {
+    const int microbatches = stages_.MicrobatchesOf(part.stage);
+    if (part.microbatch.value < 0 || part.microbatch.value >= microbatches) {
       return InvalidArgument(where + ": microbatch " + std::to_string(part.microbatch.value) +
-                             " out of range 0.." + std::to_string(topology_.microbatches - 1));
+                             " out of range 0.." + std::to_string(microbatches - 1));
     }
     const RankId owner = stages_.RankOf(part.stage);
     if (owner != RankId(rank)) {
@@ -118,7 +119,7 @@ class ComputeOrderChecker {
 
   Status CheckComplete() const {
     for (int s = 0; s < topology_.num_stages(); ++s) {
-      for (int m = 0; m < topology_.microbatches; ++m) {
+      for (int m = 0; m < stages_.MicrobatchesOf(StageId(s)); ++m) {
         const OpState& op = state_.At(StageId(s), MicrobatchId(m));
         const std::string what = "stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
                                  " (rank " + std::to_string(stages_.RankOf(StageId(s)).value) + ")";
@@ -245,15 +246,18 @@ class CommChecker {
       return InvalidArgument(where + ": stage " + std::to_string(stage) + " out of range 0.." +
                              std::to_string(stages_.num_stages() - 1));
     }
-    if (action.microbatch.value < 0 || action.microbatch.value >= plan_.request.topology.microbatches) {
+    const int microbatches = stages_.MicrobatchesOf(StageId(stage));
+    if (action.microbatch.value < 0 || action.microbatch.value >= microbatches) {
       return InvalidArgument(where + ": microbatch " + std::to_string(action.microbatch.value) +
-                             " out of range 0.." + std::to_string(plan_.request.topology.microbatches - 1));
+                             " out of range 0.." + std::to_string(microbatches - 1));
     }
     if (stages_.RankOf(StageId(stage)) != RankId(rank)) {
       return InvalidArgument(where + ": stage " + std::to_string(stage) + " belongs to rank " +
                              std::to_string(stages_.RankOf(StageId(stage)).value));
     }
-    if (neighbour < 0 || neighbour >= stages_.num_stages()) {
+    const bool at_end = shape.neighbour_offset > 0 ? stages_.IsLast(StageId(stage))
+                                                   : stages_.IsFirst(StageId(stage));
+    if (at_end) {
       return InvalidArgument(where + ": stage " + std::to_string(stage) + " has no stage " +
                              std::to_string(neighbour) + " to talk to");
     }
@@ -391,9 +395,9 @@ class CommChecker {
     const Topology& topology = plan_.request.topology;
     for (int s = 0; s < topology.num_stages(); ++s) {
       const RankId rank = stages_.RankOf(StageId(s));
-      for (int m = 0; m < topology.microbatches; ++m) {
-        const bool forward_remote = s + 1 < topology.num_stages() && stages_.RankOf(StageId(s + 1)) != rank;
-        const bool backward_remote = s > 0 && stages_.RankOf(StageId(s - 1)) != rank;
+      const bool forward_remote = !stages_.IsLast(StageId(s)) && stages_.RankOf(StageId(s + 1)) != rank;
+      const bool backward_remote = !stages_.IsFirst(StageId(s)) && stages_.RankOf(StageId(s - 1)) != rank;
+      for (int m = 0; m < stages_.MicrobatchesOf(StageId(s)); ++m) {
         const std::string what = "stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
                                  " (rank " + std::to_string(rank.value) + ")";
         if (forward_sent.At(StageId(s), MicrobatchId(m)) != (forward_remote ? 1 : 0)) {

@@ -1,6 +1,8 @@
 // Closed forms and public reference numbers from reference/strategies.md.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "test_support.h"
 
 namespace pipeplan {
@@ -67,6 +69,56 @@ TEST(ClosedForm, ZeroBubblePaperRow) {
   EXPECT_NEAR(rate("1f1b"), 0.2431, 5e-5);
   EXPECT_NEAR(rate("zb-h1"), 0.1585, 5e-5);
   EXPECT_NEAR(rate("zb-h2"), 0.1083, 5e-5);
+}
+
+}  // namespace
+}  // namespace pipeplan
+
+namespace pipeplan {
+namespace {
+
+using testing::BuildOrDie;
+using testing::MakeRequest;
+using testing::SimulateOrDie;
+
+// Unit costs per chunk F=1, B=2 (I=W=1), one F&B cell 3: DeepSeek's bubble
+// (P'/2 - 1)(F&B + B - 3W) = 6 idle time on every rank, makespan 66.
+TEST(ClosedForm, DualPipeFamilyUnitCostFigures) {
+  for (auto [strategy, ranks, microbatches] :
+       {std::tuple{"dualpipe", 8, 20}, std::tuple{"dualpipe-v", 4, 10}}) {
+    PlanRequest request = MakeRequest(strategy, ranks, microbatches, 2);
+    request.costs.stages[0].overlap = 3;
+    const Timeline t = SimulateOrDie(BuildOrDie(request));
+    EXPECT_DOUBLE_EQ(t.metrics.makespan, 66) << strategy;
+    for (const RankTimeline& rank : t.ranks) {
+      EXPECT_DOUBLE_EQ(t.metrics.makespan - rank.busy, 6) << strategy << " rank " << rank.rank.value;
+    }
+  }
+}
+
+TEST(ClosedForm, DualPipeHoldsPPlusOneChunkActivations) {
+  const Timeline t = SimulateOrDie(BuildOrDie(MakeRequest("dualpipe", 8, 20, 2)));
+  for (const RankTimeline& rank : t.ranks) EXPECT_DOUBLE_EQ(rank.peak_activation_memory * 2, 8 + 1);
+}
+
+TEST(ClosedForm, ZbvHandcraftedHasZeroBubbleWhenFEqualsIEqualsW) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {2 * p, 3 * p}) {
+      const Timeline t = SimulateOrDie(BuildOrDie(MakeRequest("zbv-handcrafted", p, m, 2)));
+      EXPECT_DOUBLE_EQ(t.metrics.zb_bubble_rate, 0) << "P=" << p << " M=" << m;
+    }
+  }
+}
+
+// Seed 003's closed form for interleaved 1F1B with overlap cells (per chunk f, b, fb):
+// (p-1)(f+b) + (p(v-1)+1)(f+b) + (mv - p(v-1) - 1) fb.
+TEST(ClosedForm, InterleavedOneFOneBOverlapMakespan) {
+  const int p = 4, v = 2, m = 16;
+  const double f = 1, b = 2, fb = 2.75;
+  PlanRequest request = MakeRequest("interleaved-1f1b-overlap", p, m, v, f, b / 2, b / 2);
+  request.costs.stages[0].overlap = fb;
+  const double expected = (p - 1) * (f + b) + (p * (v - 1) + 1) * (f + b) + (m * v - p * (v - 1) - 1) * fb;
+  EXPECT_DOUBLE_EQ(SimulateOrDie(BuildOrDie(request)).metrics.makespan, expected);
 }
 
 }  // namespace

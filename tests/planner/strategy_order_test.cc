@@ -61,6 +61,53 @@ TEST(StrategyOrder, ZbH2) {
   EXPECT_EQ(ComputeString(plan, 1), "1F0 1I0 1F1 1I1 1F2 1I2 1W0 1F3 1I3 1W1 1W2 1W3");
 }
 
+TEST(StrategyOrder, InterleavedZeroBubble) {
+  // mpr = 4 / max(1, 4 / 2) = 2; warm-up (V-1)mpr + P-1-r.
+  const Plan plan = BuildOrDie(MakeRequest("interleaved-zb", 2, 4, 2));
+  EXPECT_EQ(ComputeString(plan, 0),
+            "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 2W3 0I2 0W2 0I3 0W3");
+  EXPECT_EQ(ComputeString(plan, 1),
+            "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 1I2 3W3 1I3 1W2 1W3");
+}
+
+TEST(StrategyOrder, ZbvHandcrafted) {
+  // V placement: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2.
+  const Plan plan = BuildOrDie(MakeRequest("zbv-handcrafted", 2, 3, 2));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 3F2 3I2 3W2 0I1 0W1 0I2 0W2");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2");
+}
+
+TEST(StrategyOrder, ZbvHandcraftedDropsMicrobatchesBeyondM) {
+  // Built for n = max(2P-1, M) = 3, then every action of microbatch 2 is dropped.
+  const Plan plan = BuildOrDie(MakeRequest("zbv-handcrafted", 2, 2, 2));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1");
+}
+
+TEST(StrategyOrder, DualPipeVFollowsTheEightSteps) {
+  const Plan plan = BuildOrDie(MakeRequest("dualpipe-v", 2, 4, 2));
+  EXPECT_EQ(ComputeString(plan, 0),
+            "0F0 0F1 0F2 3F0 3I0 3W0 3F1 (0F3;3B1)OVERLAP_F_B (3F2;0B0)OVERLAP_F_B 3B2 (3F3;0B1)OVERLAP_F_B "
+            "3B3 0I2 0W2 0I3 0W3");
+  // The last rank issues its first F0&B1 as plain F0 then B1.
+  EXPECT_EQ(ComputeString(plan, 1),
+            "1F0 2F0 1F1 2F1 1F2 2B0 (2F2;1B0)OVERLAP_F_B (1F3;2B1)OVERLAP_F_B (2F3;1B1)OVERLAP_F_B 2B2 1B2 "
+            "2I3 1I3 2W3 1W3");
+}
+
+TEST(StrategyOrder, DualPipeRunsBothCopiesOnEveryRank) {
+  // P=2, M=4 (2 per copy). Copy A: stage 0 (rank 0) -> 1 (rank 1); copy B: stage 2 (rank 1)
+  // -> 3 (rank 0). Both ranks are middle ranks; rank 1 swaps its chunks.
+  const Plan plan = BuildOrDie(MakeRequest("dualpipe", 2, 4, 2));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 3F0 0F1 3B0 (3F1;0B0)OVERLAP_F_B 3B1 0I1 0W1");
+  EXPECT_EQ(ComputeString(plan, 1), "2F0 1F0 2F1 1B0 (1F1;2B0)OVERLAP_F_B 1B1 2I1 2W1");
+}
+
+TEST(StrategyOrder, OneFOneBOverlap) {
+  const Plan plan = BuildOrDie(MakeRequest("1f1b-overlap", 2, 3));
+  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0F2 0B0 0B1 0B2");
+  EXPECT_EQ(ComputeString(plan, 1), "1F0 (1F1;1B0)OVERLAP_F_B (1F2;1B1)OVERLAP_F_B 1B2");
+}
+
 TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
   struct Case {
     PlanRequest request;
@@ -80,7 +127,8 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
       {MakeRequest("interleaved-1f1b", 4, 8, 1), "interleaved-1f1b needs --stages-per-rank >= 2, got 1"},
       {MakeRequest("1f1b", 4, 8, 2), "1f1b supports --stages-per-rank <= 1, got 2"},
       {MakeRequest("nope", 4, 8),
-       "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2)"},
+       "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, "
+       "interleaved-zb, zbv-handcrafted, dualpipe, dualpipe-v, 1f1b-overlap, interleaved-1f1b-overlap)"},
       {MakeRequest("1f1b", 0, 8), "ranks must be in 1..4096, got 0"},
       {MakeRequest("1f1b", 4, 0), "microbatches must be in 1..65536, got 0"},
       {group_on_1f1b, "--microbatch-group-size applies to interleaved-1f1b only, not 1f1b"},

@@ -2,6 +2,7 @@
 // read like the rules in reference/strategies.md.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "pipeplan/planner/action.h"
@@ -21,6 +22,7 @@ class RankOrderBuilder {
   void Backward(int chunk, int microbatch) { Add(ActionKind::kBackward, chunk, microbatch); }
   void Input(int chunk, int microbatch) { Add(ActionKind::kBackwardInput, chunk, microbatch); }
   void Weight(int chunk, int microbatch) { Add(ActionKind::kBackwardWeight, chunk, microbatch); }
+  void Append(Action action) { actions_.push_back(std::move(action)); }
 
   std::vector<Action> Take() { return std::move(actions_); }
 

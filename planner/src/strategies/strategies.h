@@ -13,5 +13,11 @@ StatusOr<ComputeOrder> GenerateInterleaved1F1B(const PlanRequest& request, const
 StatusOr<ComputeOrder> GenerateLoopedBfs(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateZbH1(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateZbH2(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateInterleavedZb(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateZbvHandcrafted(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateDualPipe(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateDualPipeV(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateOneFOneBOverlap(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateInterleaved1F1BOverlap(const PlanRequest& request, const StageMap& stages);
 
 }  // namespace pipeplan::strategies

@@ -12,7 +12,9 @@ namespace pipeplan {
 enum class Placement : uint8_t {
   kLoop,    // stage s on rank s % P (Megatron interleaving)
   kVShape,  // zig-zag: rank index rises on even passes, falls on odd ones
-  kDual,    // DualPipe: rank r holds stage r of copy A and stage P-1-r of copy B
+  kDual,    // DualPipe: two model copies. Copy A is stages 0..P-1 (stage s on rank s), copy B
+            // is stages P..2P-1 run the other way (stage P+j on rank P-1-j); each copy is a
+            // chain of its own and takes half of the microbatches.
 };
 
 std::string_view PlacementName(Placement placement);
@@ -31,7 +33,8 @@ struct Topology {
 // Checks ranges (P, V, M >= 1 and bounded) and placement constraints.
 Status ValidateTopology(const Topology& topology);
 
-// Stage <-> rank mapping for a validated topology.
+// Stage <-> rank mapping for a validated topology, and the chains data flows along:
+// activations go from stage s to s + 1 and gradients back, within one chain.
 class StageMap {
  public:
   explicit StageMap(const Topology& topology);
@@ -43,13 +46,22 @@ class StageMap {
   const std::vector<StageId>& StagesOf(RankId rank) const { return stages_of_[rank.value]; }
   // Local chunk index of a stage on its rank.
   int ChunkOf(StageId stage) const { return chunk_of_[stage.value]; }
-  bool IsFirst(StageId stage) const { return stage.value == 0; }
-  bool IsLast(StageId stage) const { return stage.value == num_stages() - 1; }
+  // First / last stage of its chain: no stage before / after it.
+  bool IsFirst(StageId stage) const {
+    return stage.value == 0 || (dual_ && stage.value == num_ranks());
+  }
+  bool IsLast(StageId stage) const {
+    return stage.value == num_stages() - 1 || (dual_ && stage.value == num_ranks() - 1);
+  }
+  // Microbatches that pass through a stage: M, or M / 2 per copy under dual placement.
+  int MicrobatchesOf(StageId /*stage*/) const { return microbatches_per_chain_; }
 
  private:
   std::vector<RankId> rank_of_;
   std::vector<int> chunk_of_;
   std::vector<std::vector<StageId>> stages_of_;
+  bool dual_ = false;
+  int microbatches_per_chain_ = 0;
 };
 
 }  // namespace pipeplan
