@@ -28,46 +28,6 @@ constexpr std::array<KindName, 12> kKindNames = {{
 
 }  // namespace
 
-bool IsCompute(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kOverlapFB:
-      return true;
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-    case ActionKind::kPostValidation:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      return false;
-  }
-  return false;
-}
-
-bool IsComm(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      return true;
-    case ActionKind::kForward:
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kOverlapFB:
-    case ActionKind::kPostValidation:
-      return false;
-  }
-  return false;
-}
-
 std::string_view KindToken(ActionKind kind) {
   for (const KindName& entry : kKindNames) {
     if (entry.kind == kind) return entry.token;

@@ -18,12 +18,15 @@ namespace {
 
 constexpr int kMissing = -1;
 
-// A comm action waiting to be placed on one rank, before compute action `slot`.
+// A comm action waiting to be placed on one rank, before compute action `slot`. Plain data:
+// the Action is made only when the program is assembled.
 struct PendingComm {
-  size_t message = 0;
   int slot = 0;
   bool is_send = false;
-  Action action;
+  ActionKind kind = ActionKind::kSendForward;
+  StageId stage;
+  MicrobatchId microbatch;
+  RankId peer;
 };
 
 Action MakeComm(ActionKind kind, StageId stage, MicrobatchId mb, RankId peer) {
@@ -43,7 +46,8 @@ class CommInserter {
     IndexConsumers();
   }
 
-  StatusOr<std::vector<RankProgram>> Run(const std::vector<ComputeRef>& global_order) {
+  // `order` is the one the inserter was built on; its actions are moved out at the end.
+  StatusOr<std::vector<RankProgram>> Run(const std::vector<ComputeRef>& global_order, ComputeOrder& order) {
     for (const ComputeRef& ref : global_order) {
       const Action& producer = order_[ref.rank][ref.index];
       for (const Action* part : ComputeParts(producer)) {
@@ -51,7 +55,7 @@ class CommInserter {
       }
     }
     for (std::vector<PendingComm>& comms : pending_) PlaceReceivesLate(comms);
-    return Assemble();
+    return Assemble(order);
   }
 
  private:
@@ -131,18 +135,15 @@ class CommInserter {
       return InvalidArgument("rank " + std::to_string(receiver.value) + " has no consumer for " +
                              ToString(part) + " of rank " + std::to_string(sender.value));
     }
-    const size_t message = next_message_++;
-    pending_[sender.value].push_back(
-        {message, producer.index + 1, true, MakeComm(send_kind, part.stage, part.microbatch, receiver)});
+    // Messages arrive here in global order, so every rank's list stays sorted by message.
+    pending_[sender.value].push_back({producer.index + 1, true, send_kind, part.stage, part.microbatch, receiver});
     pending_[receiver.value].push_back(
-        {message, consumer_index, false, MakeComm(recv_kind, consumer_stage, part.microbatch, sender)});
+        {consumer_index, false, recv_kind, consumer_stage, part.microbatch, sender});
     return Status::Ok();
   }
 
   // Moves each RECV to min(its consumer, every later-numbered comm action on the rank).
   static void PlaceReceivesLate(std::vector<PendingComm>& comms) {
-    std::sort(comms.begin(), comms.end(),
-              [](const PendingComm& a, const PendingComm& b) { return a.message < b.message; });
     int earliest_later = std::numeric_limits<int>::max();
     for (auto it = comms.rbegin(); it != comms.rend(); ++it) {
       if (!it->is_send) it->slot = std::min(it->slot, earliest_later);
@@ -150,7 +151,7 @@ class CommInserter {
     }
   }
 
-  std::vector<RankProgram> Assemble() const {
+  std::vector<RankProgram> Assemble(ComputeOrder& order) const {
     std::vector<RankProgram> programs(order_.size());
     for (size_t r = 0; r < order_.size(); ++r) {
       RankProgram& program = programs[r];
@@ -160,9 +161,10 @@ class CommInserter {
       const std::vector<PendingComm>& comms = pending_[r];
       for (size_t i = 0; i <= order_[r].size(); ++i) {
         while (next_comm < comms.size() && comms[next_comm].slot <= static_cast<int>(i)) {
-          program.actions.push_back(comms[next_comm++].action);
+          const PendingComm& c = comms[next_comm++];
+          program.actions.push_back(MakeComm(c.kind, c.stage, c.microbatch, c.peer));
         }
-        if (i < order_[r].size()) program.actions.push_back(order_[r][i]);
+        if (i < order_[r].size()) program.actions.push_back(std::move(order[r][i]));
       }
     }
     return programs;
@@ -172,18 +174,13 @@ class CommInserter {
   const StageMap& stages_;
   StageMbTable<int> forward_at_;     // compute index of F(stage, mb) on its rank
   StageMbTable<int> input_grad_at_;  // compute index of B or I(stage, mb) on its rank
-  std::vector<std::vector<PendingComm>> pending_;
-  size_t next_message_ = 0;
+  std::vector<std::vector<PendingComm>> pending_;  // per rank, in message order
 };
 
-int MicrobatchesIn(const ComputeOrder& order) {
+int MaxMicrobatches(const StageMap& stages) {
   int microbatches = 0;
-  for (const auto& actions : order) {
-    for (const Action& action : actions) {
-      for (const Action* part : ComputeParts(action)) {
-        microbatches = std::max(microbatches, part->microbatch.value + 1);
-      }
-    }
+  for (int s = 0; s < stages.num_stages(); ++s) {
+    microbatches = std::max(microbatches, stages.MicrobatchesOf(StageId(s)));
   }
   return microbatches;
 }
@@ -192,21 +189,15 @@ int MicrobatchesIn(const ComputeOrder& order) {
 
 StatusOr<std::vector<ComputeRef>> GlobalComputeOrder(const ComputeOrder& order,
                                                      const StageMap& stages, const CostModel& costs) {
-  PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule,
-                            RunListSchedule(order, stages, MicrobatchesIn(order), costs));
-  // Completion order; a stable sort keeps start order among equal ends, so zero-cost producers
-  // still precede their consumers.
-  std::vector<ComputeRef> completion = std::move(schedule.start_order);
-  std::stable_sort(completion.begin(), completion.end(), [&](const ComputeRef& a, const ComputeRef& b) {
-    return schedule.times[a.rank][a.index].end < schedule.times[b.rank][b.index].end;
-  });
-  return completion;
+  const ComputeView view = ViewOf(order);
+  PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule, RunListSchedule(view, stages, costs));
+  return CompletionOrder(schedule);
 }
 
-StatusOr<std::vector<RankProgram>> InsertComm(const ComputeOrder& order, const StageMap& stages,
+StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
                                               const CostModel& costs) {
   PIPEPLAN_ASSIGN_OR_RETURN(std::vector<ComputeRef> global, GlobalComputeOrder(order, stages, costs));
-  return CommInserter(order, stages, MicrobatchesIn(order)).Run(global);
+  return CommInserter(order, stages, MaxMicrobatches(stages)).Run(global, order);
 }
 
 }  // namespace pipeplan

@@ -3,7 +3,6 @@
 // transfer in it is matched by the peer's posted counterpart; compute never blocks (the
 // validator has already checked that inputs are received before use).
 #include <deque>
-#include <map>
 #include <string>
 #include <utility>
 
@@ -25,8 +24,41 @@ struct CommOp {
   size_t ordinal = 0;  // k-th transfer on this (from, to) link, in program order
 };
 
-struct Segment {
-  std::vector<CommOp> group;  // empty: a compute action
+// Counts per (peer, direction) for one rank. A rank talks to a handful of peers, so a short
+// vector searched linearly beats any map.
+class LinkCounters {
+ public:
+  size_t& At(int peer, bool is_send) {
+    for (Entry& entry : entries_) {
+      if (entry.peer == peer && entry.is_send == is_send) return entry.count;
+    }
+    entries_.push_back({peer, is_send, 0});
+    return entries_.back().count;
+  }
+  size_t Get(int peer, bool is_send) const {
+    for (const Entry& entry : entries_) {
+      if (entry.peer == peer && entry.is_send == is_send) return entry.count;
+    }
+    return 0;
+  }
+
+ private:
+  struct Entry {
+    int peer;
+    bool is_send;
+    size_t count;
+  };
+  std::vector<Entry> entries_;
+};
+
+// One rank's program as segments: a compute action (no ops) or a group of comm ops.
+struct RankSegments {
+  std::vector<CommOp> ops;
+  std::vector<size_t> segment_start;  // segment k covers ops[start[k], start[k + 1])
+
+  size_t size() const { return segment_start.size() - 1; }
+  const CommOp* begin(size_t k) const { return ops.data() + segment_start[k]; }
+  const CommOp* end(size_t k) const { return ops.data() + segment_start[k + 1]; }
 };
 
 class DryRunner {
@@ -36,7 +68,7 @@ class DryRunner {
     segments_.resize(ranks);
     head_.assign(ranks, 0);
     posted_.resize(ranks);
-    queued_.assign(ranks, false);
+    queued_.assign(ranks, 0);
     BuildSegments();
   }
 
@@ -48,8 +80,8 @@ class DryRunner {
     while (!work_.empty()) {
       const int rank = work_.front();
       work_.pop_front();
-      queued_[rank] = false;
-      while (head_[rank] < segments_[rank].size() && CanComplete(rank)) {
+      queued_[rank] = 0;
+      while (head_[rank] < segments_[rank].size() && Blocking(rank) == nullptr) {
         ++head_[rank];
         PostHead(rank);
       }
@@ -62,65 +94,57 @@ class DryRunner {
 
  private:
   void BuildSegments() {
-    std::map<std::pair<int, int>, size_t> sends;  // (from, to) -> count so far
-    std::map<std::pair<int, int>, size_t> recvs;
+    std::vector<LinkCounters> ordinals(plan_.programs.size());  // per sender / receiver
     for (size_t r = 0; r < plan_.programs.size(); ++r) {
-      const int rank = static_cast<int>(r);
+      RankSegments& out = segments_[r];
       bool in_group = false;
-      for (size_t i = 0; i < plan_.programs[r].actions.size(); ++i) {
-        const Action& action = plan_.programs[r].actions[i];
+      const auto& actions = plan_.programs[r].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const Action& action = actions[i];
         if (!IsComm(action.kind)) {
-          segments_[r].push_back({});
+          out.segment_start.push_back(out.ops.size());
           in_group = false;
           continue;
         }
-        if (!in_group) segments_[r].push_back({});
+        if (!in_group) out.segment_start.push_back(out.ops.size());
         in_group = true;
         const bool is_send = IsSendKind(action.kind);
-        const int peer = action.peer.value;
-        const auto link = is_send ? std::make_pair(rank, peer) : std::make_pair(peer, rank);
-        const size_t ordinal = (is_send ? sends : recvs)[link]++;
-        segments_[r].back().group.push_back({i, peer, is_send, ordinal});
+        const size_t ordinal = ordinals[r].At(action.peer.value, is_send)++;
+        out.ops.push_back({i, action.peer.value, is_send, ordinal});
       }
+      out.segment_start.push_back(out.ops.size());
     }
   }
 
-  // Counts what a rank has posted so far on each (peer, direction).
-  size_t& Posted(int rank, int peer, bool is_send) { return posted_[rank][{peer, is_send}]; }
-  size_t PostedOr0(int rank, int peer, bool is_send) const {
-    const auto found = posted_[rank].find({peer, is_send});
-    return found == posted_[rank].end() ? 0 : found->second;
-  }
-
   void PostHead(int rank) {
-    if (head_[rank] >= segments_[rank].size()) return;
-    for (const CommOp& op : segments_[rank][head_[rank]].group) {
-      ++Posted(rank, op.peer, op.is_send);
-      Wake(op.peer);
+    const RankSegments& segments = segments_[rank];
+    if (head_[rank] >= segments.size()) return;
+    for (const CommOp* op = segments.begin(head_[rank]); op != segments.end(head_[rank]); ++op) {
+      ++posted_[rank].At(op->peer, op->is_send);
+      Wake(op->peer);
     }
     Wake(rank);
   }
 
   void Wake(int rank) {
     if (queued_[rank]) return;
-    queued_[rank] = true;
+    queued_[rank] = 1;
     work_.push_back(rank);
   }
 
   // Our k-th send to `peer` needs the peer's k-th receive from us posted, and vice versa.
   bool Matched(int rank, const CommOp& op) const {
-    return PostedOr0(op.peer, rank, !op.is_send) > op.ordinal;
+    return posted_[op.peer].Get(rank, !op.is_send) > op.ordinal;
   }
 
   // The first op of the rank's head group whose counterpart is not posted yet.
   const CommOp* Blocking(int rank) const {
-    for (const CommOp& op : segments_[rank][head_[rank]].group) {
-      if (!Matched(rank, op)) return &op;
+    const RankSegments& segments = segments_[rank];
+    for (const CommOp* op = segments.begin(head_[rank]); op != segments.end(head_[rank]); ++op) {
+      if (!Matched(rank, *op)) return op;
     }
     return nullptr;
   }
-
-  bool CanComplete(int rank) const { return Blocking(rank) == nullptr; }
 
   std::string Describe(int rank, const CommOp& op) const {
     const Action& action = plan_.programs[rank].actions[op.index];
@@ -151,10 +175,10 @@ class DryRunner {
   }
 
   const Plan& plan_;
-  std::vector<std::vector<Segment>> segments_;
+  std::vector<RankSegments> segments_;
   std::vector<size_t> head_;
-  std::vector<std::map<std::pair<int, bool>, size_t>> posted_;  // rank -> (peer, send?) -> count
-  std::vector<bool> queued_;
+  std::vector<LinkCounters> posted_;  // per rank: what it has posted, per (peer, direction)
+  std::vector<uint8_t> queued_;
   std::deque<int> work_;
 };
 

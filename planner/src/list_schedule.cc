@@ -1,6 +1,7 @@
 #include "list_schedule.h"
 
-#include <functional>
+#include <algorithm>
+#include <deque>
 #include <optional>
 #include <queue>
 #include <string>
@@ -16,37 +17,44 @@ constexpr double kNotDone = -1.0;
 
 // An input a compute part needs: the end of a producer on some stage (kNotDone until then).
 struct Input {
-  const StageMbTable<double>* table;
+  const StageMbTable<double>* table = nullptr;
   StageId stage;
   MicrobatchId mb;
 };
 
 class ListScheduler {
  public:
-  ListScheduler(const ComputeOrder& compute, const StageMap& stages, int microbatches,
+  ListScheduler(const ComputeView& compute, const StageMap& stages, int microbatches,
                 const CostModel& costs)
       : compute_(compute),
         stages_(stages),
         costs_(costs),
         forward_end_(stages.num_stages(), microbatches, kNotDone),
         input_grad_end_(stages.num_stages(), microbatches, kNotDone),
+        forward_depth_(stages.num_stages(), microbatches, 0),
+        input_grad_depth_(stages.num_stages(), microbatches, 0),
         head_(compute.size(), 0),
         rank_free_(compute.size(), 0.0),
-        queued_(compute.size(), false),
-        pending_arrival_(compute.size(), 0.0) {
+        rank_depth_(compute.size(), 0),
+        queued_(compute.size(), 0) {
     result_.times.resize(compute.size());
     for (size_t r = 0; r < compute.size(); ++r) result_.times[r].resize(compute[r].size());
   }
 
   StatusOr<ListScheduleResult> Run() {
-    for (size_t r = 0; r < compute_.size(); ++r) TryQueue(static_cast<int>(r));
+    for (size_t r = 0; r < compute_.size(); ++r) Wake(static_cast<int>(r));
     size_t done = 0;
-    while (!ready_.empty()) {
-      const auto [start, rank] = ready_.top();
-      ready_.pop();
-      queued_[rank] = false;
-      Execute(rank, start);
-      ++done;
+    while (!work_.empty()) {
+      const int rank = work_.front();
+      work_.pop_front();
+      queued_[rank] = 0;
+      // Run the rank as far as its inputs allow.
+      while (head_[rank] < compute_[rank].size()) {
+        const auto ready = ReadyTime(rank);
+        if (!ready) break;
+        Execute(rank, *ready);
+        ++done;
+      }
     }
     size_t total = 0;
     for (const auto& actions : compute_) total += actions.size();
@@ -55,9 +63,18 @@ class ListScheduler {
   }
 
  private:
+  // At most two inputs per part; a fixed array keeps the hot loop free of allocation.
+  struct Inputs {
+    Input items[2];
+    int size = 0;
+    void push_back(const Input& input) { items[size++] = input; }
+    const Input* begin() const { return items; }
+    const Input* end() const { return items + size; }
+  };
+
   // Producers of the inputs of one compute part (not an overlap cell).
-  std::vector<Input> InputsOf(const Action& part) const {
-    std::vector<Input> inputs;
+  Inputs InputsOf(const Action& part) const {
+    Inputs inputs;
     const StageId s = part.stage;
     const MicrobatchId m = part.microbatch;
     switch (part.kind) {
@@ -87,54 +104,64 @@ class ListScheduler {
 
   bool InRange(const Input& input) const { return input.table->Contains(input.stage, input.mb); }
 
-  // When all inputs of the rank's next action are available: start time, else nullopt.
-  std::optional<std::pair<double, double>> ReadyTime(int rank) const {
-    const Action& action = compute_[rank][head_[rank]];
-    double arrival = 0.0;
+  struct Ready {
+    double start;
+    int depth;
+  };
+
+  // When all inputs of the rank's next action are available: its start and depth.
+  std::optional<Ready> ReadyTime(int rank) const {
+    const Action& action = *compute_[rank][head_[rank]];
+    double start = rank_free_[rank];
+    int depth = rank_depth_[rank];
     for (const Action* part : ComputeParts(action)) {
       for (const Input& input : InputsOf(*part)) {
         if (!InRange(input)) return std::nullopt;
         const double end = input.table->At(input.stage, input.mb);
         if (end == kNotDone) return std::nullopt;
         const bool remote = stages_.RankOf(input.stage) != RankId(rank);
-        const double ready = remote ? end + costs_.TransferTime(input.stage, part->stage) : end;
-        arrival = std::max(arrival, ready);
+        start = std::max(start, remote ? end + costs_.TransferTime(input.stage, part->stage) : end);
+        depth = std::max(depth, DepthOf(input));
       }
     }
-    return std::make_pair(std::max(arrival, rank_free_[rank]), arrival);
+    return Ready{start, depth + 1};
   }
 
-  void TryQueue(int rank) {
-    if (queued_[rank] || head_[rank] >= compute_[rank].size()) return;
-    const auto ready = ReadyTime(rank);
-    if (!ready) return;
-    queued_[rank] = true;
-    pending_arrival_[rank] = ready->second;
-    ready_.push({ready->first, rank});
+  int DepthOf(const Input& input) const {
+    return input.table == &forward_end_ ? forward_depth_.At(input.stage, input.mb)
+                                        : input_grad_depth_.At(input.stage, input.mb);
   }
 
-  void Execute(int rank, double start) {
+  void Wake(int rank) {
+    if (queued_[rank]) return;
+    queued_[rank] = 1;
+    work_.push_back(rank);
+  }
+
+  void Execute(int rank, const Ready& ready) {
     const size_t index = head_[rank];
-    const Action& action = compute_[rank][index];
-    const double end = start + costs_.ComputeTime(action);
-    result_.times[rank][index] = {start, end, pending_arrival_[rank]};
-    result_.start_order.push_back({rank, static_cast<int>(index)});
+    const Action& action = *compute_[rank][index];
+    const double end = ready.start + costs_.ComputeTime(action);
+    result_.times[rank][index] = {ready.start, end, ready.depth};
     rank_free_[rank] = end;
+    rank_depth_[rank] = ready.depth;
     ++head_[rank];
-    for (const Action* part : ComputeParts(action)) MarkDone(*part, end);
-    TryQueue(rank);
+    for (const Action* part : ComputeParts(action)) MarkDone(*part, end, ready.depth);
     for (const Action* part : ComputeParts(action)) WakeConsumers(*part);
   }
 
-  void MarkDone(const Action& part, double end) {
+  void MarkDone(const Action& part, double end, int depth) {
     StageMbTable<double>* table = nullptr;
+    StageMbTable<int>* depths = nullptr;
     switch (part.kind) {
       case ActionKind::kForward:
         table = &forward_end_;
+        depths = &forward_depth_;
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
         table = &input_grad_end_;
+        depths = &input_grad_depth_;
         break;
       case ActionKind::kBackwardWeight:
       case ActionKind::kOverlapFB:
@@ -147,17 +174,19 @@ class ListScheduler {
       case ActionKind::kRecvPostValidation:
         return;
     }
-    if (table->Contains(part.stage, part.microbatch)) table->At(part.stage, part.microbatch) = end;
+    if (!table->Contains(part.stage, part.microbatch)) return;
+    table->At(part.stage, part.microbatch) = end;
+    depths->At(part.stage, part.microbatch) = depth;
   }
 
   void WakeConsumers(const Action& part) {
     const int s = part.stage.value;
     if (part.kind == ActionKind::kForward && !stages_.IsLast(part.stage)) {
-      TryQueue(stages_.RankOf(StageId(s + 1)).value);
+      Wake(stages_.RankOf(StageId(s + 1)).value);
     }
     if ((part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) &&
         !stages_.IsFirst(part.stage)) {
-      TryQueue(stages_.RankOf(StageId(s - 1)).value);
+      Wake(stages_.RankOf(StageId(s - 1)).value);
     }
   }
 
@@ -168,7 +197,7 @@ class ListScheduler {
       if (head_[r] >= compute_[r].size()) continue;
       if (!first) message += "; ";
       first = false;
-      const Action& action = compute_[r][head_[r]];
+      const Action& action = *compute_[r][head_[r]];
       message += "rank " + std::to_string(r) + " waits at compute action " +
                  std::to_string(head_[r]) + " (" + ToString(action) + ") for " +
                  MissingInput(action, static_cast<int>(r));
@@ -191,26 +220,70 @@ class ListScheduler {
     return "an input";
   }
 
-  const ComputeOrder& compute_;
+  const ComputeView& compute_;
   const StageMap& stages_;
   const CostModel& costs_;
   StageMbTable<double> forward_end_;
   StageMbTable<double> input_grad_end_;
+  StageMbTable<int> forward_depth_;
+  StageMbTable<int> input_grad_depth_;
   std::vector<size_t> head_;
   std::vector<double> rank_free_;
-  std::vector<bool> queued_;
-  std::vector<double> pending_arrival_;
-  // Min-heap on (start, rank): the earliest action first, lower rank on ties.
-  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>,
-                      std::greater<>>
-      ready_;
+  std::vector<int> rank_depth_;
+  std::vector<uint8_t> queued_;
+  std::deque<int> work_;
   ListScheduleResult result_;
 };
 
 }  // namespace
 
-StatusOr<ListScheduleResult> RunListSchedule(const ComputeOrder& compute, const StageMap& stages,
-                                             int microbatches, const CostModel& costs) {
+std::vector<ComputeRef> CompletionOrder(const ListScheduleResult& schedule) {
+  // Each rank completes in program order, so a merge of the ranks suffices.
+  struct Head {
+    ScheduledCompute time;
+    int rank;
+    bool operator>(const Head& o) const {
+      if (time.end != o.time.end) return time.end > o.time.end;
+      if (time.start != o.time.start) return time.start > o.time.start;
+      if (time.depth != o.time.depth) return time.depth > o.time.depth;
+      return rank > o.rank;
+    }
+  };
+  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
+  std::vector<int> next(schedule.times.size(), 0);
+  size_t total = 0;
+  for (size_t r = 0; r < schedule.times.size(); ++r) {
+    total += schedule.times[r].size();
+    if (!schedule.times[r].empty()) heads.push({schedule.times[r][0], static_cast<int>(r)});
+  }
+  std::vector<ComputeRef> order;
+  order.reserve(total);
+  while (!heads.empty()) {
+    const int rank = heads.top().rank;
+    heads.pop();
+    order.push_back({rank, next[rank]++});
+    if (next[rank] < static_cast<int>(schedule.times[rank].size())) {
+      heads.push({schedule.times[rank][next[rank]], rank});
+    }
+  }
+  return order;
+}
+
+ComputeView ViewOf(const ComputeOrder& order) {
+  ComputeView view(order.size());
+  for (size_t r = 0; r < order.size(); ++r) {
+    view[r].reserve(order[r].size());
+    for (const Action& action : order[r]) view[r].push_back(&action);
+  }
+  return view;
+}
+
+StatusOr<ListScheduleResult> RunListSchedule(const ComputeView& compute, const StageMap& stages,
+                                             const CostModel& costs) {
+  int microbatches = 0;
+  for (int s = 0; s < stages.num_stages(); ++s) {
+    microbatches = std::max(microbatches, stages.MicrobatchesOf(StageId(s)));
+  }
   return ListScheduler(compute, stages, microbatches, costs).Run();
 }
 

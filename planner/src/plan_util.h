@@ -8,16 +8,29 @@
 
 namespace pipeplan {
 
-// The compute parts of an action: its sub-actions for an overlap cell, else itself.
-inline std::vector<const Action*> ComputeParts(const Action& action) {
-  std::vector<const Action*> parts;
-  if (action.kind == ActionKind::kOverlapFB) {
-    for (const Action& sub : action.sub_actions) parts.push_back(&sub);
-  } else {
-    parts.push_back(&action);
+// The compute parts of an action: its sub-actions for an overlap cell, else itself. A small
+// fixed-size range: it sits on every hot path, so it must not allocate.
+class ComputePartRange {
+ public:
+  explicit ComputePartRange(const Action& action) {
+    if (action.kind != ActionKind::kOverlapFB) {
+      parts_[size_++] = &action;
+      return;
+    }
+    for (const Action& sub : action.sub_actions) {
+      if (size_ < kMaxParts) parts_[size_++] = &sub;
+    }
   }
-  return parts;
-}
+  const Action* const* begin() const { return parts_; }
+  const Action* const* end() const { return parts_ + size_; }
+
+ private:
+  static constexpr int kMaxParts = 2;  // an overlap cell is {F, B}; the validator rejects more
+  const Action* parts_[kMaxParts] = {nullptr, nullptr};
+  int size_ = 0;
+};
+
+inline ComputePartRange ComputeParts(const Action& action) { return ComputePartRange(action); }
 
 // "rank 2, action 17 (3B5)": the prefix of every error about one action.
 inline std::string Where(int rank, size_t index, const Action& action) {
@@ -25,21 +38,22 @@ inline std::string Where(int rank, size_t index, const Action& action) {
          ToString(action) + ")";
 }
 
-// Compute actions of every program, in order, and their indices in the full program.
-struct ComputeView {
-  ComputeOrder order;
+// Compute actions of every program, in order (pointers into the programs), and their
+// indices in the full program.
+struct ProgramComputeView {
+  std::vector<std::vector<const Action*>> order;
   std::vector<std::vector<size_t>> program_index;  // [rank][compute index] -> action index
 };
 
-inline ComputeView ExtractCompute(const std::vector<RankProgram>& programs) {
-  ComputeView view;
+inline ProgramComputeView ExtractCompute(const std::vector<RankProgram>& programs) {
+  ProgramComputeView view;
   view.order.resize(programs.size());
   view.program_index.resize(programs.size());
   for (size_t r = 0; r < programs.size(); ++r) {
     const std::vector<Action>& actions = programs[r].actions;
     for (size_t i = 0; i < actions.size(); ++i) {
       if (!IsCompute(actions[i].kind)) continue;
-      view.order[r].push_back(actions[i]);
+      view.order[r].push_back(&actions[i]);
       view.program_index[r].push_back(i);
     }
   }

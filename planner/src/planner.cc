@@ -5,7 +5,9 @@
 
 #include "memory_tracker.h"
 #include "text_util.h"
+#include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/comm_insertion.h"
+#include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/validator.h"
 
@@ -24,6 +26,7 @@ std::string OptionsSummary(const PlanRequest& request) {
   if (request.options.microbatch_group_size > 0) {
     summary += " group=" + std::to_string(request.options.microbatch_group_size);
   }
+  if (request.options.post_validation) summary += " post_validation";
   if (request.memory.limit.has_value()) {
     summary += " memory_limit=" + FormatNumber(*request.memory.limit);
   }
@@ -35,7 +38,7 @@ Status CheckMemoryLimit(const Plan& plan) {
   const MemoryModel& memory = plan.request.memory;
   if (!memory.limit.has_value()) return Status::Ok();
   for (const RankProgram& program : plan.programs) {
-    RankMemoryTracker tracker(memory, plan.request.topology.stages_per_rank);
+    RankMemoryTracker tracker(memory, ChunksPerShare(plan.request.topology));
     for (const Action& action : program.actions) {
       if (!IsCompute(action.kind)) continue;
       tracker.Start(action);
@@ -81,26 +84,39 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
     return InvalidArgument("--microbatch-group-size applies to interleaved-1f1b only, not " +
                            request.strategy);
   }
+  if (request.options.post_validation && !SupportsPostValidation(request.strategy)) {
+    return InvalidArgument("--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
+                           "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not " +
+                           request.strategy);
+  }
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   return request;
 }
 
 StatusOr<Plan> BuildPlan(const PlanRequest& raw_request) {
+  if (raw_request.strategy == kAutoStrategy) {
+    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(raw_request));
+    return std::move(result.best);
+  }
   PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest request, NormalizeRequest(raw_request));
   const StageMap stages(request.topology);
   const Strategy* strategy = FindStrategy(request.strategy);
   PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
-  return BuildPlanFromOrder(request, order);
+  return BuildPlanFromOrder(request, std::move(order));
 }
 
-StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, const ComputeOrder& order) {
+StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order) {
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   PIPEPLAN_RETURN_IF_ERROR(ValidateComputeOrder(order, request.topology));
   const StageMap stages(request.topology);
   Plan plan;
   plan.request = request;
-  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertComm(order, stages, request.costs));
+  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertComm(std::move(order), stages, request.costs));
+  if (request.options.post_validation) {
+    PIPEPLAN_ASSIGN_OR_RETURN(plan.programs,
+                              InsertPostValidation(std::move(plan.programs), stages, request.costs));
+  }
   plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
   Status valid = ValidatePlan(plan);
   if (!valid.ok()) return Internal("the planner produced an invalid plan: " + valid.message());

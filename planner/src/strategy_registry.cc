@@ -19,10 +19,22 @@ const std::vector<Strategy>& AllStrategies() {
        strategies::GenerateZbH1},
       {"zb-h2", "zero bubble hand schedule, 2P-1 activations", Placement::kLoop, 1, 1,
        strategies::GenerateZbH2},
+      {"zb", "zero bubble greedy scheduler under --memory-limit", Placement::kLoop, 1, 1,
+       strategies::GenerateZb},
+      {"zb-1p", "zero bubble greedy, 1F1B memory (P activations)", Placement::kLoop, 1, 1,
+       strategies::GenerateZb1p},
+      {"zb-2p", "zero bubble greedy, 2P activations", Placement::kLoop, 1, 1,
+       strategies::GenerateZb2p},
       {"interleaved-zb", "PyTorch interleaved zero bubble", Placement::kLoop, 2, 0,
        strategies::GenerateInterleavedZb},
       {"zbv-handcrafted", "PyTorch ZB-V hand schedule, V shape", Placement::kVShape, 2, 2,
        strategies::GenerateZbvHandcrafted},
+      {"zbv", "zero bubble V-shape greedy under --memory-limit (default 1F1B's)",
+       Placement::kVShape, 2, 2, strategies::GenerateZbv},
+      {"v-half", "controllable memory V-shape, half of 1F1B's activations", Placement::kVShape, 2, 2,
+       strategies::GenerateVHalf},
+      {"v-min", "controllable memory V-shape, a third of 1F1B's activations", Placement::kVShape,
+       2, 2, strategies::GenerateVMin},
       {"dualpipe", "DeepSeek DualPipe, two model copies, bidirectional", Placement::kDual, 2, 2,
        strategies::GenerateDualPipe},
       {"dualpipe-v", "DeepSeek DualPipeV, V shape with F&B overlap", Placement::kVShape, 2, 2,
@@ -45,10 +57,10 @@ const Strategy* FindStrategy(std::string_view name) {
 std::string StrategyNames() {
   std::string names;
   for (const Strategy& strategy : AllStrategies()) {
-    if (!names.empty()) names += ", ";
     names += strategy.name;
+    names += ", ";
   }
-  return names;
+  return names + "auto";
 }
 
 Status CheckApplicable(const Strategy& strategy, const Topology& topology) {

@@ -97,10 +97,11 @@ Status NotAToken(std::string_view token) {
 // Tokens torch knows but that have no place in a compute-only schedule.
 Status CheckComputeKind(std::string_view kind, std::string_view token, int32_t stage,
                         std::optional<int32_t> microbatch) {
+  // Torch's interim grammar (F|BW|B|W) wrote the full backward as BW and the input half as B.
   if (kind == "BW") {
     const std::string microbatch_text = microbatch ? std::to_string(*microbatch) : "";
-    return InvalidArgument(Quoted(token) + " is torch's legacy weight-backward token; use " +
-                           Quoted(std::to_string(stage) + "W" + microbatch_text));
+    return InvalidArgument(Quoted(token) + " is torch's legacy full-backward token; use " +
+                           Quoted(std::to_string(stage) + "B" + microbatch_text));
   }
   if (kind == "REDUCE_GRAD") {
     return InvalidArgument(Quoted(token) + " is a gradient-reduction action" +

@@ -1,10 +1,12 @@
 // Plan validation. Every error names the rank, the action index and the action.
 #include "pipeplan/planner/validator.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 
+#include "list_schedule.h"
 #include "plan_util.h"
 #include "stage_mb_table.h"
 
@@ -26,7 +28,7 @@ class ComputeOrderChecker {
         stages_(topology),
         state_(topology.num_stages(), topology.microbatches, OpState{}) {}
 
-  Status Check(const ComputeOrder& order, const std::vector<std::vector<size_t>>* program_index) {
+  Status Check(const ComputeView& order, const std::vector<std::vector<size_t>>* program_index) {
     if (static_cast<int>(order.size()) != topology_.ranks) {
       return InvalidArgument("the plan has " + std::to_string(order.size()) +
                              " rank programs but the topology has " +
@@ -35,7 +37,7 @@ class ComputeOrderChecker {
     for (size_t r = 0; r < order.size(); ++r) {
       for (size_t i = 0; i < order[r].size(); ++i) {
         const size_t index = program_index != nullptr ? (*program_index)[r][i] : i;
-        PIPEPLAN_RETURN_IF_ERROR(CheckAction(static_cast<int>(r), index, order[r][i]));
+        PIPEPLAN_RETURN_IF_ERROR(CheckAction(static_cast<int>(r), index, *order[r][i]));
       }
     }
     return CheckComplete();
@@ -65,46 +67,46 @@ class ComputeOrderChecker {
   }
 
   Status CheckPart(int rank, size_t index, const Action& whole, const Action& part) {
-    const std::string where = Where(rank, index, whole);
+    const auto where = [&] { return Where(rank, index, whole); };
     if (part.stage.value < 0 || part.stage.value >= topology_.num_stages()) {
-      return InvalidArgument(where + ": stage " + std::to_string(part.stage.value) +
+      return InvalidArgument(where() + ": stage " + std::to_string(part.stage.value) +
                              " out of range 0.." + std::to_string(topology_.num_stages() - 1));
     }
     const int microbatches = stages_.MicrobatchesOf(part.stage);
     if (part.microbatch.value < 0 || part.microbatch.value >= microbatches) {
-      return InvalidArgument(where + ": microbatch " + std::to_string(part.microbatch.value) +
+      return InvalidArgument(where() + ": microbatch " + std::to_string(part.microbatch.value) +
                              " out of range 0.." + std::to_string(microbatches - 1));
     }
     const RankId owner = stages_.RankOf(part.stage);
     if (owner != RankId(rank)) {
-      return InvalidArgument(where + ": stage " + std::to_string(part.stage.value) +
+      return InvalidArgument(where() + ": stage " + std::to_string(part.stage.value) +
                              " belongs to rank " + std::to_string(owner.value));
     }
     OpState& op = state_.At(part.stage, part.microbatch);
     switch (part.kind) {
       case ActionKind::kForward:
-        if (op.forward) return InvalidArgument(where + ": second forward of this microbatch");
+        if (op.forward) return InvalidArgument(where() + ": second forward of this microbatch");
         op.forward = true;
         return Status::Ok();
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
-        if (!op.forward) return InvalidArgument(where + ": backward before forward");
+        if (!op.forward) return InvalidArgument(where() + ": backward before forward");
         if (op.backward || op.input) {
-          return InvalidArgument(where + ": second backward of this microbatch");
+          return InvalidArgument(where() + ": second backward of this microbatch");
         }
         (part.kind == ActionKind::kBackward ? op.backward : op.input) = true;
         return Status::Ok();
       case ActionKind::kBackwardWeight:
         if (op.backward) {
-          return InvalidArgument(where + ": weight backward after a full backward (B already "
+          return InvalidArgument(where() + ": weight backward after a full backward (B already "
                                          "computes the weight gradient)");
         }
-        if (!op.input) return InvalidArgument(where + ": weight backward before input backward");
-        if (op.weight) return InvalidArgument(where + ": second weight backward of this microbatch");
+        if (!op.input) return InvalidArgument(where() + ": weight backward before input backward");
+        if (op.weight) return InvalidArgument(where() + ": second weight backward of this microbatch");
         op.weight = true;
         return Status::Ok();
       case ActionKind::kOverlapFB:
-        return InvalidArgument(where + ": overlap cells cannot be nested");
+        return InvalidArgument(where() + ": overlap cells cannot be nested");
       case ActionKind::kSendForward:
       case ActionKind::kRecvForward:
       case ActionKind::kSendBackward:
@@ -112,7 +114,7 @@ class ComputeOrderChecker {
       case ActionKind::kPostValidation:
       case ActionKind::kSendPostValidation:
       case ActionKind::kRecvPostValidation:
-        return InvalidArgument(where + ": not a compute action");
+        return InvalidArgument(where() + ": not a compute action");
     }
     return Status::Ok();
   }
@@ -121,12 +123,12 @@ class ComputeOrderChecker {
     for (int s = 0; s < topology_.num_stages(); ++s) {
       for (int m = 0; m < stages_.MicrobatchesOf(StageId(s)); ++m) {
         const OpState& op = state_.At(StageId(s), MicrobatchId(m));
-        const std::string what = "stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
-                                 " (rank " + std::to_string(stages_.RankOf(StageId(s)).value) + ")";
-        if (!op.forward) return InvalidArgument(what + " has no forward");
-        if (!op.backward && !op.input) return InvalidArgument(what + " has no backward");
+        const auto what = [&] { return std::string("stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
+                                 " (rank " + std::to_string(stages_.RankOf(StageId(s)).value) + ")"); };
+        if (!op.forward) return InvalidArgument(what() + " has no forward");
+        if (!op.backward && !op.input) return InvalidArgument(what() + " has no backward");
         if (op.input && !op.weight) {
-          return InvalidArgument(what + " has an input backward (I) but no weight backward (W)");
+          return InvalidArgument(what() + " has an input backward (I) but no weight backward (W)");
         }
       }
     }
@@ -169,24 +171,20 @@ CommShape ShapeOf(ActionKind kind) {
   return {};
 }
 
-// The receive that must pair with a send: same microbatch, neighbouring stage, mirrored kind.
-Action ExpectedReceive(const Action& send, RankId sender) {
-  Action recv = send;
-  recv.peer = sender;
-  recv.rollback = false;
+// Whether `recv` is the receive that pairs with `send` from `sender`: same microbatch,
+// neighbouring stage, mirrored kind. Compares fields: this runs once per transfer.
+bool IsMatchingReceive(const Action& send, RankId sender, const Action& recv) {
+  if (recv.peer != sender) return false;
   switch (send.kind) {
     case ActionKind::kSendForward:
-      recv.kind = ActionKind::kRecvForward;
-      recv.stage = StageId(send.stage.value + 1);
-      break;
+      return recv.kind == ActionKind::kRecvForward && recv.stage.value == send.stage.value + 1 &&
+             recv.microbatch == send.microbatch;
     case ActionKind::kSendBackward:
-      recv.kind = ActionKind::kRecvBackward;
-      recv.stage = StageId(send.stage.value - 1);
-      break;
+      return recv.kind == ActionKind::kRecvBackward && recv.stage.value == send.stage.value - 1 &&
+             recv.microbatch == send.microbatch;
     case ActionKind::kSendPostValidation:
-      recv.kind = ActionKind::kRecvPostValidation;
-      recv.stage = StageId(0);
-      break;
+      // PV actions carry the chunk-0 stage of their rank, which is the rank's index.
+      return recv.kind == ActionKind::kRecvPostValidation && recv.stage.value == send.stage.value - 1;
     case ActionKind::kForward:
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
@@ -196,9 +194,9 @@ Action ExpectedReceive(const Action& send, RankId sender) {
     case ActionKind::kRecvBackward:
     case ActionKind::kPostValidation:
     case ActionKind::kRecvPostValidation:
-      break;
+      return false;
   }
-  return recv;
+  return false;
 }
 
 struct CommRef {
@@ -206,9 +204,40 @@ struct CommRef {
   size_t index;
 };
 
+// Transfers on one rank, grouped by the other end of the link, in program order. A rank has
+// a handful of peers, so a short vector searched linearly is the cheapest map.
+class LinkLists {
+ public:
+  struct Link {
+    int peer;
+    std::vector<CommRef> refs;
+  };
+  std::vector<CommRef>& For(int peer) {
+    for (Link& link : links_) {
+      if (link.peer == peer) return link.refs;
+    }
+    links_.push_back({peer, {}});
+    return links_.back().refs;
+  }
+  const std::vector<CommRef>* Find(int peer) const {
+    for (const Link& link : links_) {
+      if (link.peer == peer) return &link.refs;
+    }
+    return nullptr;
+  }
+  const std::vector<Link>& links() const { return links_; }
+
+ private:
+  std::vector<Link> links_;
+};
+
 class CommChecker {
  public:
-  explicit CommChecker(const Plan& plan) : plan_(plan), stages_(plan.request.topology) {}
+  explicit CommChecker(const Plan& plan)
+      : plan_(plan),
+        stages_(plan.request.topology),
+        sends_(plan.programs.size()),
+        recvs_(plan.programs.size()) {}
 
   Status Check() {
     for (size_t r = 0; r < plan_.programs.size(); ++r) {
@@ -217,9 +246,7 @@ class CommChecker {
         if (!IsComm(actions[i].kind)) continue;
         PIPEPLAN_RETURN_IF_ERROR(CheckEndpoint(static_cast<int>(r), i, actions[i]));
         const bool is_send = ShapeOf(actions[i].kind).is_send;
-        const std::pair<int, int> pair = is_send ? std::make_pair(static_cast<int>(r), actions[i].peer.value)
-                                                 : std::make_pair(actions[i].peer.value, static_cast<int>(r));
-        (is_send ? sends_ : recvs_)[pair].push_back({static_cast<int>(r), i});
+        (is_send ? sends_ : recvs_)[r].For(actions[i].peer.value).push_back({static_cast<int>(r), i});
       }
     }
     // Data flow first: a missing receive is better reported at its consumer.
@@ -231,43 +258,51 @@ class CommChecker {
   const Action& At(const CommRef& ref) const { return plan_.programs[ref.rank].actions[ref.index]; }
 
   Status CheckEndpoint(int rank, size_t index, const Action& action) const {
-    const std::string where = Where(rank, index, action);
+    const auto where = [&] { return Where(rank, index, action); };
     const int ranks = static_cast<int>(plan_.programs.size());
     if (action.peer.value < 0 || action.peer.value >= ranks) {
-      return InvalidArgument(where + ": peer rank " + std::to_string(action.peer.value) +
+      return InvalidArgument(where() + ": peer rank " + std::to_string(action.peer.value) +
                              " out of range 0.." + std::to_string(ranks - 1));
     }
-    if (action.peer.value == rank) return InvalidArgument(where + ": sends to its own rank");
+    if (action.peer.value == rank) return InvalidArgument(where() + ": sends to its own rank");
     const CommShape shape = ShapeOf(action.kind);
-    if (shape.neighbour_offset == 0) return Status::Ok();
+    if (shape.neighbour_offset == 0) {
+      // The validation state travels from the last rank down to rank 0.
+      const int expected = shape.is_send ? rank - 1 : rank + 1;
+      if (action.peer.value != expected) {
+        return InvalidArgument(where() + ": post-validation state goes from rank r+1 to rank r; peer must be rank " +
+                               std::to_string(expected));
+      }
+      return Status::Ok();
+    }
     const int stage = action.stage.value;
     const int neighbour = stage + shape.neighbour_offset;
     if (stage < 0 || stage >= stages_.num_stages()) {
-      return InvalidArgument(where + ": stage " + std::to_string(stage) + " out of range 0.." +
+      return InvalidArgument(where() + ": stage " + std::to_string(stage) + " out of range 0.." +
                              std::to_string(stages_.num_stages() - 1));
     }
     const int microbatches = stages_.MicrobatchesOf(StageId(stage));
     if (action.microbatch.value < 0 || action.microbatch.value >= microbatches) {
-      return InvalidArgument(where + ": microbatch " + std::to_string(action.microbatch.value) +
+      return InvalidArgument(where() + ": microbatch " + std::to_string(action.microbatch.value) +
                              " out of range 0.." + std::to_string(microbatches - 1));
     }
     if (stages_.RankOf(StageId(stage)) != RankId(rank)) {
-      return InvalidArgument(where + ": stage " + std::to_string(stage) + " belongs to rank " +
+      return InvalidArgument(where() + ": stage " + std::to_string(stage) + " belongs to rank " +
                              std::to_string(stages_.RankOf(StageId(stage)).value));
     }
     const bool at_end = shape.neighbour_offset > 0 ? stages_.IsLast(StageId(stage))
                                                    : stages_.IsFirst(StageId(stage));
     if (at_end) {
-      return InvalidArgument(where + ": stage " + std::to_string(stage) + " has no stage " +
+      return InvalidArgument(where() + ": stage " + std::to_string(stage) + " has no stage " +
                              std::to_string(neighbour) + " to talk to");
     }
     const RankId expected = stages_.RankOf(StageId(neighbour));
     if (expected == RankId(rank)) {
-      return InvalidArgument(where + ": stages " + std::to_string(stage) + " and " +
+      return InvalidArgument(where() + ": stages " + std::to_string(stage) + " and " +
                              std::to_string(neighbour) + " are on the same rank; they hand over locally");
     }
     if (action.peer != expected) {
-      return InvalidArgument(where + ": peer is rank " + std::to_string(action.peer.value) +
+      return InvalidArgument(where() + ": peer is rank " + std::to_string(action.peer.value) +
                              " but stage " + std::to_string(neighbour) + " is on rank " +
                              std::to_string(expected.value));
     }
@@ -276,37 +311,44 @@ class CommChecker {
 
   // The k-th send from a to b must match the k-th receive on b from a (NCCL matches by order).
   Status CheckPairing() const {
-    for (const auto& [pair, sends] : sends_) {
-      const auto found = recvs_.find(pair);
-      const size_t recv_count = found == recvs_.end() ? 0 : found->second.size();
-      const std::string link = "rank " + std::to_string(pair.first) + " -> rank " + std::to_string(pair.second);
-      for (size_t k = 0; k < sends.size(); ++k) {
-        const Action& send = At(sends[k]);
-        if (k >= recv_count) {
-          return InvalidArgument(link + ": " + Where(sends[k].rank, sends[k].index, send) +
-                                 " has no matching receive (send #" + std::to_string(k) + ")");
-        }
-        const CommRef& recv_ref = found->second[k];
-        Action recv = At(recv_ref);
-        recv.rollback = false;
-        if (recv != ExpectedReceive(send, RankId(pair.first))) {
-          return InvalidArgument(link + ": send #" + std::to_string(k) + " is " +
-                                 Where(sends[k].rank, sends[k].index, send) + " but receive #" +
-                                 std::to_string(k) + " is " + Where(recv_ref.rank, recv_ref.index, At(recv_ref)) +
-                                 "; receives must come in the order of the sends");
-        }
-      }
-      if (recv_count > sends.size()) {
-        const CommRef& extra = found->second[sends.size()];
-        return InvalidArgument(link + ": " + Where(extra.rank, extra.index, At(extra)) +
-                               " has no matching send");
+    for (size_t from = 0; from < sends_.size(); ++from) {
+      for (const LinkLists::Link& link : sends_[from].links()) {
+        PIPEPLAN_RETURN_IF_ERROR(CheckLink(static_cast<int>(from), link.peer, link.refs));
       }
     }
-    for (const auto& [pair, recvs] : recvs_) {
-      if (sends_.count(pair) == 0) {
-        return InvalidArgument(Where(recvs[0].rank, recvs[0].index, At(recvs[0])) +
-                               ": no send from rank " + std::to_string(pair.first) + " matches it");
+    for (size_t to = 0; to < recvs_.size(); ++to) {
+      for (const LinkLists::Link& link : recvs_[to].links()) {
+        if (sends_[link.peer].Find(static_cast<int>(to)) == nullptr) {
+          const CommRef& first = link.refs[0];
+          return InvalidArgument(Where(first.rank, first.index, At(first)) + ": no send from rank " +
+                                 std::to_string(link.peer) + " matches it");
+        }
       }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckLink(int from, int to, const std::vector<CommRef>& sends) const {
+    const std::vector<CommRef>* recvs = recvs_[to].Find(from);
+    const size_t recv_count = recvs == nullptr ? 0 : recvs->size();
+    auto link = [&] { return "rank " + std::to_string(from) + " -> rank " + std::to_string(to); };
+    for (size_t k = 0; k < sends.size(); ++k) {
+      const Action& send = At(sends[k]);
+      if (k >= recv_count) {
+        return InvalidArgument(link() + ": " + Where(sends[k].rank, sends[k].index, send) +
+                               " has no matching receive (send #" + std::to_string(k) + ")");
+      }
+      const CommRef& recv_ref = (*recvs)[k];
+      if (!IsMatchingReceive(send, RankId(from), At(recv_ref))) {
+        return InvalidArgument(link() + ": send #" + std::to_string(k) + " is " +
+                               Where(sends[k].rank, sends[k].index, send) + " but receive #" +
+                               std::to_string(k) + " is " + Where(recv_ref.rank, recv_ref.index, At(recv_ref)) +
+                               "; receives must come in the order of the sends");
+      }
+    }
+    if (recv_count > sends.size()) {
+      const CommRef& extra = (*recvs)[sends.size()];
+      return InvalidArgument(link() + ": " + Where(extra.rank, extra.index, At(extra)) + " has no matching send");
     }
     return Status::Ok();
   }
@@ -324,17 +366,17 @@ class CommChecker {
       const auto& actions = plan_.programs[r].actions;
       for (size_t i = 0; i < actions.size(); ++i) {
         const Action& a = actions[i];
-        const std::string where = Where(static_cast<int>(r), i, a);
+        const auto where = [&] { return Where(static_cast<int>(r), i, a); };
         switch (a.kind) {
           case ActionKind::kSendForward:
             if (!forward_done.At(a.stage, a.microbatch)) {
-              return InvalidArgument(where + ": sends an activation before its forward ran");
+              return InvalidArgument(where() + ": sends an activation before its forward ran");
             }
             ++forward_sent.At(a.stage, a.microbatch);
             break;
           case ActionKind::kSendBackward:
             if (!backward_done.At(a.stage, a.microbatch)) {
-              return InvalidArgument(where + ": sends a gradient before its backward ran");
+              return InvalidArgument(where() + ": sends a gradient before its backward ran");
             }
             ++backward_sent.At(a.stage, a.microbatch);
             break;
@@ -368,7 +410,8 @@ class CommChecker {
     return CheckEverySentOnce(forward_sent, backward_sent);
   }
 
-  Status CheckInputReceived(const std::string& where, const Action& part,
+  template <typename WhereFn>
+  Status CheckInputReceived(const WhereFn& where, const Action& part,
                             const StageMbTable<int>& forward_received,
                             const StageMbTable<int>& backward_received) const {
     const int s = part.stage.value;
@@ -377,7 +420,7 @@ class CommChecker {
         return Status::Ok();
       }
       if (forward_received.At(part.stage, part.microbatch) != 1) {
-        return InvalidArgument(where + ": forward without a RECV_F of its input before it");
+        return InvalidArgument(where() + ": forward without a RECV_F of its input before it");
       }
       return Status::Ok();
     }
@@ -385,7 +428,7 @@ class CommChecker {
       return Status::Ok();
     }
     if (backward_received.At(part.stage, part.microbatch) != 1) {
-      return InvalidArgument(where + ": backward without a RECV_B of its gradient before it");
+      return InvalidArgument(where() + ": backward without a RECV_B of its gradient before it");
     }
     return Status::Ok();
   }
@@ -398,14 +441,14 @@ class CommChecker {
       const bool forward_remote = !stages_.IsLast(StageId(s)) && stages_.RankOf(StageId(s + 1)) != rank;
       const bool backward_remote = !stages_.IsFirst(StageId(s)) && stages_.RankOf(StageId(s - 1)) != rank;
       for (int m = 0; m < stages_.MicrobatchesOf(StageId(s)); ++m) {
-        const std::string what = "stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
-                                 " (rank " + std::to_string(rank.value) + ")";
+        const auto what = [&] { return std::string("stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
+                                 " (rank " + std::to_string(rank.value) + ")"); };
         if (forward_sent.At(StageId(s), MicrobatchId(m)) != (forward_remote ? 1 : 0)) {
-          return InvalidArgument(what + ": its activation must be sent exactly once to rank " +
+          return InvalidArgument(what() + ": its activation must be sent exactly once to rank " +
                                  std::to_string(forward_remote ? stages_.RankOf(StageId(s + 1)).value : rank.value));
         }
         if (backward_sent.At(StageId(s), MicrobatchId(m)) != (backward_remote ? 1 : 0)) {
-          return InvalidArgument(what + ": its gradient must be sent exactly once to rank " +
+          return InvalidArgument(what() + ": its gradient must be sent exactly once to rank " +
                                  std::to_string(backward_remote ? stages_.RankOf(StageId(s - 1)).value : rank.value));
         }
       }
@@ -415,18 +458,137 @@ class CommChecker {
 
   const Plan& plan_;
   StageMap stages_;
-  std::map<std::pair<int, int>, std::vector<CommRef>> sends_;  // (from, to) -> sends, in order
-  std::map<std::pair<int, int>, std::vector<CommRef>> recvs_;  // (from, to) -> receives
+  std::vector<LinkLists> sends_;  // per sender: sends to each peer, in order
+  std::vector<LinkLists> recvs_;  // per receiver: receives from each peer, in order
+};
+
+// Post-validation structure: all or no ranks take part; each has one PV after its RECV_PV
+// (from r+1) and SEND_PV (to r-1); only forward work comes before it (activation receives, and
+// on ranks 0..P-2 chunk-0 forwards and their sends); rollback flags sit exactly on chunk-0
+// receives the sender issued before its own PV.
+class PostValidationChecker {
+ public:
+  explicit PostValidationChecker(const Plan& plan) : plan_(plan), stages_(plan.request.topology) {}
+
+  Status Check() const {
+    bool any = false;
+    for (const RankProgram& program : plan_.programs) {
+      for (const Action& a : program.actions) any = any || a.kind == ActionKind::kPostValidation;
+    }
+    for (size_t r = 0; r < plan_.programs.size(); ++r) {
+      PIPEPLAN_RETURN_IF_ERROR(any ? CheckRank(static_cast<int>(r)) : CheckNoPv(static_cast<int>(r)));
+    }
+    return any ? CheckRollbacks() : Status::Ok();
+  }
+
+ private:
+  Status CheckNoPv(int rank) const {
+    const auto& actions = plan_.programs[rank].actions;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (actions[i].kind == ActionKind::kSendPostValidation || actions[i].kind == ActionKind::kRecvPostValidation) {
+        return InvalidArgument(Where(rank, i, actions[i]) + ": post-validation comm without any PV action");
+      }
+      if (actions[i].rollback) {
+        return InvalidArgument(Where(rank, i, actions[i]) + ": rollback flag in a plan without post-validation");
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckRank(int rank) const {
+    const auto& actions = plan_.programs[rank].actions;
+    const int last = static_cast<int>(plan_.programs.size()) - 1;
+    const StageId chunk_zero = stages_.StagesOf(RankId(rank))[0];
+    int receives = 0, sends = 0, validations = 0;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      const auto where = [&] { return Where(rank, i, a); };
+      switch (a.kind) {
+        case ActionKind::kRecvPostValidation:
+          ++receives;
+          if (validations > 0) return InvalidArgument(where() + ": receives the validation state after PV");
+          break;
+        case ActionKind::kSendPostValidation:
+          ++sends;
+          if (validations > 0) return InvalidArgument(where() + ": forwards the validation state after PV");
+          break;
+        case ActionKind::kPostValidation:
+          ++validations;
+          if (validations > 1) return InvalidArgument(where() + ": second PV on this rank");
+          break;
+        case ActionKind::kRecvForward:
+          break;
+        case ActionKind::kForward:
+        case ActionKind::kSendForward:
+          if (validations == 0 && rank != last && a.stage != chunk_zero) {
+            return InvalidArgument(where() + ": only chunk-0 forwards may run before PV");
+          }
+          break;
+        case ActionKind::kBackward:
+        case ActionKind::kBackwardInput:
+        case ActionKind::kBackwardWeight:
+        case ActionKind::kOverlapFB:
+        case ActionKind::kSendBackward:
+        case ActionKind::kRecvBackward:
+          if (validations == 0) return InvalidArgument(where() + ": only forwards may run before PV");
+          break;
+      }
+    }
+    const std::string name = "rank " + std::to_string(rank);
+    if (validations != 1) return InvalidArgument(name + " has no PV action while other ranks have one");
+    if (receives != (rank < last ? 1 : 0)) {
+      return InvalidArgument(name + (rank < last ? " must receive the validation state (RECV_PV) once"
+                                                 : " is the last rank and must not receive the validation state"));
+    }
+    if (sends != (rank > 0 ? 1 : 0)) {
+      return InvalidArgument(name + (rank > 0 ? " must forward the validation state (SEND_PV) once"
+                                              : " is rank 0 and must not forward the validation state"));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckRollbacks() const {
+    for (size_t r = 0; r < plan_.programs.size(); ++r) {
+      std::vector<int> early;  // microbatches rank r-1 sent to us before its PV
+      if (r > 0) {
+        for (const Action& a : plan_.programs[r - 1].actions) {
+          if (a.kind == ActionKind::kPostValidation) break;
+          if (a.kind == ActionKind::kSendForward && a.peer == RankId(static_cast<int>(r))) early.push_back(a.microbatch.value);
+        }
+      }
+      const StageId chunk_zero = stages_.StagesOf(RankId(static_cast<int>(r)))[0];
+      const auto& actions = plan_.programs[r].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const Action& a = actions[i];
+        const bool should = a.kind == ActionKind::kRecvForward && a.stage == chunk_zero &&
+                            std::find(early.begin(), early.end(), a.microbatch.value) != early.end();
+        if (a.rollback != should) {
+          return InvalidArgument(Where(static_cast<int>(r), i, a) +
+                                 (should ? ": must be tagged rollback (its send precedes the sender's PV)"
+                                         : ": tagged rollback but its send does not precede the sender's PV"));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  const Plan& plan_;
+  StageMap stages_;
 };
 
 }  // namespace
 
 Status ValidateComputeOrder(const ComputeOrder& order, const Topology& topology) {
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
-  return ComputeOrderChecker(topology).Check(order, nullptr);
+  return ComputeOrderChecker(topology).Check(ViewOf(order), nullptr);
 }
 
 Status ValidatePlan(const Plan& plan) {
+  PIPEPLAN_RETURN_IF_ERROR(ValidateStructure(plan));
+  return DryRun(plan);
+}
+
+Status ValidateStructure(const Plan& plan) {
   const Topology& topology = plan.request.topology;
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
   if (static_cast<int>(plan.programs.size()) != topology.ranks) {
@@ -440,10 +602,10 @@ Status ValidatePlan(const Plan& plan) {
                              std::to_string(plan.programs[r].rank.value) + "; programs must be in rank order");
     }
   }
-  const ComputeView view = ExtractCompute(plan.programs);
+  const ProgramComputeView view = ExtractCompute(plan.programs);
   PIPEPLAN_RETURN_IF_ERROR(ComputeOrderChecker(topology).Check(view.order, &view.program_index));
   PIPEPLAN_RETURN_IF_ERROR(CommChecker(plan).Check());
-  return DryRun(plan);
+  return PostValidationChecker(plan).Check();
 }
 
 }  // namespace pipeplan

@@ -96,9 +96,11 @@ TEST(ClosedForm, DualPipeFamilyUnitCostFigures) {
   }
 }
 
-TEST(ClosedForm, DualPipeHoldsPPlusOneChunkActivations) {
+// DeepSeek's table: DualPipe holds P+1 activations per rank, counted in whole-share stages
+// (each of a rank's two stages is a full share of one model copy).
+TEST(ClosedForm, DualPipeHoldsPPlusOneActivations) {
   const Timeline t = SimulateOrDie(BuildOrDie(MakeRequest("dualpipe", 8, 20, 2)));
-  for (const RankTimeline& rank : t.ranks) EXPECT_DOUBLE_EQ(rank.peak_activation_memory * 2, 8 + 1);
+  for (const RankTimeline& rank : t.ranks) EXPECT_DOUBLE_EQ(rank.peak_activation_memory, 8 + 1);
 }
 
 TEST(ClosedForm, ZbvHandcraftedHasZeroBubbleWhenFEqualsIEqualsW) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/validator.h"
 #include "test_support.h"
@@ -32,6 +33,9 @@ bool Accepts(const std::string& name, int p, int v, int m) {
   if (name == "dualpipe-v") return v == 2 && m >= 2 * p;
   if (name == "dualpipe") return v == 2 && p % 2 == 0 && m % 2 == 0 && m >= 2 * p;
   if (name == "1f1b-overlap") return v == 1;
+  if (name == "zb" || name == "zb-1p" || name == "zb-2p") return v == 1;
+  if (name == "zbv") return v == 2;
+  if (name == "v-half" || name == "v-min") return v == 2;
   ADD_FAILURE() << "no acceptance rule for " << name;
   return false;
 }
@@ -169,8 +173,11 @@ void ExpectRendezvousFinishes(const Plan& plan) {
       if (pc[peer] >= plan.programs[peer].actions.size()) continue;
       const Action& theirs = plan.programs[peer].actions[pc[peer]];
       if (!IsComm(theirs.kind) || theirs.peer.value != static_cast<int>(r)) continue;
-      const bool i_send = mine.kind == ActionKind::kSendForward || mine.kind == ActionKind::kSendBackward;
-      const bool they_send = theirs.kind == ActionKind::kSendForward || theirs.kind == ActionKind::kSendBackward;
+      auto is_send = [](ActionKind k) {
+        return k == ActionKind::kSendForward || k == ActionKind::kSendBackward || k == ActionKind::kSendPostValidation;
+      };
+      const bool i_send = is_send(mine.kind);
+      const bool they_send = is_send(theirs.kind);
       if (i_send == they_send) continue;
       ++pc[r];
       ++pc[peer];
@@ -183,7 +190,8 @@ void ExpectRendezvousFinishes(const Plan& plan) {
 }
 
 void ExpectMemoryConsistent(const Plan& plan, const Timeline& t) {
-  const int v = plan.request.topology.stages_per_rank;
+  // One stage holds 1/V of a rank's share (a whole share under DualPipe's two copies).
+  const int v = plan.request.topology.placement == Placement::kDual ? 1 : plan.request.topology.stages_per_rank;
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     double held = 0, peak = 0;
     for (const Action& action : plan.programs[r].actions) {
@@ -211,7 +219,8 @@ TEST_P(StrategyConformance, EveryAcceptedPlanIsCompleteOrderedPairedDeadlockFree
     for (int v : {1, 2, 4}) {
       for (int m = 1; m <= 4 * p; ++m) {
         SCOPED_TRACE(name + " P=" + std::to_string(p) + " V=" + std::to_string(v) + " M=" + std::to_string(m));
-        const PlanRequest request = MakeRequest(name, p, m, v, 1, 1, 1, kLatency);
+        PlanRequest request = MakeRequest(name, p, m, v, 1, 1, 1, kLatency);
+        if (name == "zb") request.memory.limit = 1.5 * p;  // zb has no default limit
         const StatusOr<Plan> plan = BuildPlan(request);
         ASSERT_EQ(plan.ok(), Accepts(name, p, v, m)) << plan.status().message();
         if (!plan.ok()) continue;
@@ -234,6 +243,45 @@ TEST_P(StrategyConformance, EveryAcceptedPlanIsCompleteOrderedPairedDeadlockFree
     }
   }
   EXPECT_GE(planned, 15) << "the grid exercised too few plans for " << name;
+}
+
+// The same checks with post-validation on, for the zero-bubble family: PV must keep plans
+// complete, paired and deadlock-free, with exactly one PV per rank.
+TEST_P(StrategyConformance, PostValidationKeepsPlansValid) {
+  const std::string name = GetParam();
+  if (!SupportsPostValidation(name)) {
+    PlanRequest request = MakeRequest(name, 2, 4, name.find("interleaved") == 0 ? 2 : 0);
+    request.options.post_validation = true;
+    EXPECT_FALSE(BuildPlan(request).ok()) << name << " accepted --post-validation";
+    return;
+  }
+  int planned = 0;
+  for (int p : {2, 3, 4, 8}) {
+    for (int m : {p, 2 * p, 3 * p + 1}) {
+      for (int v : {1, 2}) {
+        if (!Accepts(name, p, v, m)) continue;
+        SCOPED_TRACE(name + " P=" + std::to_string(p) + " V=" + std::to_string(v) + " M=" + std::to_string(m));
+        PlanRequest request = MakeRequest(name, p, m, v, 1, 1, 1, kLatency);
+        if (name == "zb") request.memory.limit = 1.5 * p;
+        request.options.post_validation = true;
+        const StatusOr<Plan> plan = BuildPlan(request);
+        ASSERT_TRUE(plan.ok()) << plan.status().message();
+        ++planned;
+        for (const RankProgram& program : plan->programs) {
+          int validations = 0;
+          for (const Action& a : program.actions) validations += a.kind == ActionKind::kPostValidation ? 1 : 0;
+          EXPECT_EQ(validations, 1) << "rank " << program.rank.value;
+        }
+        const StatusOr<Timeline> timeline = Simulate(*plan);
+        ASSERT_TRUE(timeline.ok()) << timeline.status().message();
+        ExpectComplete(*plan, p * v);
+        ExpectPairing(*plan);
+        ExpectRendezvousFinishes(*plan);
+        EXPECT_TRUE(ValidatePlan(*plan).ok());
+      }
+    }
+  }
+  EXPECT_GT(planned, 0);
 }
 
 std::vector<std::string> AllStrategyNames() {

@@ -127,8 +127,9 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
       {MakeRequest("interleaved-1f1b", 4, 8, 1), "interleaved-1f1b needs --stages-per-rank >= 2, got 1"},
       {MakeRequest("1f1b", 4, 8, 2), "1f1b supports --stages-per-rank <= 1, got 2"},
       {MakeRequest("nope", 4, 8),
-       "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, "
-       "interleaved-zb, zbv-handcrafted, dualpipe, dualpipe-v, 1f1b-overlap, interleaved-1f1b-overlap)"},
+       "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb, "
+       "zb-1p, zb-2p, interleaved-zb, zbv-handcrafted, zbv, v-half, v-min, dualpipe, dualpipe-v, "
+       "1f1b-overlap, interleaved-1f1b-overlap, auto)"},
       {MakeRequest("1f1b", 0, 8), "ranks must be in 1..4096, got 0"},
       {MakeRequest("1f1b", 4, 0), "microbatches must be in 1..65536, got 0"},
       {group_on_1f1b, "--microbatch-group-size applies to interleaved-1f1b only, not 1f1b"},

@@ -242,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(
                      "rank 0, cell 2: '0REDUCE_GRAD' is a gradient-reduction action; import "
                      "expects torch's compute-only format"},
         CsvErrorCase{"LegacyBW", "2F0,2I0,2BW0\n", std::nullopt,
-                     "rank 0, cell 2: '2BW0' is torch's legacy weight-backward token; use '2W0'"},
+                     "rank 0, cell 2: '2BW0' is torch's legacy full-backward token; use '2B0'"},
         CsvErrorCase{"TrailingGarbage", "0F0,1F0x\n", std::nullopt,
                      "rank 0, cell 1: '1F0x'" + kNotCompute},
         CsvErrorCase{"UnknownKind", "0X0\n", std::nullopt, "rank 0, cell 0: '0X0'" + kNotCompute},

@@ -19,5 +19,12 @@ StatusOr<ComputeOrder> GenerateDualPipe(const PlanRequest& request, const StageM
 StatusOr<ComputeOrder> GenerateDualPipeV(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateOneFOneBOverlap(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateInterleaved1F1BOverlap(const PlanRequest& request, const StageMap& stages);
+// Greedy heuristics under a memory limit (request.memory.limit, or the preset's).
+StatusOr<ComputeOrder> GenerateZb(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateZb1p(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateZb2p(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateZbv(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateVHalf(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateVMin(const PlanRequest& request, const StageMap& stages);
 
 }  // namespace pipeplan::strategies

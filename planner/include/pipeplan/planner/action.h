@@ -11,6 +11,7 @@
 
 namespace pipeplan {
 
+// The order of the enumerators is relied on by IsCompute and IsComm.
 enum class ActionKind : uint8_t {
   kForward,         // F
   kBackward,        // B: input grad + weight grad
@@ -26,8 +27,13 @@ enum class ActionKind : uint8_t {
   kRecvPostValidation,
 };
 
-bool IsCompute(ActionKind kind);
-bool IsComm(ActionKind kind);
+// Compute: F, B, I, W, OVERLAP_F_B. Comm: SEND/RECV of activations, gradients or the
+// post-validation state. PV itself is neither. (Inline: these sit on every hot loop.)
+constexpr bool IsCompute(ActionKind kind) { return kind <= ActionKind::kOverlapFB; }
+constexpr bool IsComm(ActionKind kind) {
+  return (kind >= ActionKind::kSendForward && kind <= ActionKind::kRecvBackward) ||
+         kind == ActionKind::kSendPostValidation || kind == ActionKind::kRecvPostValidation;
+}
 // Torch-style token for a kind: "F", "B", "I", "W", "OVERLAP_F_B", "SEND_F", ..., "PV".
 std::string_view KindToken(ActionKind kind);
 std::optional<ActionKind> KindFromToken(std::string_view token);

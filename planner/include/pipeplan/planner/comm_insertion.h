@@ -13,8 +13,9 @@
 
 namespace pipeplan {
 
-// Fails (naming the rank and action) if the compute order cannot make progress.
-StatusOr<std::vector<RankProgram>> InsertComm(const ComputeOrder& order, const StageMap& stages,
+// Fails (naming the rank and action) if the compute order cannot make progress. Takes the
+// order by value: its actions move into the programs.
+StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
                                               const CostModel& costs);
 
 // The global linear order of compute actions that InsertComm numbers messages by: completion

@@ -11,8 +11,8 @@
 namespace pipeplan {
 
 // Units are the user's (bytes, or "microbatch activations"). The default of 1/V per stage
-// measures memory in microbatch activations of a rank's whole share of the model, so a
-// limit of P equals the peak of 1F1B on rank 0.
+// (1 under dual placement, see ChunksPerShare) measures memory in microbatch activations of
+// a rank's whole share of the model, so a limit of P equals the peak of 1F1B on rank 0.
 struct StageMemory {
   double activation = 0.0;     // added by F, all released by B; 0 means 1/V
   double freed_by_input = 0.0;  // released by I; W releases the rest (I frees little)
@@ -25,7 +25,7 @@ struct MemoryModel {
   double static_per_rank = 0.0;                       // parameters, optimizer state, ...
   std::optional<double> limit;                        // on static + activations, per rank
 
-  // Activation added by one F on `stage`, with the 1/V default resolved.
+  // Activation added by one F on `stage`; `chunks_per_share` resolves the default (1/V).
   double Activation(StageId stage, int stages_per_rank) const;
   double FreedByInput(StageId stage, int stages_per_rank) const;
 

@@ -12,9 +12,13 @@ std::string_view ToolVersion();
 // Resolves defaults (placement from the strategy, group size), checks the request.
 StatusOr<PlanRequest> NormalizeRequest(PlanRequest request);
 
+// The strategy name that asks BuildPlan to search (see auto_search.h).
+inline constexpr std::string_view kAutoStrategy = "auto";
+
+// Builds the plan for `request.strategy`, or for "auto" the best plan AutoSearch finds.
 StatusOr<Plan> BuildPlan(const PlanRequest& request);
 
 // For imported orders: runs comm insertion and validation on a given compute order.
-StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, const ComputeOrder& order);
+StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order);
 
 }  // namespace pipeplan

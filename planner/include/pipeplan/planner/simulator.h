@@ -9,6 +9,8 @@
 
 namespace pipeplan {
 
+// The plan is taken as valid (ValidatePlan; BuildPlan's plans are): an invalid one gives
+// meaningless times or an error, never a crash.
 // Simulates with the plan's own request costs and memory model.
 StatusOr<Timeline> Simulate(const Plan& plan);
 // Simulates the plan's order under other costs (e.g. calibrated ones).

@@ -25,7 +25,7 @@ struct Strategy {
 const std::vector<Strategy>& AllStrategies();
 // nullptr when unknown.
 const Strategy* FindStrategy(std::string_view name);
-// Comma-separated names, for error messages and --help.
+// Comma-separated names, "auto" last, for error messages and --help.
 std::string StrategyNames();
 
 // Whether `strategy` can plan `topology` (V range); the message says why not.

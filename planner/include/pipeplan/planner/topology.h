@@ -30,6 +30,13 @@ struct Topology {
   bool operator==(const Topology&) const = default;
 };
 
+// How many stages a rank's share of one model copy is cut into: V, except under dual
+// placement, where each of a rank's two stages is a whole share of its own copy. Default
+// per-stage costs and activations are a share divided by this.
+inline int ChunksPerShare(const Topology& topology) {
+  return topology.placement == Placement::kDual ? 1 : topology.stages_per_rank;
+}
+
 // Checks ranges (P, V, M >= 1 and bounded) and placement constraints.
 Status ValidateTopology(const Topology& topology);
 

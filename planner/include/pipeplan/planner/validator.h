@@ -12,7 +12,11 @@ namespace pipeplan {
 // the rank that owns the stage, F before I/B before W.
 Status ValidateComputeOrder(const ComputeOrder& order, const Topology& topology);
 
-// Full check of a plan with comm actions (includes ValidateComputeOrder and the dry run).
+// Everything but the dry run: topology, compute order, comm endpoints, pairing and data flow,
+// post-validation. Enough to make a plan safe to simulate.
+Status ValidateStructure(const Plan& plan);
+
+// Full check of a plan with comm actions: ValidateStructure, then the dry run.
 Status ValidatePlan(const Plan& plan);
 
 // Dry run under the strictest semantics (each maximal run of comm actions is one group that

@@ -1,0 +1,117 @@
+// pipeplan compare: every strategy of the catalogue on the same request, side by side.
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "command.h"
+#include "comparison.h"
+#include "files.h"
+#include "pipeplan/planner/html_report.h"
+#include "request_flags.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan compare --ranks P --microbatches M [options] [--html FILE]
+       pipeplan compare --request FILE [--html FILE]
+
+Plans and simulates every strategy of the catalogue on the same request and prints them side
+by side in catalogue order: strategy, V, makespan, zb_bubble_rate, bubble fraction max and
+mean, peak activation memory (max over ranks) and the gap to the lower bound. '*' marks the
+smallest makespan. Strategies that cannot plan the request (e.g. zb-h2 with M < 2P, a memory
+limit too small) are listed with the reason instead of numbers.
+
+Strategies that accept V = 1 run at V = 1; the others run at --stages-per-rank. The
+durations describe one rank's share of the model: a strategy that splits that share into V
+stages (loop or V placement) gets 1/V of each compute duration per stage, so every row models
+the same network; DualPipe's dual placement holds a full share of each of two model copies
+and keeps the durations. The comm latency is per transfer and is never divided.
+
+Request:
+  --ranks P                    pipeline-parallel ranks, integer >= 1; required
+  --microbatches M             microbatches per step, integer >= 1; required
+  --stages-per-rank V          V for the strategies that need V > 1, integer >= 1 (default 2)
+  --microbatch-group-size G    interleaved-1f1b microbatch group size (default P)
+  --memory-limit X             per-rank memory limit in the memory model's unit (microbatch
+                               activations of one rank's share by default; 1F1B peaks at P);
+                               strategies that need more are listed as failed (default: none)
+  --request FILE               take P, M, costs and memory from a PlanRequest file (text or
+                               JSON); its strategy is ignored; excludes the flags above
+
+Costs (durations of one rank's share of the model in your time unit, numbers >= 0):
+  --forward T                  F (default 1)
+  --backward T                 B (default I + W)
+  --backward-input T           I (default B - W, or B/2 when only B is given; 1 by default)
+  --backward-weight T          W (default B - I, or B/2 when only B is given; 1 by default)
+  --comm T                     latency of one transfer between ranks (default 0)
+  --costs FILE                 a CostModel file (text, JSON or binary protobuf) instead
+
+Output:
+  --html FILE                  also write a self-contained HTML report (table and one timeline
+                               per strategy)
+  -h, --help                   show this help
+
+Strategies:
+@STRATEGIES@
+
+Examples:
+  pipeplan compare --ranks 4 --microbatches 8
+  pipeplan compare --ranks 8 --microbatches 24 --forward 18522 --backward-input 18086 \
+      --backward-weight 9337 --comm 601 --html report.html
+)";
+
+struct CompareOptions {
+  RequestFlags request;
+  std::optional<std::string> html;
+};
+
+std::vector<FlagSpec> CompareFlags() {
+  std::vector<FlagSpec> specs = {{"request"}, {"html"}};
+  for (const FlagSpec& spec : TopologyFlagSpecs()) specs.push_back(spec);
+  for (const FlagSpec& spec : CostFlagSpecs()) specs.push_back(spec);
+  return specs;
+}
+
+StatusOr<CompareOptions> ParseCompareOptions(const Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 0, ""));
+  CompareOptions options;
+  PIPEPLAN_ASSIGN_OR_RETURN(options.request, ParseRequestFlags(flags, StrategyFlag::kNone));
+  options.html = flags.GetString("html");
+  return options;
+}
+
+Status ExecuteCompare(const CompareOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest base, LoadRequest(options.request));
+  int multi_stage_v = options.request.stages_per_rank.value_or(2);
+  if (options.request.request_file.has_value()) {
+    multi_stage_v = std::max(2, base.topology.stages_per_rank);
+  }
+  base.topology.stages_per_rank = 1;
+  const std::vector<ComparisonRow> rows = RunComparison(base, multi_stage_v);
+  const std::string description = DescribeRequest(base);
+  std::cout << description << "\n\n" << RenderComparisonTable(rows);
+
+  const bool any_ok = std::any_of(rows.begin(), rows.end(),
+                                  [](const ComparisonRow& row) { return row.plan.has_value(); });
+  if (!any_ok) return FailedPrecondition("no strategy could plan this request");
+  if (options.html.has_value()) {
+    ReportOptions report;
+    report.title = "pipeplan compare";
+    report.subtitle = description;
+    PIPEPLAN_RETURN_IF_ERROR(
+        WriteFileAtomic(*options.html, RenderHtmlReport(ReportEntries(rows), report), true));
+    std::cout << "wrote " << *options.html << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunCompareCommand(const std::vector<std::string>& args) {
+  static const CommandSpec<CompareOptions> kSpec = {"compare", kHelp, CompareFlags(),
+                                                    ParseCompareOptions, ExecuteCompare};
+  return RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,117 @@
+// pipeplan import: read a compute-only schedule in PyTorch's pipelining CSV, insert comm,
+// validate it and write it as a plan.
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "command.h"
+#include "files.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/planner/torch_csv.h"
+#include "request_flags.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan import --format torch-csv FILE [--microbatches M] [--strategy-name NAME]
+                       [--costs FILE | cost flags] [-o FILE]
+
+Reads a compute-only schedule in torch.distributed.pipelining's CSV format (one row per
+rank, no header, cells like 0F1, 1I0, 1W0, 0B3, (0F1;1B0)OVERLAP_F_B), inserts SEND/RECV,
+validates it and writes a plan that 'pipeplan simulate' and 'pipeplan export' accept.
+P is the number of rows, V the number of stages / P; the placement (loop or V) is inferred.
+The import is strict: every cell must be one whole compute token, legacy "BW" tokens are
+rejected, and errors name the row (rank) and column.
+
+Options:
+  --format torch-csv    the input format (required; torch-csv is the only one)
+  --microbatches M      microbatches per step, integer >= 1; every token must be below M
+                        (default: inferred as the largest microbatch id + 1)
+  --strategy-name NAME  the strategy name recorded in the plan (default: imported)
+  -o, --output FILE     write the plan here; the format follows the extension: .pb or .bin
+                        binary, .json JSON, anything else text format
+                        (default: text format on standard output)
+  -h, --help            show this help
+
+Costs stored in the plan (for 'pipeplan simulate'; durations per stage, numbers >= 0;
+default F=1, B=2, I=W=1, no comm latency):
+  --forward T, --backward T, --backward-input T, --backward-weight T, --comm T
+                        as for 'pipeplan plan' (B defaults to I + W; with only B given,
+                        I = W = B/2)
+  --costs FILE          a CostModel file (text, JSON or binary protobuf) instead
+
+Examples:
+  pipeplan import --format torch-csv schedule.csv -o imported.pb
+  pipeplan import --format torch-csv schedule.csv --microbatches 8 --forward 1 --backward 2
+)";
+
+struct ImportOptions {
+  std::string csv_path;
+  std::optional<int> microbatches;
+  std::string strategy_name = "imported";
+  CostFlags costs;
+  std::optional<std::string> output;
+};
+
+std::vector<FlagSpec> ImportFlags() {
+  std::vector<FlagSpec> specs = {
+      {"format"}, {"microbatches"}, {"strategy-name"}, {"output", FlagKind::kValue, 'o'}};
+  for (const FlagSpec& spec : CostFlagSpecs()) specs.push_back(spec);
+  return specs;
+}
+
+StatusOr<ImportOptions> ParseImportOptions(const Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(
+      ExpectPositional(flags, 1, "the CSV file (pipeplan import --format torch-csv FILE)"));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string format, flags.RequireString("format"));
+  if (format != "torch-csv") {
+    return InvalidArgument("unknown --format '" + format + "' (expected torch-csv)");
+  }
+  ImportOptions options;
+  options.csv_path = flags.positional().front();
+  PIPEPLAN_ASSIGN_OR_RETURN(options.microbatches, flags.GetInt("microbatches", 1));
+  if (std::optional<std::string> name = flags.GetString("strategy-name"); name.has_value()) {
+    if (name->empty()) return InvalidArgument("--strategy-name must not be empty");
+    options.strategy_name = *std::move(name);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(options.costs, ParseCostFlags(flags));
+  options.output = flags.GetString("output");
+  return options;
+}
+
+Status ExecuteImport(const ImportOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string csv, ReadFile(options.csv_path));
+  StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, options.microbatches);
+  if (!imported.ok()) return imported.status().WithContext(options.csv_path);
+
+  PlanRequest request;
+  request.topology = imported->topology;
+  request.strategy = options.strategy_name;
+  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, LoadCosts(options.costs));
+  StatusOr<Plan> plan = BuildPlanFromOrder(request, imported->order);
+  if (!plan.ok()) return plan.status().WithContext(options.csv_path);
+
+  const bool to_stdout = !options.output.has_value() || *options.output == "-";
+  const ProtoFormat format =
+      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializePlan(*plan, format));
+  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  if (!to_stdout) {
+    const Topology& t = plan->request.topology;
+    std::cout << "imported " << options.csv_path << " (P=" << t.ranks << " V=" << t.stages_per_rank
+              << " M=" << t.microbatches << ") to " << *options.output << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunImportCommand(const std::vector<std::string>& args) {
+  static const CommandSpec<ImportOptions> kSpec = {"import", kHelp, ImportFlags(),
+                                                   ParseImportOptions, ExecuteImport};
+  return RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

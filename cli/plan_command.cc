@@ -1,0 +1,115 @@
+// pipeplan plan: build a validated plan from a strategy and a cost model, or from a request
+// file, and write it as protobuf (binary, text or JSON).
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "command.h"
+#include "files.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/proto_io.h"
+#include "request_flags.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan plan --strategy NAME --ranks P --microbatches M [options] [-o FILE]
+       pipeplan plan --request FILE [-o FILE]
+
+Builds a pipeline schedule (per-rank action lists with SEND/RECV inserted), validates it
+and writes it as a protobuf plan.
+
+Request:
+  --strategy NAME              schedule to generate (see 'Strategies' below); required
+  --ranks P                    pipeline-parallel ranks, integer >= 1; required
+  --microbatches M             microbatches per step, integer >= 1; required
+  --stages-per-rank V          model stages per rank, integer >= 1 (default: the smallest V
+                               the strategy accepts, the V column below)
+  --microbatch-group-size G    interleaved-1f1b: microbatches per group, integer >= 1
+                               (default: P; needs P <= G <= M and M % G == 0 or M % G >= P)
+  --memory-limit X             per-rank limit on static + activation memory, number >= 0, in
+                               the memory model's unit (by default microbatch activations of
+                               one rank's share of the model: 1F1B peaks at P on rank 0);
+                               the plan fails if it needs more (default: no limit)
+  --request FILE               take the whole request (topology, strategy, costs, memory)
+                               from a text-format or JSON PlanRequest; excludes the flags above
+
+Costs (durations per stage in your time unit, e.g. microseconds; numbers >= 0):
+  --forward T                  F, forward of one microbatch on one stage (default 1)
+  --backward T                 B, full backward (default I + W)
+  --backward-input T           I, input-gradient half of the backward (default B - W, or B/2
+                               when only B is given; 1 when nothing is given)
+  --backward-weight T          W, weight-gradient half (default B - I, or B/2; 1 when nothing
+                               is given)
+  --comm T                     latency of one activation/gradient transfer between ranks
+                               (default 0)
+  --costs FILE                 a CostModel file (text, JSON or binary protobuf) instead of the
+                               duration flags; allows per-stage and per-boundary costs
+
+Output:
+  -o, --output FILE            write the plan here; the format follows the extension: .pb or
+                               .bin binary, .json JSON, anything else text format
+                               (default: text format on standard output)
+  -h, --help                   show this help
+
+Strategies (run 'pipeplan compare' to see them side by side):
+@STRATEGIES@
+
+Examples:
+  pipeplan plan --strategy 1f1b --ranks 4 --microbatches 8 -o plan.textproto
+  pipeplan plan --strategy interleaved-1f1b --ranks 4 --stages-per-rank 2 --microbatches 8 \
+      --forward 1 --backward 2 --comm 0.1 -o plan.pb
+  pipeplan plan --strategy zb-h1 --ranks 8 --microbatches 24 --forward 18522 \
+      --backward-input 18086 --backward-weight 9337 --comm 601 -o zb.json
+  pipeplan plan --request request.textproto -o plan.pb
+)";
+
+struct PlanOptions {
+  RequestFlags request;
+  std::optional<std::string> output;
+};
+
+std::vector<FlagSpec> PlanFlags() {
+  std::vector<FlagSpec> specs = {{"strategy"}, {"request"}, {"output", FlagKind::kValue, 'o'}};
+  for (const FlagSpec& spec : TopologyFlagSpecs()) specs.push_back(spec);
+  for (const FlagSpec& spec : CostFlagSpecs()) specs.push_back(spec);
+  return specs;
+}
+
+StatusOr<PlanOptions> ParsePlanOptions(const Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 0, ""));
+  PlanOptions options;
+  PIPEPLAN_ASSIGN_OR_RETURN(options.request, ParseRequestFlags(flags, StrategyFlag::kRequired));
+  options.output = flags.GetString("output");
+  return options;
+}
+
+Status ExecutePlan(const PlanOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, LoadRequest(options.request));
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, BuildPlan(request));
+  const bool to_stdout = !options.output.has_value() || *options.output == "-";
+  const ProtoFormat format =
+      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializePlan(plan, format));
+  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  if (!to_stdout) {
+    size_t actions = 0;
+    for (const RankProgram& program : plan.programs) actions += program.actions.size();
+    const Topology& t = plan.request.topology;
+    std::cout << "wrote " << plan.request.strategy << " plan (P=" << t.ranks
+              << " V=" << t.stages_per_rank << " M=" << t.microbatches << ", " << actions
+              << " actions) to " << *options.output << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunPlanCommand(const std::vector<std::string>& args) {
+  static const CommandSpec<PlanOptions> kSpec = {"plan", kHelp, PlanFlags(), ParsePlanOptions,
+                                                 ExecutePlan};
+  return RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

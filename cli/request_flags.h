@@ -1,0 +1,65 @@
+// The flags that describe a plan request, shared by plan, compare and import: topology
+// (--ranks, --microbatches, --stages-per-rank, --microbatch-group-size), memory
+// (--memory-limit) and costs (--costs FILE or --forward/--backward/--backward-input/
+// --backward-weight/--comm). Parsing only checks the command line (usage errors); loading
+// reads the files the flags name (input errors).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flags.h"
+#include "pipeplan/planner/plan.h"
+
+namespace pipeplan::cli {
+
+// --costs and the five duration flags.
+std::vector<FlagSpec> CostFlagSpecs();
+// --ranks, --microbatches, --stages-per-rank, --microbatch-group-size, --memory-limit.
+std::vector<FlagSpec> TopologyFlagSpecs();
+
+struct CostFlags {
+  std::optional<std::string> costs_file;  // --costs FILE
+  CostModel from_flags;                   // the duration flags with their defaults
+  bool any_given = false;                 // whether --costs or a duration flag was given
+};
+
+// Durations: B defaults to I + W; when B is given, a missing I or W is B minus the other
+// one, or B/2 when both are missing; nothing given means F=1, B=2, I=W=1. --comm sets the
+// uniform boundary latency. --costs excludes the duration flags.
+StatusOr<CostFlags> ParseCostFlags(const Flags& flags);
+// The cost model the flags describe (reads --costs FILE).
+StatusOr<CostModel> LoadCosts(const CostFlags& flags);
+
+struct RequestFlags {
+  std::optional<std::string> request_file;  // --request FILE: the whole request
+  std::string strategy;                     // --strategy (plan only)
+  int ranks = 0;
+  int microbatches = 0;
+  std::optional<int> stages_per_rank;
+  int microbatch_group_size = 0;  // 0 = the strategy's default
+  std::optional<double> memory_limit;
+  CostFlags costs;
+};
+
+enum class StrategyFlag : uint8_t {
+  kRequired,  // plan: --strategy NAME, checked against the catalogue
+  kNone,      // compare: every strategy
+};
+
+// --request excludes the other request flags; without it --ranks and --microbatches (and
+// --strategy when required) must be given.
+StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strategy_flag);
+
+// Reads --request FILE and --costs FILE. The returned request has topology, options, costs
+// and memory set from the flags; the strategy is flags.strategy (empty for compare) and the
+// placement and V are those of that strategy (V defaults to the smallest the strategy
+// accepts). With --request the file's request is returned as is.
+StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags);
+
+// Reads and validates a plan file (binary, text or JSON, as DetectProtoFormat picks); errors
+// start with the path.
+StatusOr<Plan> LoadPlanFile(const std::string& path);
+
+}  // namespace pipeplan::cli

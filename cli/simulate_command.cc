@@ -1,0 +1,177 @@
+// pipeplan simulate: predict when every action of a plan runs and print the step metrics;
+// optionally write a Chrome trace, an SVG timeline and an HTML report.
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "command.h"
+#include "files.h"
+#include "format.h"
+#include "pipeplan/planner/chrome_trace.h"
+#include "pipeplan/planner/html_report.h"
+#include "pipeplan/planner/simulator.h"
+#include "pipeplan/planner/svg_timeline.h"
+#include "request_flags.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan simulate PLAN [--json] [--trace FILE] [--svg FILE] [--html FILE]
+
+Validates a plan file (binary, text or JSON protobuf, as written by 'pipeplan plan' or
+'pipeplan import') and simulates it with the costs and memory model stored in the plan.
+Times are in the plan's time unit; memory in its memory unit.
+
+Metrics (DESIGN.md section 6):
+  makespan              end of the last action on any rank
+  zb_bubble_rate        (span - work) / span of the rank with the longest span, where span =
+                        last compute end - first compute start (the Zero Bubble papers' figure)
+  bubble_fraction       1 - busy_r / makespan, the max and the mean over ranks
+  lower_bound           max(per-rank work, critical path of one microbatch); gap = makespan /
+                        lower_bound - 1
+
+Options:
+  --json                print one JSON object instead of the table: strategy, ranks,
+                        stages_per_rank, microbatches, makespan, zb_bubble_rate,
+                        bubble_fraction_max, bubble_fraction_mean, lower_bound,
+                        gap_to_lower_bound, and per-rank arrays busy, idle,
+                        peak_activation_memory, peak_memory
+  --trace FILE          write a Chrome trace (open in https://ui.perfetto.dev or
+                        chrome://tracing)
+  --svg FILE            write an SVG timeline (one row per rank)
+  --html FILE           write a self-contained HTML report (metrics and timeline)
+  -h, --help            show this help
+
+Examples:
+  pipeplan simulate plan.pb
+  pipeplan simulate plan.pb --json
+  pipeplan simulate plan.pb --trace trace.json --svg timeline.svg --html report.html
+)";
+
+struct SimulateOptions {
+  std::string plan_path;
+  bool json = false;
+  std::optional<std::string> trace;
+  std::optional<std::string> svg;
+  std::optional<std::string> html;
+};
+
+StatusOr<SimulateOptions> ParseSimulateOptions(const Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 1, "the plan file (pipeplan simulate PLAN)"));
+  SimulateOptions options;
+  options.plan_path = flags.positional().front();
+  options.json = flags.GetBool("json");
+  options.trace = flags.GetString("trace");
+  options.svg = flags.GetString("svg");
+  options.html = flags.GetString("html");
+  return options;
+}
+
+std::string StrategyOf(const Plan& plan) {
+  return plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
+}
+
+std::string RenderJson(const Plan& plan, const Timeline& timeline) {
+  const Metrics& m = timeline.metrics;
+  const Topology& t = plan.request.topology;
+  std::vector<double> busy;
+  std::vector<double> idle;
+  std::vector<double> peak_activation;
+  std::vector<double> peak;
+  for (const RankTimeline& rank : timeline.ranks) {
+    busy.push_back(rank.busy);
+    idle.push_back(std::max(0.0, m.makespan - rank.busy));
+    peak_activation.push_back(rank.peak_activation_memory);
+    peak.push_back(rank.peak_memory);
+  }
+  std::string out = "{";
+  out += "\"strategy\":" + JsonString(StrategyOf(plan));
+  out += ",\"ranks\":" + std::to_string(t.ranks);
+  out += ",\"stages_per_rank\":" + std::to_string(t.stages_per_rank);
+  out += ",\"microbatches\":" + std::to_string(t.microbatches);
+  out += ",\"makespan\":" + JsonNumber(m.makespan);
+  out += ",\"zb_bubble_rate\":" + JsonNumber(m.zb_bubble_rate);
+  out += ",\"bubble_fraction_max\":" + JsonNumber(m.bubble_fraction_max);
+  out += ",\"bubble_fraction_mean\":" + JsonNumber(m.bubble_fraction_mean);
+  out += ",\"lower_bound\":" + JsonNumber(m.lower_bound);
+  out += ",\"gap_to_lower_bound\":" + JsonNumber(m.gap_to_lower_bound);
+  out += ",\"busy\":" + JsonArray(busy);
+  out += ",\"idle\":" + JsonArray(idle);
+  out += ",\"peak_activation_memory\":" + JsonArray(peak_activation);
+  out += ",\"peak_memory\":" + JsonArray(peak);
+  out += "}\n";
+  return out;
+}
+
+std::string RenderText(const std::string& path, const Plan& plan, const Timeline& timeline) {
+  const Metrics& m = timeline.metrics;
+  const Topology& t = plan.request.topology;
+  std::string out = path + ": " + StrategyOf(plan) + ", P=" + std::to_string(t.ranks) +
+                    " V=" + std::to_string(t.stages_per_rank) +
+                    " M=" + std::to_string(t.microbatches) + "\n\n";
+  TextTable metrics({"metric", "value"}, {true, false});
+  metrics.AddRow({"makespan", FormatCompact(m.makespan)});
+  metrics.AddRow({"lower bound", FormatCompact(m.lower_bound)});
+  metrics.AddRow({"gap to lower bound", FormatPercent(m.gap_to_lower_bound)});
+  metrics.AddRow({"zb_bubble_rate", FormatFixed(m.zb_bubble_rate, 4)});
+  metrics.AddRow({"bubble fraction max", FormatFixed(m.bubble_fraction_max, 4)});
+  metrics.AddRow({"bubble fraction mean", FormatFixed(m.bubble_fraction_mean, 4)});
+  out += metrics.Render() + "\n";
+  TextTable ranks({"rank", "busy", "idle", "peak activation memory", "peak memory"});
+  for (const RankTimeline& rank : timeline.ranks) {
+    ranks.AddRow({std::to_string(rank.rank.value), FormatCompact(rank.busy),
+                  FormatCompact(std::max(0.0, m.makespan - rank.busy)),
+                  FormatCompact(rank.peak_activation_memory), FormatCompact(rank.peak_memory)});
+  }
+  out += ranks.Render();
+  return out;
+}
+
+Status ExecuteSimulate(const SimulateOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, LoadPlanFile(options.plan_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
+
+  // Render everything first so that a failure leaves no output behind.
+  std::vector<std::pair<std::string, std::string>> files;  // (path, content)
+  const std::string name = StrategyOf(plan);
+  if (options.trace.has_value())
+    files.emplace_back(*options.trace, ExportChromeTrace(plan, timeline));
+  if (options.svg.has_value()) {
+    SvgOptions svg;
+    svg.title = name;
+    files.emplace_back(*options.svg, RenderSvgTimeline(plan, timeline, svg));
+  }
+  if (options.html.has_value()) {
+    ReportOptions report;
+    report.subtitle = name + ", " + options.plan_path;
+    files.emplace_back(*options.html,
+                       RenderHtmlReport({ReportEntry{name, plan, timeline}}, report));
+  }
+  for (const auto& [path, content] : files)
+    PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, content, true));
+
+  std::cout << (options.json ? RenderJson(plan, timeline)
+                             : RenderText(options.plan_path, plan, timeline));
+  if (!options.json) {
+    for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunSimulateCommand(const std::vector<std::string>& args) {
+  static const CommandSpec<SimulateOptions> kSpec = {
+      "simulate",
+      kHelp,
+      {{"json", FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}},
+      ParseSimulateOptions,
+      ExecuteSimulate};
+  return RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,210 @@
+#include "pipeplan/planner/auto_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/post_validation.h"
+#include "pipeplan/planner/simulator.h"
+#include "pipeplan/planner/strategy.h"
+#include "text_util.h"
+
+namespace pipeplan {
+namespace {
+
+// V values worth trying for a strategy.
+std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
+  std::vector<int> options;
+  for (const int v : {1, 2, 4}) {
+    if (v < strategy.min_stages_per_rank) continue;
+    if (strategy.max_stages_per_rank > 0 && v > strategy.max_stages_per_rank) continue;
+    options.push_back(v);
+  }
+  return options;
+}
+
+// Per-stage costs for a candidate: the share's work split over its stages.
+CostModel CostsFor(const CostModel& share, const Topology& topology) {
+  CostModel costs = share;
+  const double divisor = ChunksPerShare(topology);
+  for (StageCosts& c : costs.stages) {
+    c.forward /= divisor;
+    c.backward /= divisor;
+    c.backward_input /= divisor;
+    c.backward_weight /= divisor;
+    c.overlap /= divisor;
+  }
+  return costs;
+}
+
+class AutoSearcher {
+ public:
+  explicit AutoSearcher(const PlanRequest& request) : request_(request) {
+    // Normalise the given costs to one rank's whole share.
+    share_ = request.costs;
+    const int given_v = std::max(1, request.topology.stages_per_rank);
+    for (StageCosts& c : share_.stages) {
+      c.forward *= given_v;
+      c.backward *= given_v;
+      c.backward_input *= given_v;
+      c.backward_weight *= given_v;
+      c.overlap *= given_v;
+    }
+  }
+
+  StatusOr<AutoResult> Run() {
+    for (const Strategy& strategy : AllStrategies()) AddCandidates(strategy);
+    AutoResult result;
+    const Plan* best = nullptr;
+    std::vector<Plan> plans;
+    plans.reserve(candidates_.size());
+    for (AutoCandidate& candidate : candidates_) plans.push_back(Evaluate(candidate));
+    std::vector<size_t> order(candidates_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const AutoCandidate& x = candidates_[a];
+      const AutoCandidate& y = candidates_[b];
+      if (x.status.ok() != y.status.ok()) return x.status.ok();
+      if (!x.status.ok()) return false;
+      if (x.makespan != y.makespan) return x.makespan < y.makespan;
+      return x.peak_memory < y.peak_memory;
+    });
+    for (const size_t i : order) result.candidates.push_back(candidates_[i]);
+    if (!order.empty() && candidates_[order[0]].status.ok()) best = &plans[order[0]];
+    if (best == nullptr) return NothingFits();
+    result.best = *best;
+    result.best.provenance.strategy = "auto -> " + result.best.request.strategy;
+    result.best.provenance.options = "chosen by auto among " + std::to_string(candidates_.size()) +
+                                     " candidates; " + result.best.provenance.options;
+    return result;
+  }
+
+ private:
+  void AddCandidates(const Strategy& strategy) {
+    const bool per_stage_costs = request_.costs.stages.size() > 1 || request_.memory.stages.size() > 1 ||
+                                 request_.costs.boundaries.size() > 1;
+    if (request_.options.post_validation && !SupportsPostValidation(strategy.name)) return;
+    for (const int v : StagesPerRankOptions(strategy)) {
+      PlanRequest candidate = request_;
+      candidate.strategy = std::string(strategy.name);
+      candidate.topology.stages_per_rank = v;
+      candidate.topology.placement = strategy.placement;
+      candidate.options.microbatch_group_size = 0;
+      // Per-stage costs are tied to the number of stages the user described.
+      if (per_stage_costs && v != std::max(1, request_.topology.stages_per_rank)) continue;
+      candidate.costs = per_stage_costs ? request_.costs : CostsFor(share_, candidate.topology);
+      if (strategy.name == "interleaved-1f1b") {
+        AddGroupSizes(candidate);
+      } else if (strategy.name == "zb") {
+        AddMemorySteps(candidate);
+      } else {
+        candidates_.push_back({candidate, Status::Ok(), 0, 0});
+      }
+    }
+  }
+
+  void AddGroupSizes(PlanRequest candidate) {
+    const int p = candidate.topology.ranks;
+    const int m = candidate.topology.microbatches;
+    const size_t before = candidates_.size();
+    for (int g = p; g <= m && g <= 4 * p; g *= 2) {
+      if (m % g != 0 && m % g < p) continue;
+      candidate.options.microbatch_group_size = g;
+      candidates_.push_back({candidate, Status::Ok(), 0, 0});
+    }
+    if (candidates_.size() == before) {
+      candidate.options.microbatch_group_size = 0;  // lets the planner report why it fails
+      candidates_.push_back({candidate, Status::Ok(), 0, 0});
+    }
+  }
+
+  // The greedy scheduler is not monotone in its limit: try whole activations from P up to
+  // the limit (2P without one).
+  void AddMemorySteps(PlanRequest candidate) {
+    const int p = candidate.topology.ranks;
+    const double activation = candidate.memory.Activation(StageId(0), ChunksPerShare(candidate.topology));
+    const double base = candidate.memory.static_per_rank;
+    const double top = request_.memory.limit.value_or(base + 2 * p * activation);
+    const size_t before = candidates_.size();
+    for (int k = 1; k <= 2 * p; ++k) {
+      const double limit = base + k * activation;
+      if (limit > top * (1 + 1e-12)) break;
+      if (k < p && base + (k + 1) * activation <= top) continue;  // below P only as a last resort
+      candidate.memory.limit = limit;
+      candidates_.push_back({candidate, Status::Ok(), 0, 0});
+    }
+    if (candidates_.size() == before) {
+      candidate.memory.limit = top;
+      candidates_.push_back({candidate, Status::Ok(), 0, 0});
+    }
+  }
+
+  Plan Evaluate(AutoCandidate& candidate) {
+    StatusOr<Plan> plan = BuildPlan(candidate.request);
+    if (!plan.ok()) {
+      candidate.status = plan.status();
+      return {};
+    }
+    StatusOr<Timeline> timeline = Simulate(*plan);
+    if (!timeline.ok()) {
+      candidate.status = timeline.status();
+      return {};
+    }
+    candidate.makespan = timeline->metrics.makespan;
+    for (const RankTimeline& rank : timeline->ranks) {
+      candidate.peak_memory = std::max(candidate.peak_memory, rank.peak_memory);
+    }
+    return std::move(*plan);
+  }
+
+  // With a limit nothing fits: find the smallest limit that would, by planning without one.
+  Status NothingFits() const {
+    if (!request_.memory.limit.has_value()) {
+      return InvalidArgument("auto: no strategy can plan this request (" + FirstReason() + ")");
+    }
+    double smallest = std::numeric_limits<double>::infinity();
+    std::string needed_by;
+    for (const AutoCandidate& candidate : candidates_) {
+      PlanRequest unlimited = candidate.request;
+      if (unlimited.strategy == "zb") continue;  // needs a limit by definition; its steps cover it
+      unlimited.memory.limit.reset();
+      StatusOr<Plan> plan = BuildPlan(unlimited);
+      if (!plan.ok()) continue;
+      StatusOr<Timeline> timeline = Simulate(*plan);
+      if (!timeline.ok()) continue;
+      double peak = 0;
+      for (const RankTimeline& rank : timeline->ranks) peak = std::max(peak, rank.peak_memory);
+      if (peak < smallest) {
+        smallest = peak;
+        needed_by = unlimited.strategy + " (V=" + std::to_string(unlimited.topology.stages_per_rank) + ")";
+      }
+    }
+    if (!std::isfinite(smallest)) {
+      return FailedPrecondition("auto: no strategy fits memory limit " + FormatNumber(*request_.memory.limit) +
+                                " (" + FirstReason() + ")");
+    }
+    return FailedPrecondition("auto: no strategy fits memory limit " + FormatNumber(*request_.memory.limit) +
+                              "; the smallest limit that fits is " + FormatNumber(smallest) + ", needed by " +
+                              needed_by);
+  }
+
+  std::string FirstReason() const {
+    return candidates_.empty() ? "no applicable strategy" : candidates_.front().status.message();
+  }
+
+  const PlanRequest& request_;
+  CostModel share_;
+  std::vector<AutoCandidate> candidates_;
+};
+
+}  // namespace
+
+StatusOr<AutoResult> AutoSearch(const PlanRequest& request) {
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(Topology{request.topology.ranks, 1, request.topology.microbatches,
+                                                     Placement::kLoop}));
+  return AutoSearcher(request).Run();
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,644 @@
+// V-Half and V-Min ("Pipeline Parallelism with Controllable Memory", Qi et al., NeurIPS 2024;
+// reference/strategies.md, "v-half / v-min"). Both are V-shape schedules (V = 2, rank r holds
+// chunk 0 = stage r and chunk 1 = stage 2P-1-r) built in three steps:
+//   1. Building block: the F, I and W passes of one microbatch on every rank, laid out on unit
+//      slots, repeated every six slots (each microbatch brings six passes to every rank). The
+//      block's lifespan on a rank fixes how many microbatches it holds at once: (P+2)//2 for
+//      v-half and (P+4)//3 for v-min in units of one microbatch through both chunks. W's fill
+//      the slots the block leaves free, oldest I first.
+//   2. Greedy reordering under the real per-stage costs and transfer times: each rank runs its
+//      passes in block order, but while the next one waits for its input it may run a later
+//      ready pass (more F's in warm-up, W's in the gaps, I's before W's in cool-down), and an F
+//      only when the rank's activation memory, with the rest of its block order still to run,
+//      stays within the block's peak. So reordering never raises the peak.
+//   3. A few reordering settings are tried (the block order alone among them) and the order
+//      with the shortest simulated step is kept.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stage_mb_table.h"
+#include "strategies.h"
+
+namespace pipeplan::strategies {
+namespace {
+
+// Each microbatch brings six passes to every rank (F, I and W on two chunks), so the building
+// block repeats every six unit slots.
+constexpr int kSlotsPerMicrobatch = 6;
+
+// Relative slack on the memory cap, for sums of the same figures taken in another order.
+constexpr double kMemorySlack = 1e-9;
+
+constexpr int kDownChunk = 0;  // chunk 0: data flows from rank 0 to rank P-1
+constexpr int kUpChunk = 1;    // chunk 1: data flows back from rank P-1 to rank 0
+
+// The shape of one microbatch's building block, leg by leg in data order: F on chunk 0 down
+// the ranks, F on chunk 1 back up, I on chunk 1 down (the loss is on rank 0) and I on chunk 0
+// back up. A stride is the number of slots between the passes of neighbouring ranks along a
+// leg; a gap is the number of slots between a leg's last pass and the next leg's first (both
+// on the same rank). The gap at the loss is solved so that the block repeats without two
+// passes of one rank falling on the same slot.
+struct BlockShape {
+  const char* name = "";
+  int forward_down_stride = 1;
+  int forward_up_stride = 1;
+  int input_down_stride = 1;
+  int input_up_stride = 1;
+  int forward_turn_gap = 1;  // rank P-1: F on chunk 0 -> F on chunk 1
+  int input_turn_gap = 1;    // rank P-1: I on chunk 1 -> I on chunk 0
+};
+
+// V-Half: forwards on chunk 0 and input grads on chunk 1 leave one slot between neighbouring
+// ranks, which halves the lifespan of 1F1B's block.
+constexpr BlockShape kVHalfShape{"v-half", 2, 1, 2, 1, 1, 2};
+// V-Min: every leg goes straight through, a third of 1F1B's lifespan.
+constexpr BlockShape kVMinShape{"v-min", 1, 1, 1, 1, 1, 1};
+
+// One pass of a rank's block order: what to run and the slot that orders it.
+struct PatternEntry {
+  int slot = 0;
+  ActionKind kind = ActionKind::kForward;
+  int chunk = kDownChunk;
+  int microbatch = 0;
+};
+
+// One leg of the V: a pass kind on one chunk visiting every rank once, in data order.
+struct Leg {
+  ActionKind kind = ActionKind::kForward;
+  int chunk = kDownChunk;
+  int stride = 1;
+  int gap_before = 0;  // slots from the previous leg's last pass (first leg: none)
+};
+
+// The block of one microbatch: the slot of each leg's pass on each rank, repeated every
+// kSlotsPerMicrobatch slots for the next microbatch.
+class BuildingBlock {
+ public:
+  static StatusOr<BuildingBlock> Solve(const BlockShape& shape, const StageMap& stages) {
+    // Any collision is periodic in the slot, so gaps beyond one period never help.
+    for (int loss_gap = 1; loss_gap <= kSlotsPerMicrobatch; ++loss_gap) {
+      BuildingBlock block(
+          stages,
+          {Leg{ActionKind::kForward, kDownChunk, shape.forward_down_stride, 0},
+           Leg{ActionKind::kForward, kUpChunk, shape.forward_up_stride, shape.forward_turn_gap},
+           Leg{ActionKind::kBackwardInput, kUpChunk, shape.input_down_stride, loss_gap},
+           Leg{ActionKind::kBackwardInput, kDownChunk, shape.input_up_stride,
+               shape.input_turn_gap}});
+      if (block.RepeatsWithoutCollision()) return block;
+    }
+    return Internal(std::string(shape.name) +
+                    ": no gap at the loss lets the building block repeat "
+                    "every " +
+                    std::to_string(kSlotsPerMicrobatch) + " slots without collision on " +
+                    std::to_string(stages.num_ranks()) + " ranks");
+  }
+
+  // The block repeated for `microbatches` microbatches on `rank`, then the W's placed on the
+  // slots the block leaves free (the W of the oldest I first); in slot order.
+  std::vector<PatternEntry> RepeatOn(RankId rank, int microbatches) const {
+    std::vector<PatternEntry> passes;
+    passes.reserve(legs_.size() * static_cast<size_t>(microbatches));
+    for (int mb = 0; mb < microbatches; ++mb) {
+      for (const PlacedLeg& placed : legs_) {
+        passes.push_back(
+            {placed.slot_of_rank[static_cast<size_t>(rank.value)] + mb * kSlotsPerMicrobatch,
+             placed.leg.kind, placed.leg.chunk, mb});
+      }
+    }
+    std::sort(passes.begin(), passes.end(),
+              [](const PatternEntry& a, const PatternEntry& b) { return a.slot < b.slot; });
+    return FillWeights(passes);
+  }
+
+ private:
+  // A leg with the slot of its pass on each rank, for microbatch 0.
+  struct PlacedLeg {
+    Leg leg;
+    std::vector<int> slot_of_rank;
+  };
+
+  BuildingBlock(const StageMap& stages, const std::vector<Leg>& legs) : stages_(stages) {
+    int slot = 0;
+    for (const Leg& leg : legs) {
+      PlacedLeg placed{leg, std::vector<int>(static_cast<size_t>(stages.num_ranks()), 0)};
+      const std::vector<RankId> ranks = RanksAlong(leg);
+      for (size_t hop = 0; hop < ranks.size(); ++hop) {
+        slot += hop == 0 ? leg.gap_before : leg.stride;
+        placed.slot_of_rank[static_cast<size_t>(ranks[hop].value)] = slot;
+      }
+      legs_.push_back(std::move(placed));
+    }
+  }
+
+  // The ranks a leg visits, in data order: forwards go up the stage numbers, input grads down.
+  std::vector<RankId> RanksAlong(const Leg& leg) const {
+    std::vector<RankId> ranks;
+    const int num_stages = stages_.num_stages();
+    for (int i = 0; i < num_stages; ++i) {
+      const StageId stage(leg.kind == ActionKind::kForward ? i : num_stages - 1 - i);
+      if (stages_.ChunkOf(stage) == leg.chunk) ranks.push_back(stages_.RankOf(stage));
+    }
+    return ranks;
+  }
+
+  bool RepeatsWithoutCollision() const {
+    for (int rank = 0; rank < stages_.num_ranks(); ++rank) {
+      std::array<bool, kSlotsPerMicrobatch> taken{};
+      for (const PlacedLeg& placed : legs_) {
+        const int slot = placed.slot_of_rank[static_cast<size_t>(rank)];
+        bool& phase = taken[static_cast<size_t>(slot % kSlotsPerMicrobatch)];
+        if (phase) return false;
+        phase = true;
+      }
+    }
+    return true;
+  }
+
+  static std::vector<PatternEntry> FillWeights(const std::vector<PatternEntry>& passes) {
+    std::vector<PatternEntry> order;
+    order.reserve(passes.size() * 3 / 2);
+    std::deque<PatternEntry> waiting;  // I's whose W is not placed yet
+    size_t next = 0;
+    int slot = 0;
+    while (next < passes.size() || !waiting.empty()) {
+      if (next < passes.size() && passes[next].slot <= slot) {
+        order.push_back(passes[next]);
+        if (passes[next].kind == ActionKind::kBackwardInput) waiting.push_back(passes[next]);
+        ++next;
+      } else if (!waiting.empty()) {
+        order.push_back(
+            {slot, ActionKind::kBackwardWeight, waiting.front().chunk, waiting.front().microbatch});
+        waiting.pop_front();
+      } else {
+        slot = passes[next].slot;  // nothing to fill: jump to the next pass
+        continue;
+      }
+      ++slot;
+    }
+    return order;
+  }
+
+  const StageMap& stages_;
+  std::vector<PlacedLeg> legs_;  // in data order
+};
+
+// Activation memory a pass adds (F, when it starts) or releases (I and W, when they end).
+double MemoryChange(const PlanRequest& request, StageId stage, ActionKind kind) {
+  const int v = request.topology.stages_per_rank;
+  const double activation = request.memory.Activation(stage, v);
+  const double by_input = request.memory.FreedByInput(stage, v);
+  switch (kind) {
+    case ActionKind::kForward:
+      return activation;
+    case ActionKind::kBackwardInput:
+      return -by_input;
+    case ActionKind::kBackwardWeight:
+      return -(activation - by_input);
+    case ActionKind::kBackward:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return 0.0;  // not in these schedules
+  }
+  return 0.0;
+}
+
+// Activation memory a rank will still add above what it holds now if it runs the rest of its
+// block order as is: a segment tree over the order's memory changes that keeps the largest
+// prefix sum, so running one pass early is an O(log n) update.
+class FutureMemory {
+ public:
+  explicit FutureMemory(const std::vector<double>& changes) {
+    while (leaves_ < changes.size()) leaves_ *= 2;
+    sum_.assign(2 * leaves_, 0.0);
+    rise_.assign(2 * leaves_, 0.0);
+    for (size_t i = 0; i < changes.size(); ++i) {
+      sum_[leaves_ + i] = changes[i];
+      rise_[leaves_ + i] = std::max(0.0, changes[i]);
+    }
+    for (size_t node = leaves_ - 1; node >= 1; --node) Combine(node);
+  }
+
+  void Remove(size_t position) { Set(position, 0.0); }
+
+  // The largest rise (>= 0) over the remaining order with the pass at `position` left out.
+  double RiseWithout(size_t position) {
+    const double change = sum_[leaves_ + position];
+    Set(position, 0.0);
+    const double rise = rise_[1];
+    Set(position, change);
+    return rise;
+  }
+
+ private:
+  void Set(size_t position, double change) {
+    size_t node = leaves_ + position;
+    sum_[node] = change;
+    rise_[node] = std::max(0.0, change);
+    for (node /= 2; node >= 1; node /= 2) Combine(node);
+  }
+  void Combine(size_t node) {
+    sum_[node] = sum_[2 * node] + sum_[2 * node + 1];
+    rise_[node] = std::max(rise_[2 * node], sum_[2 * node] + rise_[2 * node + 1]);
+  }
+
+  size_t leaves_ = 1;
+  std::vector<double> sum_;
+  std::vector<double> rise_;  // largest prefix sum of the node's range, empty prefix included
+};
+
+// Which liberties the greedy reordering takes; each combination tried is one candidate order.
+struct ReorderSettings {
+  bool fill_warmup_and_cooldown = false;  // before a rank's first I and after its last F
+  bool fill_steady_phase = false;         // between the two
+  bool inputs_before_weights_in_cooldown = false;
+};
+
+// The settings tried, best first on ties; the last one keeps the block order as it is.
+constexpr std::array<ReorderSettings, 3> kReorderSettings{{
+    {true, true, true},
+    {true, false, true},
+    {false, false, false},
+}};
+
+struct CandidateOrder {
+  ComputeOrder order;
+  double makespan = 0.0;
+};
+
+// When the F and the I of one (stage, microbatch) ended, once they have run: what the passes
+// that consume them wait for.
+struct PassEnds {
+  std::optional<double> forward;
+  std::optional<double> input;
+};
+
+// One rank's block order and its progress through it.
+struct RankState {
+  RankState(std::vector<PatternEntry> block_order, const std::vector<double>& memory_changes)
+      : pattern(std::move(block_order)), ran(pattern.size(), 0), future(memory_changes) {}
+
+  // The passes of one (kind, chunk) in microbatch order, which is also their block order.
+  struct Stream {
+    ActionKind kind = ActionKind::kForward;
+    int chunk = kDownChunk;
+    std::vector<size_t> positions;  // in the block order
+    size_t ran = 0;
+  };
+
+  std::vector<PatternEntry> pattern;
+  std::vector<uint8_t> ran;  // per pattern position
+  size_t next = 0;           // first position not run yet: the pass the block order wants next
+  std::vector<Stream> streams;
+  FutureMemory future;
+  double held = 0.0;  // activation memory held now
+  double free_at = 0.0;
+  int forwards_left = 0;
+  bool ran_input = false;
+  std::vector<size_t> order;  // positions in the order they ran
+};
+
+// A rank's choice for its next pass: the pattern position and when it can start.
+struct Proposal {
+  size_t position = 0;
+  double start = 0.0;
+};
+
+// Runs every rank through its block order under the real costs, reordering as the settings
+// allow, and records the order each rank ran.
+class GreedyReorder {
+ public:
+  GreedyReorder(const PlanRequest& request, const StageMap& stages,
+                const std::vector<std::vector<PatternEntry>>& patterns, double memory_cap,
+                ReorderSettings settings)
+      : request_(request),
+        stages_(stages),
+        settings_(settings),
+        memory_cap_(memory_cap),
+        ends_(stages.num_stages(), request.topology.microbatches, PassEnds{}) {
+    ranks_.reserve(patterns.size());
+    for (size_t rank = 0; rank < patterns.size(); ++rank) {
+      ranks_.push_back(MakeRankState(RankId(static_cast<int>(rank)), patterns[rank]));
+    }
+  }
+
+  StatusOr<CandidateOrder> Run() {
+    size_t total = 0;
+    for (const RankState& rank : ranks_) total += rank.pattern.size();
+    std::vector<std::optional<Proposal>> proposals(ranks_.size());
+    std::set<std::pair<double, int>> queue;  // (start, rank) of every rank with a proposal
+    std::vector<RankId> stale;               // ranks whose proposal must be made again
+    for (size_t r = 0; r < ranks_.size(); ++r) stale.emplace_back(static_cast<int>(r));
+    double makespan = 0.0;
+    for (size_t step = 0; step < total; ++step) {
+      for (const RankId rank : stale) {
+        std::optional<Proposal>& proposal = proposals[static_cast<size_t>(rank.value)];
+        if (proposal.has_value()) queue.erase({proposal->start, rank.value});
+        proposal = Propose(static_cast<size_t>(rank.value));
+        if (proposal.has_value()) queue.insert({proposal->start, rank.value});
+      }
+      if (queue.empty()) return Stalled();
+      const size_t r = static_cast<size_t>(queue.begin()->second);
+      queue.erase(queue.begin());
+      const Proposal chosen = *proposals[r];
+      proposals[r].reset();
+      makespan = std::max(makespan, RunPass(r, chosen));
+      stale = RanksToRefresh(r, chosen.position);
+    }
+    CandidateOrder result;
+    result.makespan = makespan;
+    for (size_t r = 0; r < ranks_.size(); ++r) result.order.push_back(ActionsOf(r));
+    return result;
+  }
+
+ private:
+  enum class Phase : uint8_t { kWarmup, kSteady, kCooldown };
+
+  RankState MakeRankState(RankId rank, const std::vector<PatternEntry>& pattern) const {
+    RankState state(pattern, MemoryChanges(rank, pattern));
+    for (size_t position = 0; position < pattern.size(); ++position) {
+      const PatternEntry& entry = pattern[position];
+      if (entry.kind == ActionKind::kForward) ++state.forwards_left;
+      auto stream =
+          std::find_if(state.streams.begin(), state.streams.end(), [&](const RankState::Stream& s) {
+            return s.kind == entry.kind && s.chunk == entry.chunk;
+          });
+      if (stream == state.streams.end()) {
+        state.streams.push_back({entry.kind, entry.chunk, {}, 0});
+        stream = std::prev(state.streams.end());
+      }
+      stream->positions.push_back(position);
+    }
+    return state;
+  }
+
+  std::vector<double> MemoryChanges(RankId rank, const std::vector<PatternEntry>& pattern) const {
+    std::vector<double> changes;
+    changes.reserve(pattern.size());
+    for (const PatternEntry& entry : pattern) {
+      changes.push_back(MemoryChange(request_, StageOf(rank, entry), entry.kind));
+    }
+    return changes;
+  }
+
+  StageId StageOf(RankId rank, const PatternEntry& entry) const {
+    return stages_.StagesOf(rank)[static_cast<size_t>(entry.chunk)];
+  }
+
+  Phase PhaseOf(const RankState& rank) const {
+    if (!rank.ran_input) return Phase::kWarmup;
+    return rank.forwards_left > 0 ? Phase::kSteady : Phase::kCooldown;
+  }
+
+  bool MayRunAhead(Phase phase) const {
+    switch (phase) {
+      case Phase::kWarmup:
+      case Phase::kCooldown:
+        return settings_.fill_warmup_and_cooldown;
+      case Phase::kSteady:
+        return settings_.fill_steady_phase;
+    }
+    return false;
+  }
+
+  // Order among passes that can start at the same time: the block order, except that in
+  // cool-down (if the settings say so) I's, which others wait for, go before W's.
+  std::pair<int, int> Priority(const RankState& rank, const PatternEntry& entry) const {
+    const bool deferred = settings_.inputs_before_weights_in_cooldown &&
+                          PhaseOf(rank) == Phase::kCooldown &&
+                          entry.kind == ActionKind::kBackwardWeight;
+    return {deferred ? 1 : 0, entry.slot};
+  }
+
+  // When the inputs of a pass are there; nullopt while a producer has not run.
+  std::optional<double> InputsReady(RankId rank, const PatternEntry& entry) const {
+    const StageId stage = StageOf(rank, entry);
+    const MicrobatchId mb(entry.microbatch);
+    const PassEnds& own = ends_.At(stage, mb);
+    switch (entry.kind) {
+      case ActionKind::kForward:
+        if (stages_.IsFirst(stage)) return 0.0;
+        return Arrival(ends_.At(StageId(stage.value - 1), mb).forward, StageId(stage.value - 1),
+                       stage);
+      case ActionKind::kBackwardInput: {
+        if (!own.forward.has_value()) return std::nullopt;
+        if (stages_.IsLast(stage)) return *own.forward;
+        const std::optional<double> gradient =
+            Arrival(ends_.At(StageId(stage.value + 1), mb).input, StageId(stage.value + 1), stage);
+        if (!gradient.has_value()) return std::nullopt;
+        return std::max(*own.forward, *gradient);
+      }
+      case ActionKind::kBackwardWeight:
+        return own.input;
+      case ActionKind::kBackward:
+      case ActionKind::kOverlapFB:
+      case ActionKind::kSendForward:
+      case ActionKind::kRecvForward:
+      case ActionKind::kSendBackward:
+      case ActionKind::kRecvBackward:
+      case ActionKind::kPostValidation:
+      case ActionKind::kSendPostValidation:
+      case ActionKind::kRecvPostValidation:
+        return std::nullopt;  // not in these schedules
+    }
+    return std::nullopt;
+  }
+
+  // When the output of `from` (ended at `end`, if it ran) is usable by `to`.
+  std::optional<double> Arrival(std::optional<double> end, StageId from, StageId to) const {
+    if (!end.has_value()) return std::nullopt;
+    if (stages_.RankOf(from) == stages_.RankOf(to)) return *end;
+    return *end + request_.costs.TransferTime(from, to);
+  }
+
+  // Running the F at `position` now keeps the rank within the cap even if the rest of its
+  // block order then runs as is.
+  bool ForwardFits(RankState& rank, size_t position, StageId stage) const {
+    const double peak = rank.held + MemoryChange(request_, stage, ActionKind::kForward) +
+                        rank.future.RiseWithout(position);
+    return peak <= memory_cap_ * (1 + kMemorySlack) + kMemorySlack;
+  }
+
+  // The pass the rank runs next and when: among the passes it may run, those that can start
+  // earliest, and of those the first by priority. The block order's next pass is always
+  // allowed, so some rank always has a proposal until every pass ran.
+  std::optional<Proposal> Propose(size_t r) {
+    RankState& rank = ranks_[r];
+    const RankId rank_id(static_cast<int>(r));
+    const bool may_run_ahead = MayRunAhead(PhaseOf(rank));
+    std::optional<Proposal> best;
+    std::pair<int, int> best_priority;
+    for (const RankState::Stream& stream : rank.streams) {
+      if (stream.ran >= stream.positions.size()) continue;
+      const size_t position = stream.positions[stream.ran];
+      const bool ahead = position != rank.next;
+      if (ahead && !may_run_ahead) continue;
+      const PatternEntry& entry = rank.pattern[position];
+      const std::optional<double> ready = InputsReady(rank_id, entry);
+      if (!ready.has_value()) continue;
+      if (ahead && entry.kind == ActionKind::kForward &&
+          !ForwardFits(rank, position, StageOf(rank_id, entry))) {
+        continue;
+      }
+      const double start = std::max(rank.free_at, *ready);
+      const std::pair<int, int> priority = Priority(rank, entry);
+      const bool better = !best.has_value() || start < best->start ||
+                          (start == best->start && priority < best_priority);
+      if (better) {
+        best = Proposal{position, start};
+        best_priority = priority;
+      }
+    }
+    return best;
+  }
+
+  // Runs the proposed pass on rank r; returns its end.
+  double RunPass(size_t r, const Proposal& proposal) {
+    RankState& rank = ranks_[r];
+    const RankId rank_id(static_cast<int>(r));
+    const PatternEntry& entry = rank.pattern[proposal.position];
+    const StageId stage = StageOf(rank_id, entry);
+    const MicrobatchId mb(entry.microbatch);
+    const double end =
+        proposal.start + request_.costs.ComputeTime(MakeCompute(entry.kind, stage, mb));
+    switch (entry.kind) {
+      case ActionKind::kForward:
+        ends_.At(stage, mb).forward = end;
+        --rank.forwards_left;
+        break;
+      case ActionKind::kBackwardInput:
+        ends_.At(stage, mb).input = end;
+        rank.ran_input = true;
+        break;
+      case ActionKind::kBackwardWeight:
+      case ActionKind::kBackward:
+      case ActionKind::kOverlapFB:
+      case ActionKind::kSendForward:
+      case ActionKind::kRecvForward:
+      case ActionKind::kSendBackward:
+      case ActionKind::kRecvBackward:
+      case ActionKind::kPostValidation:
+      case ActionKind::kSendPostValidation:
+      case ActionKind::kRecvPostValidation:
+        break;
+    }
+    rank.held += MemoryChange(request_, stage, entry.kind);
+    rank.future.Remove(proposal.position);
+    rank.ran[proposal.position] = 1;
+    while (rank.next < rank.ran.size() && rank.ran[rank.next] != 0) ++rank.next;
+    for (RankState::Stream& stream : rank.streams) {
+      if (stream.kind == entry.kind && stream.chunk == entry.chunk) ++stream.ran;
+    }
+    rank.free_at = end;
+    rank.order.push_back(proposal.position);
+    return end;
+  }
+
+  // The rank itself and the ranks whose passes consume what the pass produced.
+  std::vector<RankId> RanksToRefresh(size_t r, size_t position) const {
+    const RankId rank_id(static_cast<int>(r));
+    const StageId stage = StageOf(rank_id, ranks_[r].pattern[position]);
+    std::vector<RankId> ranks = {rank_id};
+    if (!stages_.IsLast(stage)) ranks.push_back(stages_.RankOf(StageId(stage.value + 1)));
+    if (!stages_.IsFirst(stage)) ranks.push_back(stages_.RankOf(StageId(stage.value - 1)));
+    return ranks;
+  }
+
+  std::vector<Action> ActionsOf(size_t r) const {
+    const RankState& rank = ranks_[r];
+    const RankId rank_id(static_cast<int>(r));
+    std::vector<Action> actions;
+    actions.reserve(rank.order.size());
+    for (const size_t position : rank.order) {
+      const PatternEntry& entry = rank.pattern[position];
+      actions.push_back(
+          MakeCompute(entry.kind, StageOf(rank_id, entry), MicrobatchId(entry.microbatch)));
+    }
+    return actions;
+  }
+
+  Status Stalled() const {
+    std::string waiting;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      const RankState& rank = ranks_[r];
+      if (rank.next >= rank.pattern.size()) continue;
+      const PatternEntry& entry = rank.pattern[rank.next];
+      if (!waiting.empty()) waiting += ", ";
+      waiting += "rank " + std::to_string(r) + " at " +
+                 ToString(MakeCompute(entry.kind, StageOf(RankId(static_cast<int>(r)), entry),
+                                      MicrobatchId(entry.microbatch)));
+    }
+    return Internal("controllable-memory reordering stalled (" + waiting + ")");
+  }
+
+  const PlanRequest& request_;
+  const StageMap& stages_;
+  ReorderSettings settings_;
+  double memory_cap_;
+  StageMbTable<PassEnds> ends_;
+  std::vector<RankState> ranks_;
+};
+
+// Peak activation memory of a rank running `pattern` in order (F adds when it starts, I and W
+// release when they end): the cap the reordering keeps to.
+double PeakOf(const PlanRequest& request, const StageMap& stages, RankId rank,
+              const std::vector<PatternEntry>& pattern) {
+  double held = 0.0;
+  double peak = 0.0;
+  for (const PatternEntry& entry : pattern) {
+    held +=
+        MemoryChange(request, stages.StagesOf(rank)[static_cast<size_t>(entry.chunk)], entry.kind);
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+StatusOr<ComputeOrder> GenerateControllableMemory(const PlanRequest& request,
+                                                  const StageMap& stages, const BlockShape& shape) {
+  const Topology& topology = request.topology;
+  if (topology.placement != Placement::kVShape || topology.stages_per_rank != 2) {
+    return InvalidArgument(std::string(shape.name) +
+                           " needs the V placement with 2 stages per rank, got placement " +
+                           std::string(PlacementName(topology.placement)) + " with " +
+                           std::to_string(topology.stages_per_rank));
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const BuildingBlock block, BuildingBlock::Solve(shape, stages));
+  std::vector<std::vector<PatternEntry>> patterns;
+  double memory_cap = 0.0;
+  for (int r = 0; r < stages.num_ranks(); ++r) {
+    patterns.push_back(block.RepeatOn(RankId(r), topology.microbatches));
+    memory_cap = std::max(memory_cap, PeakOf(request, stages, RankId(r), patterns.back()));
+  }
+  std::optional<CandidateOrder> best;
+  for (const ReorderSettings& settings : kReorderSettings) {
+    GreedyReorder reorder(request, stages, patterns, memory_cap, settings);
+    PIPEPLAN_ASSIGN_OR_RETURN(CandidateOrder candidate, reorder.Run());
+    if (!best.has_value() || candidate.makespan < best->makespan) best = std::move(candidate);
+  }
+  return std::move(best->order);
+}
+
+}  // namespace
+
+StatusOr<ComputeOrder> GenerateVHalf(const PlanRequest& request, const StageMap& stages) {
+  return GenerateControllableMemory(request, stages, kVHalfShape);
+}
+
+StatusOr<ComputeOrder> GenerateVMin(const PlanRequest& request, const StageMap& stages) {
+  return GenerateControllableMemory(request, stages, kVMinShape);
+}
+
+}  // namespace pipeplan::strategies

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Configures (once) and builds pipeplan with CMake + Ninja in a reusable build directory.
+#   BUILD dir: $PIPEPLAN_BUILD_DIR, default ~/.cache/pipeplan/build
+#   jobs:      $PIPEPLAN_JOBS, default $(nproc)
+# Extra arguments go to the CMake configure step (e.g. -DPIPEPLAN_WERROR=ON); without them
+# an existing build directory is reused as it is.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${PIPEPLAN_BUILD_DIR:-$HOME/.cache/pipeplan/build}
+jobs=${PIPEPLAN_JOBS:-$(nproc)}
+
+if [[ -f "$build_dir/CMakeCache.txt" ]]; then
+  cached_source=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build_dir/CMakeCache.txt")
+  if [[ "$cached_source" != "$repo" ]]; then
+    echo "build: $build_dir was configured for $cached_source, not $repo" >&2
+    echo "build: set PIPEPLAN_BUILD_DIR to another directory or remove it" >&2
+    exit 1
+  fi
+fi
+
+# Whether every -DNAME=VALUE argument already holds in the cache (then configuring again
+# would change nothing).
+cache_has_args() {
+  local arg name value cached
+  for arg in "$@"; do
+    [[ "$arg" =~ ^-D([A-Za-z0-9_]+)(:[A-Z]+)?=(.*)$ ]] || return 1
+    name=${BASH_REMATCH[1]}
+    value=${BASH_REMATCH[3]}
+    cached=$(sed -n "s/^${name}:[A-Z]*=//p" "$build_dir/CMakeCache.txt" | head -n 1)
+    [[ "$cached" == "$value" ]] || return 1
+  done
+}
+
+if [[ ! -f "$build_dir/build.ninja" ]] || ! cache_has_args "$@"; then
+  echo "build: configuring $build_dir (Ninja, RelWithDebInfo${*:+, $*})"
+  cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+else
+  echo "build: reusing $build_dir"
+fi
+
+echo "build: building with $jobs jobs"
+cmake --build "$build_dir" -j "$jobs"
+echo "build: done ($build_dir/cli/pipeplan)"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up, builds with warnings as errors and runs every test with ctest.
+#   --bench     also run the benchmarks afterwards (scripts/bench.sh)
+# $PIPEPLAN_BUILD_DIR picks the build directory (default ~/.cache/pipeplan/build);
+# $PIPEPLAN_TEST_TIMEOUT caps the whole ctest run in seconds (default 1800).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${PIPEPLAN_BUILD_DIR:-$HOME/.cache/pipeplan/build}
+export PIPEPLAN_BUILD_DIR=$build_dir
+timeout_s=${PIPEPLAN_TEST_TIMEOUT:-1800}
+
+run_bench=0
+for arg in "$@"; do
+  case "$arg" in
+    --bench) run_bench=1 ;;
+    -h|--help)
+      sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "test: unknown argument '$arg' (expected --bench)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+bash "$repo/scripts/setup.sh"
+bash "$repo/scripts/build.sh" -DPIPEPLAN_WERROR=ON -DPIPEPLAN_BUILD_TESTS=ON
+
+echo "test: ctest --test-dir $build_dir --output-on-failure -j2 (timeout ${timeout_s}s)"
+if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600; then
+  echo "test: FAILED" >&2
+  exit 1
+fi
+echo "test: all tests passed"
+
+if [[ $run_bench -eq 1 ]]; then
+  bash "$repo/scripts/bench.sh"
+fi

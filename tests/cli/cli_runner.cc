@@ -1,0 +1,98 @@
+#include "cli_runner.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "gtest/gtest.h"
+
+namespace pipeplan::cli_test {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+ScratchDir::ScratchDir() {
+  std::string pattern = ::testing::TempDir() + "pipeplan_cli_XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + pattern);
+  path_ = std::filesystem::canonical(pattern).string();
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void ScratchDir::Write(const std::string& name, const std::string& content) const {
+  const std::filesystem::path file = File(name);
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary);
+  out << content;
+}
+
+std::string ScratchDir::Read(const std::string& name) const { return ReadAll(File(name)); }
+
+bool ScratchDir::Exists(const std::string& name) const {
+  return std::filesystem::exists(File(name));
+}
+
+std::vector<std::string> ScratchDir::List() const {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(path_)) {
+    names.push_back(std::filesystem::relative(entry.path(), path_).string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& cwd) {
+  // Captures go outside `cwd`, so tests can list what the command wrote.
+  ScratchDir capture;
+  const std::string out_path = capture.File("stdout");
+  const std::string err_path = capture.File("stderr");
+
+  std::vector<std::string> argv_storage = {PIPEPLAN_CLI_PATH};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = ::open("/dev/null", O_RDONLY);
+    if (out < 0 || err < 0 || in < 0 || ::chdir(cwd.c_str()) != 0) ::_exit(127);
+    ::dup2(in, STDIN_FILENO);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  RunResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadAll(out_path);
+  result.err = ReadAll(err_path);
+  return result;
+}
+
+}  // namespace pipeplan::cli_test

@@ -1,0 +1,41 @@
+// Runs the built pipeplan binary in a scratch directory and captures what it prints, for the
+// CLI's end-to-end tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pipeplan::cli_test {
+
+struct RunResult {
+  int exit_code = -1;  // -1 when the process did not exit normally
+  std::string out;
+  std::string err;
+};
+
+// A fresh empty directory under the test temp dir, removed with everything in it on
+// destruction.
+class ScratchDir {
+ public:
+  ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir();
+
+  const std::string& path() const { return path_; }
+  // Absolute path of `name` inside the directory.
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  void Write(const std::string& name, const std::string& content) const;
+  std::string Read(const std::string& name) const;
+  bool Exists(const std::string& name) const;
+  // Names of the entries (recursively, relative, sorted).
+  std::vector<std::string> List() const;
+
+ private:
+  std::string path_;
+};
+
+// Runs `pipeplan args...` with `cwd` as the working directory (no shell involved).
+RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& cwd);
+
+}  // namespace pipeplan::cli_test

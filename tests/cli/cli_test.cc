@@ -1,0 +1,622 @@
+// End-to-end tests of the pipeplan command: malformed inputs with the exact message and exit
+// code a user gets, and the plan -> simulate -> export -> import round trip.
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "gtest/gtest.h"
+#include "pipeplan/planner/strategy.h"
+
+namespace pipeplan::cli_test {
+namespace {
+
+// "pipeplan <command>: error: <message>" plus the pointer to --help; exit code 2.
+std::string Usage(const std::string& command, const std::string& message) {
+  const std::string prefix = command.empty() ? "pipeplan" : "pipeplan " + command;
+  return prefix + ": error: " + message + "\nrun '" + prefix + " --help' for usage\n";
+}
+
+// "pipeplan <command>: error: <message>"; exit code 1.
+std::string Input(const std::string& command, const std::string& message) {
+  return "pipeplan " + command + ": error: " + message + "\n";
+}
+
+// The number after "key": in a flat JSON object.
+double JsonNumber(const std::string& json, const std::string& key) {
+  const std::string needle = "\"" + key + "\":";
+  const size_t at = json.find(needle);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << key << " in " << json;
+    return -1;
+  }
+  return std::strtod(json.c_str() + at + needle.size(), nullptr);
+}
+
+// The numbers of "key":[a,b,...].
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
+  const std::string needle = "\"" + key + "\":[";
+  const size_t at = json.find(needle);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no array " << key << " in " << json;
+    return {};
+  }
+  std::vector<double> values;
+  const char* p = json.c_str() + at + needle.size();
+  while (*p != ']' && *p != '\0') {
+    char* end = nullptr;
+    values.push_back(std::strtod(p, &end));
+    if (end == p) break;
+    p = end;
+    if (*p == ',') ++p;
+  }
+  return values;
+}
+
+// A small valid 1f1b plan in text format is produced by the tool itself where needed; these
+// are hand-written broken files.
+constexpr char kMalformedTextPlan[] = "programs { rank: 0 actions { kind: FORWARD stage: ";
+constexpr char kUnspecifiedKindPlan[] = R"(request {
+  topology { ranks: 1 stages_per_rank: 1 microbatches: 1 placement: PLACEMENT_LOOP }
+  strategy: "handmade"
+}
+programs {
+  rank: 0
+  actions { kind: FORWARD stage: 0 microbatch: 0 }
+  actions { kind: ACTION_KIND_UNSPECIFIED stage: 0 microbatch: 0 }
+}
+)";
+constexpr char kBackwardFirstPlan[] = R"(request {
+  topology { ranks: 1 stages_per_rank: 1 microbatches: 1 placement: PLACEMENT_LOOP }
+  strategy: "handmade"
+}
+programs {
+  rank: 0
+  actions { kind: BACKWARD stage: 0 microbatch: 0 }
+  actions { kind: FORWARD stage: 0 microbatch: 0 }
+}
+)";
+constexpr char kMalformedJsonRequest[] = R"({"topology": {"ranks": 4, "microbatches": )";
+constexpr char kBwCsv[] = "0F0,0F1,0BW0,0BW1\n";
+constexpr char kOutOfRangeCsv[] = "0F0,0F1,0B0,0B1\n";
+
+struct ErrorCase {
+  std::string name;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> files;  // written into the scratch dir first
+  std::string expected_err;
+  int expected_exit = 0;
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
+
+const std::vector<ErrorCase>& ErrorCases() {
+  static const std::vector<ErrorCase> cases = {
+      // Usage errors (exit 2): the command line itself is wrong.
+      {"UnknownSubcommand",
+       {"frobnicate"},
+       {},
+       Usage("",
+             "unknown command 'frobnicate' (expected plan, simulate, export, import, compare "
+             "or demo)"),
+       2},
+      {"UnknownFlag",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--frobnicate", "1"},
+       {},
+       Usage("plan", "unknown flag '--frobnicate'"),
+       2},
+      {"MissingRanksValue",
+       {"plan", "--strategy", "1f1b", "--microbatches", "8", "--ranks"},
+       {},
+       Usage("plan", "missing value for --ranks"),
+       2},
+      {"MissingValueBeforeNextFlag",
+       {"plan", "--strategy", "1f1b", "--ranks", "--microbatches", "8"},
+       {},
+       Usage("plan", "missing value for --ranks"),
+       2},
+      {"NonNumericRanks",
+       {"plan", "--strategy", "1f1b", "--ranks", "abc", "--microbatches", "8"},
+       {},
+       Usage("plan", "--ranks: expected an integer, got 'abc'"),
+       2},
+      {"ZeroRanks",
+       {"plan", "--strategy", "1f1b", "--ranks", "0", "--microbatches", "8"},
+       {},
+       Usage("plan", "--ranks must be >= 1, got 0"),
+       2},
+      {"FractionalMicrobatches",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches=2.5"},
+       {},
+       Usage("plan", "--microbatches: expected an integer, got '2.5'"),
+       2},
+      {"MissingRequiredFlag",
+       {"plan", "--strategy", "1f1b", "--ranks", "4"},
+       {},
+       Usage("plan", "missing required flag --microbatches"),
+       2},
+      {"UnknownStrategy",
+       {"plan", "--strategy", "2f2b", "--ranks", "4", "--microbatches", "8"},
+       {},
+       // The list is the catalogue's, whatever it holds.
+       Usage("plan", "unknown strategy '2f2b' (known: " + StrategyNames() + ")"),
+       2},
+      {"NegativeForward",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--forward", "-1"},
+       {},
+       Usage("plan", "--forward must be >= 0, got -1"),
+       2},
+      {"NonNumericComm",
+       {"compare", "--ranks", "4", "--microbatches", "8", "--comm", "fast"},
+       {},
+       Usage("compare", "--comm: expected a number, got 'fast'"),
+       2},
+      {"InfiniteBackward",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--backward", "inf"},
+       {},
+       Usage("plan", "--backward: expected a number, got 'inf'"),
+       2},
+      {"InputLargerThanBackward",
+       {"plan", "--strategy", "zb-h1", "--ranks", "4", "--microbatches", "8", "--backward", "2",
+        "--backward-input", "3"},
+       {},
+       Usage("plan",
+             "--backward-input (3) cannot exceed --backward (2) when --backward-weight is not "
+             "given"),
+       2},
+      {"CostsFileAndDurationFlags",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--costs", "c.txt",
+        "--forward", "2"},
+       {},
+       Usage("plan",
+             "--costs cannot be combined with --forward, --backward, --backward-input, "
+             "--backward-weight or --comm"),
+       2},
+      {"RequestAndRanks",
+       {"plan", "--request", "r.json", "--ranks", "4"},
+       {},
+       Usage("plan",
+             "--request cannot be combined with --ranks (the file holds the whole request)"),
+       2},
+      {"FlagGivenTwice",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--ranks=5", "--microbatches", "8"},
+       {},
+       Usage("plan", "--ranks given more than once"),
+       2},
+      {"ValueForBooleanFlag",
+       {"simulate", "plan.pb", "--json=yes"},
+       {},
+       Usage("simulate", "--json takes no value"),
+       2},
+      {"SimulateWithoutPlan",
+       {"simulate", "--json"},
+       {},
+       Usage("simulate", "missing the plan file (pipeplan simulate PLAN)"),
+       2},
+      {"SimulateTwoPlans",
+       {"simulate", "a.pb", "b.pb"},
+       {},
+       Usage("simulate", "unexpected argument 'b.pb'"),
+       2},
+      {"ExportUnknownFormat",
+       {"export", "plan.pb", "--format", "yaml"},
+       {},
+       Usage("export",
+             "unknown --format 'yaml' (expected torch-csv, torch-csv-comms, textproto or json)"),
+       2},
+      {"ExportWithoutFormat",
+       {"export", "plan.pb"},
+       {},
+       Usage("export", "missing required flag --format"),
+       2},
+      {"ImportUnknownFormat",
+       {"import", "--format", "csv", "s.csv"},
+       {},
+       Usage("import", "unknown --format 'csv' (expected torch-csv)"),
+       2},
+      {"DemoUnexpectedArgument",
+       {"demo", "now"},
+       {},
+       Usage("demo", "unexpected argument 'now'"),
+       2},
+
+      // Input errors (exit 1): the command line is fine, the input cannot be served.
+      {"NonexistentPlanFile",
+       {"simulate", "missing.pb"},
+       {},
+       Input("simulate", "cannot read 'missing.pb': No such file or directory"),
+       1},
+      {"PlanFileIsADirectory",
+       {"export", "dir", "--format", "json"},
+       {{"dir/keep", ""}},
+       Input("export", "cannot read 'dir': is a directory"),
+       1},
+      {"MalformedTextPlan",
+       {"simulate", "bad.textproto"},
+       {{"bad.textproto", kMalformedTextPlan}},
+       Input("simulate", "bad.textproto: plan file: line 1, column 51: Expected integer, got: "),
+       1},
+      {"UnspecifiedActionKind",
+       {"simulate", "kind.textproto"},
+       {{"kind.textproto", kUnspecifiedKindPlan}},
+       Input("simulate",
+             "kind.textproto: plan file: programs[0].actions[1].kind: unspecified action kind"),
+       1},
+      {"BackwardBeforeForward",
+       {"simulate", "order.textproto"},
+       {{"order.textproto", kBackwardFirstPlan}},
+       Input("simulate", "order.textproto: rank 0, action 0 (0B0): backward before forward"),
+       1},
+      {"MalformedJsonRequest",
+       {"plan", "--request", "request.json"},
+       {{"request.json", kMalformedJsonRequest}},
+       Input("plan", "request.json: request file: Unexpected end of string. Expected a value."),
+       1},
+      {"CsvWithBwToken",
+       {"import", "--format", "torch-csv", "bw.csv"},
+       {{"bw.csv", kBwCsv}},
+       Input("import",
+             "bw.csv: rank 0, cell 2: '0BW0' is torch's legacy full-backward token; use '0B0'"),
+       1},
+      {"CsvMicrobatchOutOfRange",
+       {"import", "--format", "torch-csv", "range.csv", "--microbatches", "1"},
+       {{"range.csv", kOutOfRangeCsv}},
+       Input("import", "range.csv: rank 0, cell 1: microbatch 1 out of range 0..0"),
+       1},
+      {"ZbH2NeedsTwicePMicrobatches",
+       {"plan", "--strategy", "zb-h2", "--ranks", "4", "--microbatches", "4"},
+       {},
+       Input("plan", "zb-h2 needs at least 2P microbatches: P=4 needs M >= 8, got M=4"),
+       1},
+      {"BadMicrobatchGroupSize",
+       {"plan", "--strategy", "interleaved-1f1b", "--ranks", "4", "--microbatches", "8",
+        "--microbatch-group-size", "3"},
+       {},
+       Input(
+           "plan",
+           "interleaved-1f1b: microbatch group size 3 with P=4, M=8 is invalid: need P <= G <= M"),
+       1},
+      {"GroupSizeForNonInterleavedStrategy",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8",
+        "--microbatch-group-size", "4"},
+       {},
+       Input("plan", "--microbatch-group-size applies to interleaved-1f1b only, not 1f1b"),
+       1},
+      {"CompareWhereNoStrategyFits",
+       {"compare", "--ranks", "4", "--microbatches", "8", "--memory-limit", "0.5"},
+       {},
+       Input("compare", "no strategy could plan this request"),
+       1},
+      {"TooManyRanks",
+       {"plan", "--strategy", "1f1b", "--ranks", "5000", "--microbatches", "8"},
+       {},
+       Input("plan", "ranks must be in 1..4096, got 5000"),
+       1},
+      {"MemoryLimitTooSmall",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--memory-limit", "1"},
+       {},
+       Input("plan", "1f1b needs 4 memory on rank 0, above the memory limit 1"),
+       1},
+      {"StrategyNeedsMoreStagesPerRank",
+       {"plan", "--strategy", "interleaved-1f1b", "--ranks", "4", "--microbatches", "8",
+        "--stages-per-rank", "1"},
+       {},
+       Input("plan", "interleaved-1f1b needs --stages-per-rank >= 2, got 1"),
+       1},
+      {"MalformedCostsFile",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--costs",
+        "costs.json"},
+       {{"costs.json", "{\"stages\": [{\"forward\": \"fast\"}]}"}},
+       Input("plan",
+             "costs.json: cost file: (stages[0].forward): invalid value \"fast\" for type "
+             "TYPE_DOUBLE"),
+       1},
+      {"OutputIsADirectory",
+       {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "dir"},
+       {{"dir/keep", ""}},
+       Input("plan", "cannot write 'dir': is a directory"),
+       1},
+      {"DemoOutputDirUnderAFile",
+       {"demo", "--output-dir", "file.txt/report"},
+       {{"file.txt", "not a directory"}},
+       Input("demo", "cannot create directory 'file.txt/report': Not a directory"),
+       1},
+  };
+  return cases;
+}
+
+class CliErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(CliErrorTest, PrintsExactErrorAndExitCode) {
+  const ErrorCase& c = GetParam();
+  ScratchDir dir;
+  for (const auto& [name, content] : c.files) dir.Write(name, content);
+  const std::vector<std::string> before = dir.List();
+
+  const RunResult result = RunPipeplan(c.args, dir.path());
+  EXPECT_EQ(result.exit_code, c.expected_exit);
+  EXPECT_EQ(result.err, c.expected_err);
+  // A failed command writes nothing: no outputs, no temp files.
+  EXPECT_EQ(dir.List(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, CliErrorTest, ::testing::ValuesIn(ErrorCases()),
+                         [](const ::testing::TestParamInfo<ErrorCase>& param) {
+                           return param.param.name;
+                         });
+
+TEST(CliErrorTableTest, HasAtLeastTwentyCasesOfEachKind) {
+  const auto& cases = ErrorCases();
+  const auto usage = std::count_if(cases.begin(), cases.end(),
+                                   [](const ErrorCase& c) { return c.expected_exit == 2; });
+  const auto input = std::count_if(cases.begin(), cases.end(),
+                                   [](const ErrorCase& c) { return c.expected_exit == 1; });
+  EXPECT_GE(usage + input, 20);
+  EXPECT_GE(usage, 10);
+  EXPECT_GE(input, 10);
+}
+
+TEST(CliTest, NoCommandIsAUsageError) {
+  ScratchDir dir;
+  const RunResult result = RunPipeplan({}, dir.path());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(result.err.starts_with("pipeplan: error: missing command\nusage: pipeplan"))
+      << result.err;
+  EXPECT_EQ(result.out, "");
+}
+
+TEST(CliTest, HelpForToolAndEverySubcommand) {
+  ScratchDir dir;
+  const RunResult top = RunPipeplan({"--help"}, dir.path());
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_TRUE(top.out.starts_with("usage: pipeplan <command>")) << top.out;
+  EXPECT_EQ(top.err, "");
+  for (const std::string command : {"plan", "simulate", "export", "import", "compare", "demo"}) {
+    SCOPED_TRACE(command);
+    for (const std::string flag : {"--help", "-h"}) {
+      const RunResult result = RunPipeplan({command, flag}, dir.path());
+      EXPECT_EQ(result.exit_code, 0);
+      EXPECT_TRUE(result.out.starts_with("usage: pipeplan " + command)) << result.out;
+      EXPECT_NE(result.out.find("Example"), std::string::npos);
+      EXPECT_EQ(result.err, "");
+    }
+    const RunResult via_help = RunPipeplan({"help", command}, dir.path());
+    EXPECT_EQ(via_help.exit_code, 0);
+    EXPECT_TRUE(via_help.out.starts_with("usage: pipeplan " + command));
+  }
+  // The strategy list in plan --help comes from the catalogue.
+  const RunResult plan_help = RunPipeplan({"plan", "--help"}, dir.path());
+  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2"}) {
+    EXPECT_NE(plan_help.out.find(name), std::string::npos) << name;
+  }
+  EXPECT_EQ(plan_help.out.find("@STRATEGIES@"), std::string::npos);
+  EXPECT_TRUE(dir.List().empty());
+}
+
+TEST(CliTest, PlanSimulateExportImportRoundTrip) {
+  ScratchDir dir;
+  const RunResult plan =
+      RunPipeplan({"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--forward",
+                   "1", "--backward", "2", "-o", "plan.pb"},
+                  dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(plan.err, "");
+  EXPECT_TRUE(dir.Exists("plan.pb"));
+
+  const RunResult sim = RunPipeplan({"simulate", "plan.pb", "--json"}, dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(sim.err, "");
+  // (M + P - 1)(F + B) = 11 * 3.
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "makespan"), 33);
+  EXPECT_GE(JsonNumber(sim.out, "zb_bubble_rate"), 0);
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "bubble_fraction_max"), 9.0 / 33.0);
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "bubble_fraction_mean"), 9.0 / 33.0);
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "lower_bound"), 24);
+  EXPECT_EQ(JsonNumbers(sim.out, "busy"), std::vector<double>({24, 24, 24, 24}));
+  const std::vector<double> peak = JsonNumbers(sim.out, "peak_activation_memory");
+  ASSERT_EQ(peak.size(), 4u);
+  EXPECT_DOUBLE_EQ(peak[0], 4);  // rank 0 of 1F1B holds P microbatches
+  EXPECT_EQ(std::count(sim.out.begin(), sim.out.end(), '\n'), 1) << "one JSON object, one line";
+
+  const RunResult csv =
+      RunPipeplan({"export", "plan.pb", "--format", "torch-csv", "-o", "schedule.csv"}, dir.path());
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  const std::string rows = dir.Read("schedule.csv");
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 4) << rows;
+  EXPECT_TRUE(rows.starts_with("0F0,")) << rows;
+
+  const RunResult imported =
+      RunPipeplan({"import", "--format", "torch-csv", "schedule.csv", "--microbatches", "8",
+                   "--forward", "1", "--backward", "2", "-o", "imported.textproto"},
+                  dir.path());
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(dir.Read("imported.textproto").find("imported"), std::string::npos);
+
+  const RunResult resim = RunPipeplan({"simulate", "imported.textproto", "--json"}, dir.path());
+  ASSERT_EQ(resim.exit_code, 0) << resim.err;
+  EXPECT_DOUBLE_EQ(JsonNumber(resim.out, "makespan"), 33);
+  EXPECT_EQ(JsonNumbers(resim.out, "busy"), JsonNumbers(sim.out, "busy"));
+  EXPECT_NE(resim.out.find("\"strategy\":\"imported\""), std::string::npos) << resim.out;
+}
+
+TEST(CliTest, ImportWithoutCostFlagsUsesDefaultCosts) {
+  ScratchDir dir;
+  dir.Write("s.csv", "0F0,0B0\n");
+  const RunResult imported = RunPipeplan(
+      {"import", "--format", "torch-csv", "s.csv", "--strategy-name", "mine", "-o", "p.json"},
+      dir.path());
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_TRUE(dir.Read("p.json").starts_with("{"));
+  const RunResult sim = RunPipeplan({"simulate", "p.json", "--json"}, dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "makespan"), 3);  // F=1 + B=2
+  EXPECT_NE(sim.out.find("\"strategy\":\"mine\""), std::string::npos) << sim.out;
+}
+
+TEST(CliTest, PlanOutputFormatFollowsExtension) {
+  ScratchDir dir;
+  const std::vector<std::string> base = {"plan", "--strategy",     "gpipe", "--ranks",
+                                         "2",    "--microbatches", "2"};
+  for (const std::string name : {"p.pb", "p.json", "p.textproto", "p.txt"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"-o", name});
+    const RunResult result = RunPipeplan(args, dir.path());
+    ASSERT_EQ(result.exit_code, 0) << name << ": " << result.err;
+    EXPECT_NE(result.out.find("to " + name), std::string::npos) << result.out;
+  }
+  EXPECT_TRUE(dir.Read("p.json").starts_with("{"));
+  EXPECT_NE(dir.Read("p.textproto").find("programs {"), std::string::npos);
+  EXPECT_EQ(dir.Read("p.txt"), dir.Read("p.textproto"));
+  EXPECT_NE(dir.Read("p.pb"), dir.Read("p.textproto"));
+
+  // Without -o: text format on stdout, identical to the file.
+  const RunResult to_stdout = RunPipeplan(base, dir.path());
+  ASSERT_EQ(to_stdout.exit_code, 0);
+  EXPECT_EQ(to_stdout.out, dir.Read("p.textproto"));
+
+  // Every encoding simulates the same.
+  std::string first;
+  for (const std::string name : {"p.pb", "p.json", "p.textproto"}) {
+    const RunResult sim = RunPipeplan({"simulate", name, "--json"}, dir.path());
+    ASSERT_EQ(sim.exit_code, 0) << name << ": " << sim.err;
+    if (first.empty()) first = sim.out;
+    EXPECT_EQ(sim.out, first) << name;
+  }
+}
+
+TEST(CliTest, CostFlagsAndEqualsSyntax) {
+  ScratchDir dir;
+  // B defaults to I + W.
+  const RunResult plan = RunPipeplan(
+      {"plan", "--strategy=1f1b", "--ranks=2", "--microbatches=3", "--forward=2",
+       "--backward-input=1.5", "--backward-weight", "0.5", "--comm", "0.25", "-o", "p.json"},
+      dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const RunResult sim = RunPipeplan({"simulate", "p.json", "--json"}, dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  // Every rank runs 3 F (2) and 3 B (1.5 + 0.5).
+  EXPECT_EQ(JsonNumbers(sim.out, "busy"), std::vector<double>({12, 12}));
+  // Critical path of one microbatch: F, comm, F, B, comm, B = 2 + .25 + 2 + 2 + .25 + 2.
+  EXPECT_GE(JsonNumber(sim.out, "makespan"), 12 + 4 + 0.5);
+}
+
+TEST(CliTest, SimulateTableAndReports) {
+  ScratchDir dir;
+  ASSERT_EQ(RunPipeplan({"plan", "--strategy", "zb-h1", "--ranks", "4", "--microbatches", "8", "-o",
+                         "zb.pb"},
+                        dir.path())
+                .exit_code,
+            0);
+  const RunResult sim = RunPipeplan({"simulate", "zb.pb", "--trace", "out/trace.json", "--svg",
+                                     "out/t.svg", "--html", "out/report.html"},
+                                    dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(sim.err, "");
+  EXPECT_NE(sim.out.find("makespan"), std::string::npos) << sim.out;
+  EXPECT_NE(sim.out.find("zb_bubble_rate"), std::string::npos);
+  EXPECT_NE(sim.out.find("peak activation memory"), std::string::npos);
+  EXPECT_NE(sim.out.find("wrote out/report.html"), std::string::npos);
+  EXPECT_TRUE(dir.Read("out/trace.json").starts_with("{") ||
+              dir.Read("out/trace.json").starts_with("["));
+  EXPECT_NE(dir.Read("out/t.svg").find("<svg"), std::string::npos);
+  EXPECT_NE(dir.Read("out/report.html").find("<html"), std::string::npos);
+  // zb-h1 at P=4 M=8 with unit costs: 27 (reference/strategies.md).
+  const RunResult json = RunPipeplan({"simulate", "zb.pb", "--json"}, dir.path());
+  EXPECT_DOUBLE_EQ(JsonNumber(json.out, "makespan"), 27);
+}
+
+TEST(CliTest, ExportFormats) {
+  ScratchDir dir;
+  ASSERT_EQ(RunPipeplan(
+                {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "p.pb"},
+                dir.path())
+                .exit_code,
+            0);
+  const RunResult comms =
+      RunPipeplan({"export", "p.pb", "--format", "torch-csv-comms"}, dir.path());
+  ASSERT_EQ(comms.exit_code, 0) << comms.err;
+  EXPECT_NE(comms.out.find("SEND_F"), std::string::npos) << comms.out;
+  const RunResult text = RunPipeplan({"export", "p.pb", "--format", "textproto"}, dir.path());
+  ASSERT_EQ(text.exit_code, 0);
+  const RunResult plan_text = RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2"}, dir.path());
+  EXPECT_EQ(text.out, plan_text.out);
+  const RunResult json = RunPipeplan({"export", "p.pb", "--format", "json"}, dir.path());
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_TRUE(json.out.starts_with("{"));
+}
+
+TEST(CliTest, CompareListsEveryStrategyAndMarksTheBest) {
+  ScratchDir dir;
+  const RunResult result = RunPipeplan(
+      {"compare", "--ranks", "4", "--microbatches", "4", "--html", "cmp/report.html"}, dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2"}) {
+    EXPECT_NE(result.out.find(name), std::string::npos) << name;
+  }
+  // zb-h2 needs M >= 2P: listed with the reason.
+  const size_t zbh2 = result.out.find("zb-h2");
+  ASSERT_NE(zbh2, std::string::npos);
+  const std::string zbh2_line = result.out.substr(zbh2, result.out.find('\n', zbh2) - zbh2);
+  EXPECT_NE(zbh2_line.find("failed: "), std::string::npos) << zbh2_line;
+  EXPECT_NE(result.out.find("\n*"), std::string::npos) << result.out;
+  // Catalogue order.
+  EXPECT_LT(result.out.find("gpipe"), result.out.find("zb-h1"));
+  EXPECT_TRUE(dir.Exists("cmp/report.html"));
+}
+
+TEST(CliTest, DemoWritesReport) {
+  ScratchDir dir;
+  const RunResult result = RunPipeplan({"demo"}, dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("report: pipeplan-report/index.html"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("zb-h2"), std::string::npos);
+  const std::string html = dir.Read("pipeplan-report/index.html");
+  EXPECT_NE(html.find("<html"), std::string::npos);
+  EXPECT_NE(html.find("zb-h1"), std::string::npos);
+  EXPECT_EQ(dir.List(),
+            std::vector<std::string>({"pipeplan-report", "pipeplan-report/index.html"}));
+
+  const RunResult elsewhere = RunPipeplan({"demo", "--output-dir", "a/b"}, dir.path());
+  ASSERT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
+  EXPECT_TRUE(dir.Exists("a/b/index.html"));
+  EXPECT_NE(elsewhere.out.find("report: a/b/index.html"), std::string::npos);
+}
+
+TEST(CliTest, FailedPlanLeavesNoFileAndKeepsTheOldOne) {
+  ScratchDir dir;
+  const std::vector<std::string> failing = {"plan",           "--strategy", "zb-h2", "--ranks", "4",
+                                            "--microbatches", "4",          "-o",    "out.pb"};
+  RunResult result = RunPipeplan(failing, dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(dir.List().empty()) << "no output and no temp file";
+
+  dir.Write("out.pb", "previous contents");
+  result = RunPipeplan(failing, dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(dir.Read("out.pb"), "previous contents");
+  EXPECT_EQ(dir.List(), std::vector<std::string>({"out.pb"}));
+
+  // A successful run replaces it whole.
+  result = RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "4", "-o", "out.pb"},
+      dir.path());
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(dir.Read("out.pb"), "previous contents");
+  EXPECT_EQ(dir.List(), std::vector<std::string>({"out.pb"}));
+}
+
+TEST(CliTest, WriteIntoMissingDirectoryFailsCleanly) {
+  ScratchDir dir;
+  const RunResult result = RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "nodir/p.pb"},
+      dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, Input("plan", "cannot write 'nodir/p.pb': No such file or directory"));
+  EXPECT_TRUE(dir.List().empty());
+}
+
+}  // namespace
+}  // namespace pipeplan::cli_test

@@ -1,0 +1,90 @@
+// `auto`: the plan it returns is at least as fast as every strategy it could have picked, fits
+// the memory limit, and an impossible limit names the smallest one that would fit.
+#include <gtest/gtest.h>
+
+#include "pipeplan/planner/auto_search.h"
+#include "pipeplan/planner/strategy.h"
+#include "test_support.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::MakeRequest;
+
+// The Zero Bubble paper's 1.5B-model costs (one rank's share), P=8, M=24.
+PlanRequest PaperRequest(const std::string& strategy) {
+  return MakeRequest(strategy, 8, 24, 0, 18522, 18086, 9337, 601);
+}
+
+double PeakMemory(const Timeline& timeline) {
+  double peak = 0;
+  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
+  return peak;
+}
+
+TEST(AutoSearch, IsNoSlowerThanAnySingleStrategyAtOneStagePerRank) {
+  const StatusOr<AutoResult> result = AutoSearch(PaperRequest("auto"));
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const double best = testing::SimulateOrDie(result->best).metrics.makespan;
+  for (const Strategy& strategy : AllStrategies()) {
+    if (strategy.min_stages_per_rank > 1 || strategy.name == "zb") continue;
+    const StatusOr<Plan> plan = BuildPlan(PaperRequest(std::string(strategy.name)));
+    if (!plan.ok()) continue;
+    EXPECT_LE(best, testing::SimulateOrDie(*plan).metrics.makespan) << strategy.name;
+  }
+  EXPECT_EQ(result->best.provenance.strategy, "auto -> " + result->best.request.strategy);
+  // Runners-up are listed fastest first.
+  for (size_t i = 1; i < result->candidates.size(); ++i) {
+    const AutoCandidate& a = result->candidates[i - 1];
+    const AutoCandidate& b = result->candidates[i];
+    if (a.status.ok() && b.status.ok()) {
+      EXPECT_LE(a.makespan, b.makespan);
+    }
+    if (!a.status.ok()) {
+      EXPECT_FALSE(b.status.ok());
+    }
+  }
+}
+
+TEST(AutoSearch, RespectsTheMemoryLimitAndBeatsZb1pUnderIt) {
+  PlanRequest request = PaperRequest("auto");
+  request.memory.limit = 8;  // 1F1B's peak: P microbatch activations
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const Timeline timeline = testing::SimulateOrDie(*plan);
+  EXPECT_LE(PeakMemory(timeline), 8 + 1e-9);
+  const Timeline zb1p = testing::SimulateOrDie(testing::BuildOrDie(PaperRequest("zb-1p")));
+  EXPECT_LE(timeline.metrics.makespan, zb1p.metrics.makespan);
+}
+
+TEST(AutoSearch, AnImpossibleLimitNamesTheSmallestOneThatFits) {
+  PlanRequest request = PaperRequest("auto");
+  request.memory.limit = 0.5;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
+  // v-min holds (P+4)//3 = 4 microbatch activations, the least of the catalogue.
+  EXPECT_EQ(plan.status().message(),
+            "auto: no strategy fits memory limit 0.5; the smallest limit that fits is 4, needed by v-min (V=2)");
+}
+
+TEST(AutoSearch, PostValidationKeepsToTheZeroBubbleFamily) {
+  PlanRequest request = PaperRequest("auto");
+  request.options.post_validation = true;
+  const StatusOr<AutoResult> result = AutoSearch(request);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  for (const AutoCandidate& candidate : result->candidates) {
+    EXPECT_TRUE(candidate.request.options.post_validation);
+    EXPECT_NE(candidate.request.strategy, "1f1b");
+  }
+}
+
+TEST(AutoSearch, IsDeterministic) {
+  const StatusOr<Plan> a = BuildPlan(PaperRequest("auto"));
+  const StatusOr<Plan> b = BuildPlan(PaperRequest("auto"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+}  // namespace
+}  // namespace pipeplan
