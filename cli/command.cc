@@ -1,6 +1,7 @@
 #include "command.h"
 
 #include "format.h"
+#include "pipeplan/planner/planner.h"
 #include "pipeplan/planner/strategy.h"
 
 namespace pipeplan::cli {
@@ -10,7 +11,7 @@ std::string Prefix(std::string_view command) {
   return command.empty() ? "pipeplan" : "pipeplan " + std::string(command);
 }
 
-// "  name  V  summary" for every strategy in catalogue order.
+// "  name  V  summary" for every strategy in catalogue order, then auto.
 std::string StrategyTable() {
   TextTable table({"  name", "V", "summary"}, {true, true, true});
   for (const Strategy& strategy : AllStrategies()) {
@@ -22,6 +23,8 @@ std::string StrategyTable() {
     }
     table.AddRow({"  " + std::string(strategy.name), range, std::string(strategy.summary)});
   }
+  table.AddRow({"  " + std::string(kAutoStrategy), "any",
+                "search: the fastest plan of the above that fits --memory-limit"});
   std::string text = table.Render();
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return text;

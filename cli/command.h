@@ -40,7 +40,7 @@ struct CommandSpec {
 };
 
 // Prints a help text to stdout, with "@STRATEGIES@" replaced by the catalogue (one line per
-// strategy: name, V range, summary).
+// strategy: name, V range, summary; then auto).
 void PrintHelp(std::string_view help);
 
 template <typename Options>

@@ -1,4 +1,5 @@
 // pipeplan compare: every strategy of the catalogue on the same request, side by side.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -13,8 +14,8 @@ namespace pipeplan::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    R"(usage: pipeplan compare --ranks P --microbatches M [options] [--html FILE]
-       pipeplan compare --request FILE [--html FILE]
+    R"(usage: pipeplan compare --ranks P --microbatches M [options] [--auto] [--html FILE]
+       pipeplan compare --request FILE [--auto] [--html FILE]
 
 Plans and simulates every strategy of the catalogue on the same request and prints them side
 by side in catalogue order: strategy, V, makespan, zb_bubble_rate, bubble fraction max and
@@ -24,9 +25,10 @@ limit too small) are listed with the reason instead of numbers.
 
 Strategies that accept V = 1 run at V = 1; the others run at --stages-per-rank. The
 durations describe one rank's share of the model: a strategy that splits that share into V
-stages (loop or V placement) gets 1/V of each compute duration per stage, so every row models
-the same network; DualPipe's dual placement holds a full share of each of two model copies
-and keeps the durations. The comm latency is per transfer and is never divided.
+stages (loop or V placement) gets 1/V of each compute duration (F, B, I, W, overlap) per
+stage, so every row models the same network; DualPipe's dual placement holds a full share of
+each of two model copies and keeps the durations. The comm latency is per transfer and is
+never divided. 'pipeplan plan --strategy auto' splits the durations the same way.
 
 Request:
   --ranks P                    pipeline-parallel ranks, integer >= 1; required
@@ -36,6 +38,9 @@ Request:
   --memory-limit X             per-rank memory limit in the memory model's unit (microbatch
                                activations of one rank's share by default; 1F1B peaks at P);
                                strategies that need more are listed as failed (default: none)
+  --post-validation            compare the zero-bubble family with post-validation (PV) and
+                               rollback tagging; the table gets a 'rollback RECVs' column and
+                               the other strategies are left out
   --request FILE               take P, M, costs and memory from a PlanRequest file (text or
                                JSON); its strategy is ignored; excludes the flags above
 
@@ -44,12 +49,16 @@ Costs (durations of one rank's share of the model in your time unit, numbers >= 
   --backward T                 B (default I + W)
   --backward-input T           I (default B - W, or B/2 when only B is given; 1 by default)
   --backward-weight T          W (default B - I, or B/2 when only B is given; 1 by default)
+  --overlap T                  one F&B overlap cell, number > 0 (default F + B)
   --comm T                     latency of one transfer between ranks (default 0)
   --costs FILE                 a CostModel file (text, JSON or binary protobuf) instead
 
 Output:
+  --auto                       also run 'auto' on the same request and print its pick and every
+                               candidate it tried (strategy, V, group size or memory step,
+                               makespan, peak memory; fastest first, then the failures and why)
   --html FILE                  also write a self-contained HTML report (table and one timeline
-                               per strategy)
+                               per strategy; with --auto, auto's pick too)
   -h, --help                   show this help
 
 Strategies:
@@ -57,17 +66,20 @@ Strategies:
 
 Examples:
   pipeplan compare --ranks 4 --microbatches 8
+  pipeplan compare --ranks 4 --microbatches 8 --memory-limit 4 --auto
+  pipeplan compare --ranks 4 --microbatches 8 --post-validation
   pipeplan compare --ranks 8 --microbatches 24 --forward 18522 --backward-input 18086 \
       --backward-weight 9337 --comm 601 --html report.html
 )";
 
 struct CompareOptions {
   RequestFlags request;
+  bool with_auto = false;
   std::optional<std::string> html;
 };
 
 std::vector<FlagSpec> CompareFlags() {
-  std::vector<FlagSpec> specs = {{"request"}, {"html"}};
+  std::vector<FlagSpec> specs = {{"request"}, {"html"}, {"auto", FlagKind::kBool}};
   for (const FlagSpec& spec : TopologyFlagSpecs()) specs.push_back(spec);
   for (const FlagSpec& spec : CostFlagSpecs()) specs.push_back(spec);
   return specs;
@@ -77,6 +89,7 @@ StatusOr<CompareOptions> ParseCompareOptions(const Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 0, ""));
   CompareOptions options;
   PIPEPLAN_ASSIGN_OR_RETURN(options.request, ParseRequestFlags(flags, StrategyFlag::kNone));
+  options.with_auto = flags.GetBool("auto");
   options.html = flags.GetString("html");
   return options;
 }
@@ -92,15 +105,26 @@ Status ExecuteCompare(const CompareOptions& options) {
   const std::string description = DescribeRequest(base);
   std::cout << description << "\n\n" << RenderComparisonTable(rows);
 
+  std::optional<StatusOr<AutoResult>> auto_result;
+  if (options.with_auto) {
+    auto_result = RunAuto(base);
+    std::cout << "\n" << RenderAutoSection(*auto_result);
+  }
+
   const bool any_ok = std::any_of(rows.begin(), rows.end(),
                                   [](const ComparisonRow& row) { return row.plan.has_value(); });
   if (!any_ok) return FailedPrecondition("no strategy could plan this request");
   if (options.html.has_value()) {
+    std::vector<ReportEntry> entries = ReportEntries(rows);
+    if (auto_result.has_value() && auto_result->ok()) {
+      PIPEPLAN_ASSIGN_OR_RETURN(ReportEntry entry, AutoReportEntry(**auto_result));
+      entries.push_back(std::move(entry));
+    }
     ReportOptions report;
     report.title = "pipeplan compare";
-    report.subtitle = description;
+    report.subtitle = ReportSubtitle(description, rows, entries);
     PIPEPLAN_RETURN_IF_ERROR(
-        WriteFileAtomic(*options.html, RenderHtmlReport(ReportEntries(rows), report), true));
+        WriteFileAtomic(*options.html, RenderHtmlReport(entries, report), true));
     std::cout << "wrote " << *options.html << "\n";
   }
   return Status::Ok();

@@ -6,15 +6,19 @@
 
 #include "format.h"
 #include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/strategy.h"
+#include "plan_summary.h"
 
 namespace pipeplan::cli {
 namespace {
 
-CostModel ScaleCompute(CostModel costs, int stages_per_rank) {
-  if (stages_per_rank <= 1) return costs;
-  const double factor = 1.0 / stages_per_rank;
+// A share's durations split over `chunks` stages (ChunksPerShare: V, or 1 under dual
+// placement), as AutoSearch splits them, so compare's rows and auto's candidates agree.
+CostModel ScaleCompute(CostModel costs, int chunks) {
+  if (chunks <= 1) return costs;
+  const double factor = 1.0 / chunks;
   for (StageCosts& stage : costs.stages) {
     stage.forward *= factor;
     stage.backward *= factor;
@@ -36,8 +40,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   request.topology.placement = strategy.placement;
   // Loop and V placements split a rank's share of the model into V stages; dual placement
   // (DualPipe) holds one full share of each of two model copies, so its stages keep the cost.
-  const bool split_share = strategy.placement != Placement::kDual;
-  request.costs = split_share ? ScaleCompute(base.costs, row.stages_per_rank) : base.costs;
+  request.costs = ScaleCompute(base.costs, ChunksPerShare(request.topology));
   // The microbatch group size is an interleaved-1f1b option; the planner rejects it elsewhere.
   if (strategy.name != "interleaved-1f1b") request.options.microbatch_group_size = 0;
   if (Status status = CheckApplicable(strategy, request.topology); !status.ok()) {
@@ -59,19 +62,27 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   return row;
 }
 
-double PeakActivation(const Timeline& timeline) {
-  double peak = 0;
-  for (const RankTimeline& rank : timeline.ranks)
-    peak = std::max(peak, rank.peak_activation_memory);
-  return peak;
+// "group=8" for interleaved-1f1b, "limit=12" for zb's memory steps; what else tells two
+// candidates of one strategy and V apart.
+std::string CandidateSetting(const PlanRequest& request) {
+  if (request.options.microbatch_group_size > 0) {
+    return "group=" + std::to_string(request.options.microbatch_group_size);
+  }
+  if (request.strategy == "zb" && request.memory.limit.has_value()) {
+    return "limit=" + FormatCompact(*request.memory.limit);
+  }
+  return "";
 }
 
 }  // namespace
 
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v) {
   std::vector<ComparisonRow> rows;
-  for (const Strategy& strategy : AllStrategies())
+  for (const Strategy& strategy : AllStrategies()) {
+    // Post-validation is a zero-bubble option; the other strategies are left out.
+    if (base.options.post_validation && !SupportsPostValidation(strategy.name)) continue;
     rows.push_back(RunOne(strategy, base, multi_stage_v));
+  }
   double best = std::numeric_limits<double>::infinity();
   for (const ComparisonRow& row : rows) {
     if (row.timeline.has_value()) best = std::min(best, row.timeline->metrics.makespan);
@@ -85,9 +96,21 @@ std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stag
 }
 
 std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
-  TextTable table({"", "strategy", "V", "makespan", "zb_bubble_rate", "bubble max", "bubble mean",
-                   "peak act. mem", "gap to LB"},
-                  {true, true});
+  // With post-validation the rollback receives get a column of their own.
+  const bool with_pv = std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& row) {
+    return row.plan.has_value() && SummarizePostValidation(*row.plan).ranks_with_pv > 0;
+  });
+  std::vector<std::string> header = {"",
+                                     "strategy",
+                                     "V",
+                                     "makespan",
+                                     "zb_bubble_rate",
+                                     "bubble max",
+                                     "bubble mean",
+                                     "peak act. mem",
+                                     "gap to LB"};
+  if (with_pv) header.emplace_back("rollback RECVs");
+  TextTable table(header, {true, true});
   for (const ComparisonRow& row : rows) {
     const std::string mark = row.best ? "*" : "";
     const std::string v = std::to_string(row.stages_per_rank);
@@ -96,21 +119,107 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
       continue;
     }
     const Metrics& m = row.timeline->metrics;
-    table.AddRow(
-        {mark, row.strategy, v, FormatCompact(m.makespan), FormatFixed(m.zb_bubble_rate, 4),
-         FormatFixed(m.bubble_fraction_max, 4), FormatFixed(m.bubble_fraction_mean, 4),
-         FormatCompact(PeakActivation(*row.timeline)), FormatPercent(m.gap_to_lower_bound)});
+    std::vector<std::string> cells = {mark,
+                                      row.strategy,
+                                      v,
+                                      FormatCompact(m.makespan),
+                                      FormatFixed(m.zb_bubble_rate, 4),
+                                      FormatFixed(m.bubble_fraction_max, 4),
+                                      FormatFixed(m.bubble_fraction_mean, 4),
+                                      FormatCompact(PeakActivationMemory(*row.timeline)),
+                                      FormatPercent(m.gap_to_lower_bound)};
+    if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(*row.plan)));
+    table.AddRow(std::move(cells));
   }
   return table.Render() + "(* = smallest makespan)\n";
+}
+
+StatusOr<AutoResult> RunAuto(const PlanRequest& base) {
+  PlanRequest request = base;
+  request.strategy = std::string(kAutoStrategy);
+  request.topology.stages_per_rank = 1;  // the costs are one rank's share
+  request.options.microbatch_group_size = 0;
+  return AutoSearch(request);
+}
+
+std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
+  if (!result.ok()) return "auto: failed: " + result.status().message() + "\n";
+  const PlanRequest& best = result->best.request;
+  // The best plan is the first candidate (fastest first).
+  const AutoCandidate& first = result->candidates.front();
+  int planned = 0;
+  for (const AutoCandidate& candidate : result->candidates)
+    planned += candidate.status.ok() ? 1 : 0;
+  const int failed = static_cast<int>(result->candidates.size()) - planned;
+  std::string out =
+      "auto picks " + best.strategy + " (V=" + std::to_string(best.topology.stages_per_rank);
+  if (const std::string setting = CandidateSetting(best); !setting.empty()) out += ", " + setting;
+  out += "): makespan " + FormatCompact(first.makespan) + ", peak memory " +
+         FormatCompact(first.peak_memory) + "; the fastest of " +
+         std::to_string(result->candidates.size()) + " candidates (" + std::to_string(planned) +
+         " planned, " + std::to_string(failed) + " failed)\n";
+  return out;
+}
+
+std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
+  std::string out = RenderAutoPick(result);
+  if (!result.ok()) return out;
+  TextTable table({"#", "strategy", "V", "setting", "makespan", "peak memory"},
+                  {false, true, true, true});
+  int rank = 0;
+  for (const AutoCandidate& candidate : result->candidates) {
+    const PlanRequest& r = candidate.request;
+    const std::string v = std::to_string(r.topology.stages_per_rank);
+    if (!candidate.status.ok()) {
+      table.AddSpanRow({"-", r.strategy, v, CandidateSetting(r)},
+                       "failed: " + candidate.status.message());
+      continue;
+    }
+    table.AddRow({std::to_string(++rank), r.strategy, v, CandidateSetting(r),
+                  FormatCompact(candidate.makespan), FormatCompact(candidate.peak_memory)});
+  }
+  return out + "\n" + table.Render() +
+         "(fastest first, ties: less memory; setting: interleaved-1f1b group size or zb memory\n"
+         " step; peak memory: static + activations, max over ranks)\n";
+}
+
+StatusOr<ReportEntry> AutoReportEntry(const AutoResult& result) {
+  const Plan& best = result.best;
+  PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Simulate(best));
+  // The provenance reads "auto -> NAME"; V and the setting are in the table and the section.
+  std::string name = best.provenance.strategy.empty() ? "auto -> " + best.request.strategy
+                                                      : best.provenance.strategy;
+  return ReportEntry{std::move(name), best, std::move(timeline)};
+}
+
+std::string ReportSubtitle(const std::string& description, const std::vector<ComparisonRow>& rows,
+                           const std::vector<ReportEntry>& entries) {
+  std::string subtitle = description;
+  std::string rollbacks;
+  for (const ReportEntry& entry : entries) {
+    if (SummarizePostValidation(entry.plan).ranks_with_pv == 0) continue;
+    rollbacks += rollbacks.empty() ? "" : ", ";
+    rollbacks += entry.name + " " + std::to_string(CountRollbackReceives(entry.plan));
+  }
+  if (!rollbacks.empty()) {
+    subtitle += ". Post-validation: PV on every rank; receives tagged rollback: " + rollbacks;
+  }
+  std::string failed;
+  for (const ComparisonRow& row : rows) {
+    if (row.plan.has_value()) continue;
+    failed += failed.empty() ? "" : "; ";
+    failed += row.strategy + " (" + row.error + ")";
+  }
+  if (!failed.empty()) subtitle += ". Could not plan: " + failed;
+  return subtitle;
 }
 
 std::vector<ReportEntry> ReportEntries(const std::vector<ComparisonRow>& rows) {
   std::vector<ReportEntry> entries;
   for (const ComparisonRow& row : rows) {
     if (!row.plan.has_value() || !row.timeline.has_value()) continue;
-    std::string name = row.strategy;
-    if (row.stages_per_rank > 1) name += " (V=" + std::to_string(row.stages_per_rank) + ")";
-    entries.push_back(ReportEntry{std::move(name), *row.plan, *row.timeline});
+    // V has a column of its own; short names keep the report's table within the page.
+    entries.push_back(ReportEntry{row.strategy, *row.plan, *row.timeline});
   }
   return entries;
 }
@@ -123,6 +232,7 @@ std::string DescribeRequest(const PlanRequest& base) {
     text += "; costs per rank share F=" + FormatCompact(c.forward) +
             " B=" + FormatCompact(c.backward) + " (I=" + FormatCompact(c.backward_input) +
             " W=" + FormatCompact(c.backward_weight) + ")";
+    if (c.overlap > 0) text += " overlap=" + FormatCompact(c.overlap);
   } else {
     text += "; per-stage costs";
   }
@@ -130,6 +240,7 @@ std::string DescribeRequest(const PlanRequest& base) {
     text += " comm=" + FormatCompact(base.costs.boundaries.front().latency);
   }
   if (base.memory.limit.has_value()) text += "; memory limit " + FormatCompact(*base.memory.limit);
+  if (base.options.post_validation) text += "; post-validation (zero-bubble family only)";
   return text;
 }
 

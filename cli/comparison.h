@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/html_report.h"
 #include "pipeplan/planner/plan.h"
 #include "pipeplan/planner/timeline.h"
@@ -22,17 +23,37 @@ struct ComparisonRow {
 };
 
 // `base` gives P, M, options, memory and the costs of one rank's share of the model. Each
-// strategy that accepts V = 1 runs at V = 1; the others run at `multi_stage_v`. Under loop and
-// V placement the V stages of a rank split its share, so every stage's compute durations are
-// divided by V; dual placement (DualPipe) holds a full share of each of two model copies and
-// keeps them. Comm latency is per transfer and stays as is. Rows are in catalogue order.
+// strategy that accepts V = 1 runs at V = 1; the others run at `multi_stage_v`. Every stage's
+// compute durations (F, B, I, W, overlap) are the share's divided by ChunksPerShare: V under
+// loop and V placement, 1 under dual placement (DualPipe holds a full share of each of two
+// model copies), as AutoSearch divides them. Comm latency is per transfer and stays as is.
+// Rows are in catalogue order; with base.options.post_validation only the strategies that
+// support it are run.
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v);
 
 // The side-by-side table: strategy, V, makespan, zb_bubble_rate, bubble fraction max/mean,
-// peak activation memory (max over ranks), gap to the lower bound; '*' marks the best.
+// peak activation memory (max over ranks), gap to the lower bound, and with post-validation
+// the rollback receives; '*' marks the best.
 std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows);
 
-// One report entry per successful row.
+// `auto` on the same request as RunComparison (costs of one rank's share).
+StatusOr<AutoResult> RunAuto(const PlanRequest& base);
+// "auto picks NAME (V=..): makespan .., peak memory ..; the fastest of N candidates (..)",
+// or "auto: failed: <message>"; one line.
+std::string RenderAutoPick(const StatusOr<AutoResult>& result);
+// The pick line, then every candidate: fastest first with makespan and peak memory, then the
+// failures with their reason.
+std::string RenderAutoSection(const StatusOr<AutoResult>& result);
+// auto's plan as a report entry named "auto -> NAME".
+StatusOr<ReportEntry> AutoReportEntry(const AutoResult& result);
+
+// The report's subtitle: `description`, the rollback receives of each entry with
+// post-validation, then the strategies that could not plan and why (the report has no
+// timeline for them).
+std::string ReportSubtitle(const std::string& description, const std::vector<ComparisonRow>& rows,
+                           const std::vector<ReportEntry>& entries);
+
+// One report entry per successful row, named after its strategy (V has a column of its own).
 std::vector<ReportEntry> ReportEntries(const std::vector<ComparisonRow>& rows);
 
 // "P=8 M=24; per-rank costs F=18522 B=27423 (I=18086 W=9337) comm=601" for headers.

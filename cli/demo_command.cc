@@ -17,8 +17,9 @@ constexpr std::string_view kHelp = R"(usage: pipeplan demo [--output-dir DIR]
 Compares every strategy on the Zero Bubble paper's (ICLR 2024) 1.5B-parameter setting:
 P=8 ranks, M=24 microbatches, measured per-stage costs in microseconds F=18522, I=18086,
 W=9337 (B = I + W = 27423), 601 us latency per transfer between ranks. Prints the comparison
-table (see 'pipeplan compare --help' for the columns) and writes a self-contained HTML
-report with one timeline per strategy.
+table (see 'pipeplan compare --help' for the columns) and auto's pick (the fastest plan over
+every strategy, V and setting), and writes a self-contained HTML report with one timeline per
+strategy and one for auto's pick.
 
 Options:
   --output-dir DIR      where to write index.html (default: pipeplan-report); created if
@@ -72,13 +73,20 @@ Status ExecuteDemo(const DemoOptions& options) {
             << " (microseconds)\n\n";
   const std::vector<ComparisonRow> rows = RunComparison(request, 2);
   std::cout << RenderComparisonTable(rows);
+  // auto searches V and the strategies' settings too; 'pipeplan compare --auto' lists them.
+  const StatusOr<AutoResult> auto_result = RunAuto(request);
+  std::cout << "\n" << RenderAutoPick(auto_result);
 
+  std::vector<ReportEntry> entries = ReportEntries(rows);
+  if (auto_result.ok()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(ReportEntry entry, AutoReportEntry(*auto_result));
+    entries.push_back(std::move(entry));
+  }
   ReportOptions report;
   report.title = "pipeplan demo: Zero Bubble paper, 1.5B model";
-  report.subtitle = DescribeRequest(request) + " (microseconds)";
+  report.subtitle = ReportSubtitle(DescribeRequest(request) + " (microseconds)", rows, entries);
   const std::string path = (std::filesystem::path(options.output_dir) / "index.html").string();
-  PIPEPLAN_RETURN_IF_ERROR(
-      WriteFileAtomic(path, RenderHtmlReport(ReportEntries(rows), report), true));
+  PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, RenderHtmlReport(entries, report), true));
   std::cout << "\nreport: " << path << " (open it in a browser)\n";
   return Status::Ok();
 }

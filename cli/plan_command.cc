@@ -6,8 +6,11 @@
 
 #include "command.h"
 #include "files.h"
+#include "format.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/planner/proto_io.h"
+#include "pipeplan/planner/simulator.h"
+#include "plan_summary.h"
 #include "request_flags.h"
 
 namespace pipeplan::cli {
@@ -21,7 +24,9 @@ Builds a pipeline schedule (per-rank action lists with SEND/RECV inserted), vali
 and writes it as a protobuf plan.
 
 Request:
-  --strategy NAME              schedule to generate (see 'Strategies' below); required
+  --strategy NAME              schedule to generate (see 'Strategies' below), or 'auto': the
+                               fastest plan of every strategy and setting that fits the memory
+                               limit; its pick is named on stderr; required
   --ranks P                    pipeline-parallel ranks, integer >= 1; required
   --microbatches M             microbatches per step, integer >= 1; required
   --stages-per-rank V          model stages per rank, integer >= 1 (default: the smallest V
@@ -32,6 +37,11 @@ Request:
                                the memory model's unit (by default microbatch activations of
                                one rank's share of the model: 1F1B peaks at P on rank 0);
                                the plan fails if it needs more (default: no limit)
+  --post-validation            zero-bubble family (zb, zb-1p, zb-2p, zb-h1, zb-h2,
+                               interleaved-zb, zbv, zbv-handcrafted, v-half, v-min): insert the
+                               optimizer post-validation (PV) on every rank and tag the receives
+                               a failed validation must drain as rollback; other strategies
+                               fail with exit 1 (with auto: only this family is searched)
   --request FILE               take the whole request (topology, strategy, costs, memory)
                                from a text-format or JSON PlanRequest; excludes the flags above
 
@@ -42,6 +52,9 @@ Costs (durations per stage in your time unit, e.g. microseconds; numbers >= 0):
                                when only B is given; 1 when nothing is given)
   --backward-weight T          W, weight-gradient half (default B - I, or B/2; 1 when nothing
                                is given)
+  --overlap T                  one F&B overlap cell (a forward and a backward run together, as
+                               in 1f1b-overlap, interleaved-1f1b-overlap, dualpipe, dualpipe-v);
+                               number > 0 (default F + B of the cell's two halves)
   --comm T                     latency of one activation/gradient transfer between ranks
                                (default 0)
   --costs FILE                 a CostModel file (text, JSON or binary protobuf) instead of the
@@ -53,6 +66,10 @@ Output:
                                (default: text format on standard output)
   -h, --help                   show this help
 
+With --strategy auto the durations describe one rank's share of the model (as for
+'pipeplan compare'), or one stage at --stages-per-rank V when V is given; each candidate gets
+the share split over its own stages. --microbatch-group-size does not apply.
+
 Strategies (run 'pipeplan compare' to see them side by side):
 @STRATEGIES@
 
@@ -62,6 +79,9 @@ Examples:
       --forward 1 --backward 2 --comm 0.1 -o plan.pb
   pipeplan plan --strategy zb-h1 --ranks 8 --microbatches 24 --forward 18522 \
       --backward-input 18086 --backward-weight 9337 --comm 601 -o zb.json
+  pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --post-validation -o zbv.pb
+  pipeplan plan --strategy 1f1b-overlap --ranks 4 --microbatches 8 --overlap 2.5 -o o.pb
+  pipeplan plan --strategy auto --ranks 8 --microbatches 24 --memory-limit 8 -o best.pb
   pipeplan plan --request request.textproto -o plan.pb
 )";
 
@@ -85,9 +105,22 @@ StatusOr<PlanOptions> ParsePlanOptions(const Flags& flags) {
   return options;
 }
 
+// One stderr line naming what `auto` picked, with its simulated figures.
+void NoteAutoPick(const Plan& plan) {
+  const Topology& t = plan.request.topology;
+  std::string line =
+      "auto chose " + plan.request.strategy + " (V=" + std::to_string(t.stages_per_rank) + ")";
+  if (const StatusOr<Timeline> timeline = Simulate(plan); timeline.ok()) {
+    line += ": makespan " + FormatCompact(timeline->metrics.makespan) + ", peak memory " +
+            FormatCompact(PeakMemory(*timeline));
+  }
+  PrintNote(line + "; 'pipeplan compare --auto' lists the candidates");
+}
+
 Status ExecutePlan(const PlanOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, LoadRequest(options.request));
   PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, BuildPlan(request));
+  if (request.strategy == kAutoStrategy) NoteAutoPick(plan);
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
@@ -97,9 +130,11 @@ Status ExecutePlan(const PlanOptions& options) {
     size_t actions = 0;
     for (const RankProgram& program : plan.programs) actions += program.actions.size();
     const Topology& t = plan.request.topology;
-    std::cout << "wrote " << plan.request.strategy << " plan (P=" << t.ranks
-              << " V=" << t.stages_per_rank << " M=" << t.microbatches << ", " << actions
-              << " actions) to " << *options.output << "\n";
+    const std::string& name =
+        plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
+    std::cout << "wrote " << name << " plan (P=" << t.ranks << " V=" << t.stages_per_rank
+              << " M=" << t.microbatches << ", " << actions << " actions) to " << *options.output
+              << "\n";
   }
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "files.h"
+#include "pipeplan/planner/planner.h"
 #include "pipeplan/planner/proto_io.h"
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/validator.h"
@@ -10,25 +11,34 @@
 namespace pipeplan::cli {
 namespace {
 
-constexpr std::string_view kDurationFlags[] = {"forward", "backward", "backward-input",
-                                               "backward-weight", "comm"};
-constexpr std::string_view kTopologyFlags[] = {
-    "strategy",        "ranks", "microbatches", "stages-per-rank", "microbatch-group-size",
-    "memory-limit",    "costs", "forward",      "backward",        "backward-input",
-    "backward-weight", "comm"};
+constexpr std::string_view kDurationFlags[] = {"forward",         "backward", "backward-input",
+                                               "backward-weight", "overlap",  "comm"};
+constexpr std::string_view kTopologyFlags[] = {"strategy",
+                                               "ranks",
+                                               "microbatches",
+                                               "stages-per-rank",
+                                               "microbatch-group-size",
+                                               "memory-limit",
+                                               "post-validation",
+                                               "costs",
+                                               "forward",
+                                               "backward",
+                                               "backward-input",
+                                               "backward-weight",
+                                               "overlap",
+                                               "comm"};
 
 }  // namespace
 
 std::vector<FlagSpec> CostFlagSpecs() {
-  return {{"costs"}, {"forward"}, {"backward"}, {"backward-input"}, {"backward-weight"}, {"comm"}};
+  return {{"costs"},           {"forward"}, {"backward"}, {"backward-input"},
+          {"backward-weight"}, {"overlap"}, {"comm"}};
 }
 
 std::vector<FlagSpec> TopologyFlagSpecs() {
-  return {{"ranks"},
-          {"microbatches"},
-          {"stages-per-rank"},
-          {"microbatch-group-size"},
-          {"memory-limit"}};
+  return {{"ranks"},           {"microbatches"},
+          {"stages-per-rank"}, {"microbatch-group-size"},
+          {"memory-limit"},    {"post-validation", FlagKind::kBool}};
 }
 
 StatusOr<CostFlags> ParseCostFlags(const Flags& flags) {
@@ -42,14 +52,21 @@ StatusOr<CostFlags> ParseCostFlags(const Flags& flags) {
                             flags.GetNonNegativeDouble("backward-input"));
   PIPEPLAN_ASSIGN_OR_RETURN(std::optional<double> weight,
                             flags.GetNonNegativeDouble("backward-weight"));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> overlap,
+                            flags.GetNonNegativeDouble("overlap"));
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> comm, flags.GetNonNegativeDouble("comm"));
+  // The cost model reads an overlap of 0 as "F + B", so 0 cannot be given.
+  if (overlap.has_value() && *overlap == 0) {
+    return InvalidArgument("--overlap must be > 0, got " + flags.GetString("overlap").value() +
+                           " (leave it out for F + B)");
+  }
 
   bool any_duration = false;
   for (const std::string_view name : kDurationFlags) any_duration = any_duration || flags.Has(name);
   if (out.costs_file.has_value() && any_duration) {
     return InvalidArgument(
         "--costs cannot be combined with --forward, --backward, --backward-input, "
-        "--backward-weight or --comm");
+        "--backward-weight, --overlap or --comm");
   }
   out.any_given = out.costs_file.has_value() || any_duration;
 
@@ -84,6 +101,7 @@ StatusOr<CostFlags> ParseCostFlags(const Flags& flags) {
   }
   stage.backward_input = *input;
   stage.backward_weight = *weight;
+  stage.overlap = overlap.value_or(0.0);  // 0: an F&B cell costs F + B
   out.from_flags.stages = {stage};
   BoundaryCosts boundary;
   boundary.latency = comm.value_or(0.0);
@@ -114,7 +132,7 @@ StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strate
   }
   if (strategy_flag == StrategyFlag::kRequired) {
     PIPEPLAN_ASSIGN_OR_RETURN(out.strategy, flags.RequireString("strategy"));
-    if (FindStrategy(out.strategy) == nullptr) {
+    if (out.strategy != kAutoStrategy && FindStrategy(out.strategy) == nullptr) {
       return InvalidArgument("unknown strategy '" + out.strategy + "' (known: " + StrategyNames() +
                              ")");
     }
@@ -125,6 +143,12 @@ StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strate
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> group,
                             flags.GetInt("microbatch-group-size", 1));
   out.microbatch_group_size = group.value_or(0);
+  if (out.strategy == kAutoStrategy && group.has_value()) {
+    return InvalidArgument(
+        "--microbatch-group-size does not apply to --strategy auto (auto tries the group sizes "
+        "itself)");
+  }
+  out.post_validation = flags.GetBool("post-validation");
   PIPEPLAN_ASSIGN_OR_RETURN(out.memory_limit, flags.GetNonNegativeDouble("memory-limit"));
   PIPEPLAN_ASSIGN_OR_RETURN(out.costs, ParseCostFlags(flags));
   return out;
@@ -150,6 +174,7 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
     }
   }
   request.options.microbatch_group_size = flags.microbatch_group_size;
+  request.options.post_validation = flags.post_validation;
   request.memory.limit = flags.memory_limit;
   PIPEPLAN_ASSIGN_OR_RETURN(request.costs, LoadCosts(flags.costs));
   return request;

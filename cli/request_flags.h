@@ -1,8 +1,8 @@
 // The flags that describe a plan request, shared by plan, compare and import: topology
-// (--ranks, --microbatches, --stages-per-rank, --microbatch-group-size), memory
-// (--memory-limit) and costs (--costs FILE or --forward/--backward/--backward-input/
-// --backward-weight/--comm). Parsing only checks the command line (usage errors); loading
-// reads the files the flags name (input errors).
+// (--ranks, --microbatches, --stages-per-rank, --microbatch-group-size), options
+// (--post-validation), memory (--memory-limit) and costs (--costs FILE or --forward/
+// --backward/--backward-input/--backward-weight/--overlap/--comm). Parsing only checks the
+// command line (usage errors); loading reads the files the flags name (input errors).
 #pragma once
 
 #include <optional>
@@ -14,9 +14,10 @@
 
 namespace pipeplan::cli {
 
-// --costs and the five duration flags.
+// --costs and the six duration flags.
 std::vector<FlagSpec> CostFlagSpecs();
-// --ranks, --microbatches, --stages-per-rank, --microbatch-group-size, --memory-limit.
+// --ranks, --microbatches, --stages-per-rank, --microbatch-group-size, --memory-limit,
+// --post-validation.
 std::vector<FlagSpec> TopologyFlagSpecs();
 
 struct CostFlags {
@@ -26,25 +27,27 @@ struct CostFlags {
 };
 
 // Durations: B defaults to I + W; when B is given, a missing I or W is B minus the other
-// one, or B/2 when both are missing; nothing given means F=1, B=2, I=W=1. --comm sets the
-// uniform boundary latency. --costs excludes the duration flags.
+// one, or B/2 when both are missing; nothing given means F=1, B=2, I=W=1. --overlap is the
+// cost of one F&B overlap cell (StageCosts::overlap; must be > 0, left out it is F + B).
+// --comm sets the uniform boundary latency. --costs excludes the duration flags.
 StatusOr<CostFlags> ParseCostFlags(const Flags& flags);
 // The cost model the flags describe (reads --costs FILE).
 StatusOr<CostModel> LoadCosts(const CostFlags& flags);
 
 struct RequestFlags {
   std::optional<std::string> request_file;  // --request FILE: the whole request
-  std::string strategy;                     // --strategy (plan only)
+  std::string strategy;                     // --strategy (plan only; may be "auto")
   int ranks = 0;
   int microbatches = 0;
   std::optional<int> stages_per_rank;
   int microbatch_group_size = 0;  // 0 = the strategy's default
   std::optional<double> memory_limit;
+  bool post_validation = false;  // --post-validation
   CostFlags costs;
 };
 
 enum class StrategyFlag : uint8_t {
-  kRequired,  // plan: --strategy NAME, checked against the catalogue
+  kRequired,  // plan: --strategy NAME, checked against the catalogue (or "auto")
   kNone,      // compare: every strategy
 };
 
@@ -55,7 +58,8 @@ StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strate
 // Reads --request FILE and --costs FILE. The returned request has topology, options, costs
 // and memory set from the flags; the strategy is flags.strategy (empty for compare) and the
 // placement and V are those of that strategy (V defaults to the smallest the strategy
-// accepts). With --request the file's request is returned as is.
+// accepts; for "auto" V is --stages-per-rank or 1, the V the costs describe). With --request
+// the file's request is returned as is.
 StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags);
 
 // Reads and validates a plan file (binary, text or JSON, as DetectProtoFormat picks); errors

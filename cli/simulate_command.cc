@@ -14,6 +14,7 @@
 #include "pipeplan/planner/html_report.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/svg_timeline.h"
+#include "plan_summary.h"
 #include "request_flags.h"
 
 namespace pipeplan::cli {
@@ -33,12 +34,15 @@ Metrics (DESIGN.md section 6):
   bubble_fraction       1 - busy_r / makespan, the max and the mean over ranks
   lower_bound           max(per-rank work, critical path of one microbatch); gap = makespan /
                         lower_bound - 1
+A plan built with --post-validation adds the line "post-validation: PV on every rank,
+N receives tagged rollback" (receives a failed validation must still drain).
 
 Options:
   --json                print one JSON object instead of the table: strategy, ranks,
                         stages_per_rank, microbatches, makespan, zb_bubble_rate,
                         bubble_fraction_max, bubble_fraction_mean, lower_bound,
-                        gap_to_lower_bound, and per-rank arrays busy, idle,
+                        gap_to_lower_bound, post_validation (true/false),
+                        rollback_receives, and per-rank arrays busy, idle,
                         peak_activation_memory, peak_memory
   --trace FILE          write a Chrome trace (open in https://ui.perfetto.dev or
                         chrome://tracing)
@@ -99,6 +103,10 @@ std::string RenderJson(const Plan& plan, const Timeline& timeline) {
   out += ",\"bubble_fraction_mean\":" + JsonNumber(m.bubble_fraction_mean);
   out += ",\"lower_bound\":" + JsonNumber(m.lower_bound);
   out += ",\"gap_to_lower_bound\":" + JsonNumber(m.gap_to_lower_bound);
+  const PostValidationSummary pv = SummarizePostValidation(plan);
+  out += ",\"post_validation\":";
+  out += pv.ranks_with_pv > 0 ? "true" : "false";
+  out += ",\"rollback_receives\":" + std::to_string(pv.rollback_receives);
   out += ",\"busy\":" + JsonArray(busy);
   out += ",\"idle\":" + JsonArray(idle);
   out += ",\"peak_activation_memory\":" + JsonArray(peak_activation);
@@ -121,6 +129,7 @@ std::string RenderText(const std::string& path, const Plan& plan, const Timeline
   metrics.AddRow({"bubble fraction max", FormatFixed(m.bubble_fraction_max, 4)});
   metrics.AddRow({"bubble fraction mean", FormatFixed(m.bubble_fraction_mean, 4)});
   out += metrics.Render() + "\n";
+  if (const std::string pv = PostValidationLine(plan); !pv.empty()) out += pv + "\n\n";
   TextTable ranks({"rank", "busy", "idle", "peak activation memory", "peak memory"});
   for (const RankTimeline& rank : timeline.ranks) {
     ranks.AddRow({std::to_string(rank.rank.value), FormatCompact(rank.busy),
@@ -148,6 +157,7 @@ Status ExecuteSimulate(const SimulateOptions& options) {
   if (options.html.has_value()) {
     ReportOptions report;
     report.subtitle = name + ", " + options.plan_path;
+    if (const std::string pv = PostValidationLine(plan); !pv.empty()) report.subtitle += "; " + pv;
     files.emplace_back(*options.html,
                        RenderHtmlReport({ReportEntry{name, plan, timeline}}, report));
   }

@@ -83,7 +83,8 @@ class AutoSearcher {
 
  private:
   void AddCandidates(const Strategy& strategy) {
-    const bool per_stage_costs = request_.costs.stages.size() > 1 || request_.memory.stages.size() > 1 ||
+    const bool per_stage_costs = request_.costs.stages.size() > 1 ||
+                                 request_.memory.stages.size() > 1 ||
                                  request_.costs.boundaries.size() > 1;
     if (request_.options.post_validation && !SupportsPostValidation(strategy.name)) return;
     for (const int v : StagesPerRankOptions(strategy)) {
@@ -124,7 +125,8 @@ class AutoSearcher {
   // the limit (2P without one).
   void AddMemorySteps(PlanRequest candidate) {
     const int p = candidate.topology.ranks;
-    const double activation = candidate.memory.Activation(StageId(0), ChunksPerShare(candidate.topology));
+    const double activation =
+        candidate.memory.Activation(StageId(0), ChunksPerShare(candidate.topology));
     const double base = candidate.memory.static_per_rank;
     const double top = request_.memory.limit.value_or(base + 2 * p * activation);
     const size_t before = candidates_.size();
@@ -178,16 +180,17 @@ class AutoSearcher {
       for (const RankTimeline& rank : timeline->ranks) peak = std::max(peak, rank.peak_memory);
       if (peak < smallest) {
         smallest = peak;
-        needed_by = unlimited.strategy + " (V=" + std::to_string(unlimited.topology.stages_per_rank) + ")";
+        needed_by =
+            unlimited.strategy + " (V=" + std::to_string(unlimited.topology.stages_per_rank) + ")";
       }
     }
     if (!std::isfinite(smallest)) {
-      return FailedPrecondition("auto: no strategy fits memory limit " + FormatNumber(*request_.memory.limit) +
-                                " (" + FirstReason() + ")");
+      return FailedPrecondition("auto: no strategy fits memory limit " +
+                                FormatNumber(*request_.memory.limit) + " (" + FirstReason() + ")");
     }
-    return FailedPrecondition("auto: no strategy fits memory limit " + FormatNumber(*request_.memory.limit) +
-                              "; the smallest limit that fits is " + FormatNumber(smallest) + ", needed by " +
-                              needed_by);
+    return FailedPrecondition(
+        "auto: no strategy fits memory limit " + FormatNumber(*request_.memory.limit) +
+        "; the smallest limit that fits is " + FormatNumber(smallest) + ", needed by " + needed_by);
   }
 
   std::string FirstReason() const {
@@ -202,8 +205,8 @@ class AutoSearcher {
 }  // namespace
 
 StatusOr<AutoResult> AutoSearch(const PlanRequest& request) {
-  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(Topology{request.topology.ranks, 1, request.topology.microbatches,
-                                                     Placement::kLoop}));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(
+      Topology{request.topology.ranks, 1, request.topology.microbatches, Placement::kLoop}));
   return AutoSearcher(request).Run();
 }
 

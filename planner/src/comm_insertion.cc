@@ -1,8 +1,8 @@
 // Comm insertion. Messages are numbered in the completion order of their producers under a
-// deterministic list schedule (when their data is ready). A SEND goes right after its producer; a RECV right before its
-// consumer, or earlier when needed so that every rank's comm actions stay sorted by message
-// number. Sorted projections of one global order cannot wait on each other in a cycle, even
-// when every transfer is a rendezvous.
+// deterministic list schedule (when their data is ready). A SEND goes right after its producer; a
+// RECV right before its consumer, or earlier when needed so that every rank's comm actions stay
+// sorted by message number. Sorted projections of one global order cannot wait on each other in a
+// cycle, even when every transfer is a rendezvous.
 #include "pipeplan/planner/comm_insertion.h"
 
 #include <algorithm>
@@ -47,7 +47,8 @@ class CommInserter {
   }
 
   // `order` is the one the inserter was built on; its actions are moved out at the end.
-  StatusOr<std::vector<RankProgram>> Run(const std::vector<ComputeRef>& global_order, ComputeOrder& order) {
+  StatusOr<std::vector<RankProgram>> Run(const std::vector<ComputeRef>& global_order,
+                                         ComputeOrder& order) {
     for (const ComputeRef& ref : global_order) {
       const Action& producer = order_[ref.rank][ref.index];
       for (const Action* part : ComputeParts(producer)) {
@@ -60,9 +61,9 @@ class CommInserter {
 
  private:
   void IndexConsumers() {
-    for (size_t r = 0; r < order_.size(); ++r) {
-      for (size_t i = 0; i < order_[r].size(); ++i) {
-        for (const Action* part : ComputeParts(order_[r][i])) {
+    for (const std::vector<Action>& rank_order : order_) {
+      for (size_t i = 0; i < rank_order.size(); ++i) {
+        for (const Action* part : ComputeParts(rank_order[i])) {
           StageMbTable<int>* table = TableFor(part->kind);
           if (table != nullptr && table->Contains(part->stage, part->microbatch)) {
             table->At(part->stage, part->microbatch) = static_cast<int>(i);
@@ -136,7 +137,8 @@ class CommInserter {
                              ToString(part) + " of rank " + std::to_string(sender.value));
     }
     // Messages arrive here in global order, so every rank's list stays sorted by message.
-    pending_[sender.value].push_back({producer.index + 1, true, send_kind, part.stage, part.microbatch, receiver});
+    pending_[sender.value].push_back(
+        {producer.index + 1, true, send_kind, part.stage, part.microbatch, receiver});
     pending_[receiver.value].push_back(
         {consumer_index, false, recv_kind, consumer_stage, part.microbatch, sender});
     return Status::Ok();
@@ -172,8 +174,8 @@ class CommInserter {
 
   const ComputeOrder& order_;
   const StageMap& stages_;
-  StageMbTable<int> forward_at_;     // compute index of F(stage, mb) on its rank
-  StageMbTable<int> input_grad_at_;  // compute index of B or I(stage, mb) on its rank
+  StageMbTable<int> forward_at_;                   // compute index of F(stage, mb) on its rank
+  StageMbTable<int> input_grad_at_;                // compute index of B or I(stage, mb) on its rank
   std::vector<std::vector<PendingComm>> pending_;  // per rank, in message order
 };
 
@@ -188,7 +190,8 @@ int MaxMicrobatches(const StageMap& stages) {
 }  // namespace
 
 StatusOr<std::vector<ComputeRef>> GlobalComputeOrder(const ComputeOrder& order,
-                                                     const StageMap& stages, const CostModel& costs) {
+                                                     const StageMap& stages,
+                                                     const CostModel& costs) {
   const ComputeView view = ViewOf(order);
   PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule, RunListSchedule(view, stages, costs));
   return CompletionOrder(schedule);
@@ -196,7 +199,8 @@ StatusOr<std::vector<ComputeRef>> GlobalComputeOrder(const ComputeOrder& order,
 
 StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
                                               const CostModel& costs) {
-  PIPEPLAN_ASSIGN_OR_RETURN(std::vector<ComputeRef> global, GlobalComputeOrder(order, stages, costs));
+  PIPEPLAN_ASSIGN_OR_RETURN(std::vector<ComputeRef> global,
+                            GlobalComputeOrder(order, stages, costs));
   return CommInserter(order, stages, MaxMicrobatches(stages)).Run(global, order);
 }
 

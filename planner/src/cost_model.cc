@@ -64,7 +64,8 @@ Status ValidateCostModel(const CostModel& costs, int num_stages) {
   const size_t boundaries = num_stages > 1 ? static_cast<size_t>(num_stages - 1) : 1;
   if (costs.boundaries.size() != 1 && costs.boundaries.size() != boundaries) {
     return InvalidArgument("cost model has " + std::to_string(costs.boundaries.size()) +
-                           " boundary entries; expected 1 (uniform) or " + std::to_string(boundaries));
+                           " boundary entries; expected 1 (uniform) or " +
+                           std::to_string(boundaries));
   }
   for (size_t s = 0; s < costs.stages.size(); ++s) {
     const StageCosts& c = costs.stages[s];

@@ -214,7 +214,8 @@ class ListScheduler {
         const RankId owner = stages_.RankOf(input.stage);
         return std::string(what) + " of stage " + std::to_string(input.stage.value) +
                " microbatch " + std::to_string(input.mb.value) + " (rank " +
-               std::to_string(owner.value) + (owner == RankId(rank) ? ", later on this rank)" : ")");
+               std::to_string(owner.value) +
+               (owner == RankId(rank) ? ", later on this rank)" : ")");
       }
     }
     return "an input";

@@ -38,7 +38,8 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
   for (size_t s = 0; s < memory.stages.size(); ++s) {
     const std::string where = "memory.stages[" + std::to_string(s) + "].";
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.stages[s].activation, where + "activation"));
-    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.stages[s].freed_by_input, where + "freed_by_input"));
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckFigure(memory.stages[s].freed_by_input, where + "freed_by_input"));
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.static_per_rank, "memory.static_per_rank"));
   if (memory.limit.has_value()) {

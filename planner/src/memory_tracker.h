@@ -19,7 +19,8 @@ class RankMemoryTracker {
   // Call at the start of a compute action, then at its end.
   void Start(const Action& action) {
     for (const Action* part : ComputeParts(action)) {
-      if (part->kind == ActionKind::kForward) held_ += memory_.Activation(part->stage, stages_per_rank_);
+      if (part->kind == ActionKind::kForward)
+        held_ += memory_.Activation(part->stage, stages_per_rank_);
     }
     peak_ = std::max(peak_, held_);
   }

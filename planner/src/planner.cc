@@ -4,12 +4,12 @@
 #include <string>
 
 #include "memory_tracker.h"
-#include "text_util.h"
 #include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/comm_insertion.h"
 #include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/validator.h"
+#include "text_util.h"
 
 #ifndef PIPEPLAN_VERSION
 #define PIPEPLAN_VERSION "0.0.0"
@@ -21,8 +21,8 @@ namespace {
 std::string OptionsSummary(const PlanRequest& request) {
   const Topology& t = request.topology;
   std::string summary = "P=" + std::to_string(t.ranks) + " V=" + std::to_string(t.stages_per_rank) +
-                        " M=" + std::to_string(t.microbatches) + " placement=" +
-                        std::string(PlacementName(t.placement));
+                        " M=" + std::to_string(t.microbatches) +
+                        " placement=" + std::string(PlacementName(t.placement));
   if (request.options.microbatch_group_size > 0) {
     summary += " group=" + std::to_string(request.options.microbatch_group_size);
   }
@@ -67,7 +67,8 @@ std::string_view ToolVersion() { return PIPEPLAN_VERSION; }
 StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
   const Strategy* strategy = FindStrategy(request.strategy);
   if (strategy == nullptr) {
-    return InvalidArgument("unknown strategy '" + request.strategy + "' (known: " + StrategyNames() + ")");
+    return InvalidArgument("unknown strategy '" + request.strategy +
+                           "' (known: " + StrategyNames() + ")");
   }
   request.topology.placement = strategy->placement;
   // V = 0 means "the strategy's own": 1, or 2 for the interleaved and V-shaped ones.
@@ -85,9 +86,10 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
                            request.strategy);
   }
   if (request.options.post_validation && !SupportsPostValidation(request.strategy)) {
-    return InvalidArgument("--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
-                           "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not " +
-                           request.strategy);
+    return InvalidArgument(
+        "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
+        "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not " +
+        request.strategy);
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   return request;
@@ -114,8 +116,8 @@ StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order
   plan.request = request;
   PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertComm(std::move(order), stages, request.costs));
   if (request.options.post_validation) {
-    PIPEPLAN_ASSIGN_OR_RETURN(plan.programs,
-                              InsertPostValidation(std::move(plan.programs), stages, request.costs));
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        plan.programs, InsertPostValidation(std::move(plan.programs), stages, request.costs));
   }
   plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
   Status valid = ValidatePlan(plan);

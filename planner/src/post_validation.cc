@@ -14,7 +14,8 @@ namespace pipeplan {
 namespace {
 
 constexpr std::array<std::string_view, 10> kZeroBubbleFamily = {
-    "zb", "zb-1p", "zb-2p", "zb-h1", "zb-h2", "interleaved-zb", "zbv", "zbv-handcrafted", "v-half", "v-min"};
+    "zb",  "zb-1p",           "zb-2p",  "zb-h1", "zb-h2", "interleaved-zb",
+    "zbv", "zbv-handcrafted", "v-half", "v-min"};
 
 Action MakePvAction(ActionKind kind, StageId stage, int peer) {
   Action action = MakeCompute(kind, stage, MicrobatchId(0));
@@ -24,7 +25,8 @@ Action MakePvAction(ActionKind kind, StageId stage, int peer) {
 
 class PostValidationInserter {
  public:
-  PostValidationInserter(std::vector<RankProgram> programs, const StageMap& stages, const CostModel& costs)
+  PostValidationInserter(std::vector<RankProgram> programs, const StageMap& stages,
+                         const CostModel& costs)
       : programs_(std::move(programs)), stages_(stages), costs_(costs) {}
 
   StatusOr<std::vector<RankProgram>> Run() {
@@ -41,7 +43,8 @@ class PostValidationInserter {
   Status Schedule() {
     view_ = ExtractCompute(programs_);
     int microbatches = 0;
-    for (int s = 0; s < stages_.num_stages(); ++s) microbatches = std::max(microbatches, stages_.MicrobatchesOf(StageId(s)));
+    for (int s = 0; s < stages_.num_stages(); ++s)
+      microbatches = std::max(microbatches, stages_.MicrobatchesOf(StageId(s)));
     PIPEPLAN_ASSIGN_OR_RETURN(schedule_, RunListSchedule(view_.order, stages_, costs_));
     forward_end_.emplace(stages_.num_stages(), microbatches, 0.0);
     input_grad_end_.emplace(stages_.num_stages(), microbatches, 0.0);
@@ -49,7 +52,8 @@ class PostValidationInserter {
       for (size_t i = 0; i < view_.order[r].size(); ++i) {
         for (const Action* part : ComputeParts(*view_.order[r][i])) {
           const double end = schedule_.times[r][i].end;
-          if (part->kind == ActionKind::kForward) forward_end_->At(part->stage, part->microbatch) = end;
+          if (part->kind == ActionKind::kForward)
+            forward_end_->At(part->stage, part->microbatch) = end;
           if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
             input_grad_end_->At(part->stage, part->microbatch) = end;
           }
@@ -148,13 +152,15 @@ class PostValidationInserter {
   void PairTransfers() {
     const size_t ranks = programs_.size();
     partner_.assign(ranks, {});
-    std::vector<std::vector<std::vector<size_t>>> sends(ranks, std::vector<std::vector<size_t>>(ranks));
+    std::vector<std::vector<std::vector<size_t>>> sends(ranks,
+                                                        std::vector<std::vector<size_t>>(ranks));
     for (size_t r = 0; r < ranks; ++r) {
       partner_[r].assign(programs_[r].actions.size(), {-1, 0});
       const auto& actions = programs_[r].actions;
       for (size_t i = 0; i < actions.size(); ++i) {
         const ActionKind k = actions[i].kind;
-        if (k == ActionKind::kSendForward || k == ActionKind::kSendBackward) sends[r][actions[i].peer.value].push_back(i);
+        if (k == ActionKind::kSendForward || k == ActionKind::kSendBackward)
+          sends[r][actions[i].peer.value].push_back(i);
       }
     }
     std::vector<std::vector<size_t>> taken(ranks, std::vector<size_t>(ranks, 0));
@@ -224,8 +230,9 @@ class PostValidationInserter {
       const Action& a = actions[i];
       if (!IsReceive(a.kind) || before_[rank][i]) continue;
       for (const Action* part : ComputeParts(consumer)) {
-        const bool feeds = a.stage == part->stage && a.microbatch == part->microbatch &&
-                           (a.kind == ActionKind::kRecvForward) == (part->kind == ActionKind::kForward);
+        const bool feeds =
+            a.stage == part->stage && a.microbatch == part->microbatch &&
+            (a.kind == ActionKind::kRecvForward) == (part->kind == ActionKind::kForward);
         if (feeds) return false;
       }
     }
@@ -252,7 +259,8 @@ class PostValidationInserter {
     }
     const int last = static_cast<int>(programs_.size()) - 1;
     const StageId stage = ChunkZero(rank);
-    if (rank < last) rebuilt.push_back(MakePvAction(ActionKind::kRecvPostValidation, stage, rank + 1));
+    if (rank < last)
+      rebuilt.push_back(MakePvAction(ActionKind::kRecvPostValidation, stage, rank + 1));
     if (rank > 0) rebuilt.push_back(MakePvAction(ActionKind::kSendPostValidation, stage, rank - 1));
     rebuilt.push_back(MakePvAction(ActionKind::kPostValidation, stage, rank));
     for (size_t i = 0; i < actions.size(); ++i) {
@@ -274,7 +282,8 @@ class PostValidationInserter {
       const StageId stage = ChunkZero(static_cast<int>(r));
       for (Action& a : programs_[r].actions) {
         if (a.kind != ActionKind::kRecvForward || a.stage != stage) continue;
-        a.rollback = std::find(sent_early.begin(), sent_early.end(), a.microbatch.value) != sent_early.end();
+        a.rollback =
+            std::find(sent_early.begin(), sent_early.end(), a.microbatch.value) != sent_early.end();
       }
     }
   }
@@ -293,7 +302,8 @@ class PostValidationInserter {
 }  // namespace
 
 bool SupportsPostValidation(std::string_view strategy) {
-  return std::find(kZeroBubbleFamily.begin(), kZeroBubbleFamily.end(), strategy) != kZeroBubbleFamily.end();
+  return std::find(kZeroBubbleFamily.begin(), kZeroBubbleFamily.end(), strategy) !=
+         kZeroBubbleFamily.end();
 }
 
 StatusOr<std::vector<RankProgram>> InsertPostValidation(std::vector<RankProgram> programs,

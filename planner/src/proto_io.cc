@@ -215,9 +215,8 @@ void ToProto(const Timeline& timeline, v1::Timeline* out) {
 
 StatusOr<Topology> FromProto(const v1::Topology& proto, const std::string& path) {
   PIPEPLAN_RETURN_IF_ERROR(CheckAtLeast(proto.ranks(), 1, Child(path, "ranks")));
-  PIPEPLAN_RETURN_IF_ERROR(
-      CheckAtLeast(proto.stages_per_rank(), 0, Child(path, "stages_per_rank"),
-                   " (0 means the strategy's default)"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckAtLeast(proto.stages_per_rank(), 0, Child(path, "stages_per_rank"),
+                                        " (0 means the strategy's default)"));
   PIPEPLAN_RETURN_IF_ERROR(CheckAtLeast(proto.microbatches(), 1, Child(path, "microbatches")));
   Topology topology;
   topology.ranks = proto.ranks();

@@ -25,7 +25,8 @@ ProducerEnds CollectProducerEnds(const ProgramComputeView& view, const ListSched
     for (size_t i = 0; i < view.order[r].size(); ++i) {
       for (const Action* part : ComputeParts(*view.order[r][i])) {
         const double end = schedule.times[r][i].end;
-        if (part->kind == ActionKind::kForward) ends.forward.At(part->stage, part->microbatch) = end;
+        if (part->kind == ActionKind::kForward)
+          ends.forward.At(part->stage, part->microbatch) = end;
         if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
           ends.input_grad.At(part->stage, part->microbatch) = end;
         }
@@ -109,7 +110,8 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
 
 Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound) {
   Metrics metrics;
-  for (const RankTimeline& rank : ranks) metrics.makespan = std::max(metrics.makespan, rank.last_end);
+  for (const RankTimeline& rank : ranks)
+    metrics.makespan = std::max(metrics.makespan, rank.last_end);
   double longest_span = -1.0;
   double sum_fraction = 0.0;
   for (const RankTimeline& rank : ranks) {
@@ -122,7 +124,8 @@ Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_boun
       metrics.zb_bubble_rate = span > 0 ? (span - rank.busy) / span : 0.0;
     }
   }
-  metrics.bubble_fraction_mean = ranks.empty() ? 0.0 : sum_fraction / static_cast<double>(ranks.size());
+  metrics.bubble_fraction_mean =
+      ranks.empty() ? 0.0 : sum_fraction / static_cast<double>(ranks.size());
   metrics.lower_bound = lower_bound;
   metrics.gap_to_lower_bound = lower_bound > 0 ? metrics.makespan / lower_bound - 1.0 : 0.0;
   return metrics;
@@ -142,7 +145,8 @@ Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryMo
 }
 
 Status OutOfRange(int rank, size_t index, const Action& action, const std::string& what) {
-  return InvalidArgument(Where(rank, index, action) + ": " + what + " (run the validator: pipeplan "
+  return InvalidArgument(Where(rank, index, action) + ": " + what +
+                         " (run the validator: pipeplan "
                          "validates plans before simulating them)");
 }
 
@@ -161,7 +165,8 @@ Status CheckIndices(const Plan& plan) {
       const Action& a = actions[i];
       if (IsCompute(a.kind)) {
         for (const Action* part : ComputeParts(a)) {
-          if (!stage_ok(part->stage) || !mb_ok(*part)) return OutOfRange(rank, i, a, "stage or microbatch out of range");
+          if (!stage_ok(part->stage) || !mb_ok(*part))
+            return OutOfRange(rank, i, a, "stage or microbatch out of range");
         }
         continue;
       }
@@ -242,7 +247,8 @@ StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const Memo
   const Topology& topology = plan.request.topology;
   const StageMap stages(topology);
   const ProgramComputeView view = ExtractCompute(plan.programs);
-  PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule, RunListSchedule(view.order, stages, costs));
+  PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule,
+                            RunListSchedule(view.order, stages, costs));
   const ProducerEnds ends = CollectProducerEnds(view, schedule, topology);
 
   Timeline timeline;

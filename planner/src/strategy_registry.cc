@@ -31,10 +31,10 @@ const std::vector<Strategy>& AllStrategies() {
        strategies::GenerateZbvHandcrafted},
       {"zbv", "zero bubble V-shape greedy under --memory-limit (default 1F1B's)",
        Placement::kVShape, 2, 2, strategies::GenerateZbv},
-      {"v-half", "controllable memory V-shape, half of 1F1B's activations", Placement::kVShape, 2, 2,
-       strategies::GenerateVHalf},
-      {"v-min", "controllable memory V-shape, a third of 1F1B's activations", Placement::kVShape,
-       2, 2, strategies::GenerateVMin},
+      {"v-half", "controllable memory V-shape, half of 1F1B's activations", Placement::kVShape, 2,
+       2, strategies::GenerateVHalf},
+      {"v-min", "controllable memory V-shape, a third of 1F1B's activations", Placement::kVShape, 2,
+       2, strategies::GenerateVMin},
       {"dualpipe", "DeepSeek DualPipe, two model copies, bidirectional", Placement::kDual, 2, 2,
        strategies::GenerateDualPipe},
       {"dualpipe-v", "DeepSeek DualPipeV, V shape with F&B overlap", Placement::kVShape, 2, 2,
@@ -67,14 +67,14 @@ Status CheckApplicable(const Strategy& strategy, const Topology& topology) {
   const int v = topology.stages_per_rank;
   const std::string name(strategy.name);
   if (v < strategy.min_stages_per_rank) {
-    return InvalidArgument(name + " needs --stages-per-rank >= " +
-                           std::to_string(strategy.min_stages_per_rank) + ", got " +
-                           std::to_string(v));
+    return InvalidArgument(
+        name + " needs --stages-per-rank >= " + std::to_string(strategy.min_stages_per_rank) +
+        ", got " + std::to_string(v));
   }
   if (strategy.max_stages_per_rank > 0 && v > strategy.max_stages_per_rank) {
-    return InvalidArgument(name + " supports --stages-per-rank <= " +
-                           std::to_string(strategy.max_stages_per_rank) + ", got " +
-                           std::to_string(v));
+    return InvalidArgument(
+        name + " supports --stages-per-rank <= " + std::to_string(strategy.max_stages_per_rank) +
+        ", got " + std::to_string(v));
   }
   return Status::Ok();
 }

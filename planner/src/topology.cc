@@ -34,7 +34,8 @@ StatusOr<Placement> ParsePlacement(std::string_view name) {
   if (name == "loop") return Placement::kLoop;
   if (name == "v") return Placement::kVShape;
   if (name == "dual") return Placement::kDual;
-  return InvalidArgument("unknown placement '" + std::string(name) + "' (expected loop, v or dual)");
+  return InvalidArgument("unknown placement '" + std::string(name) +
+                         "' (expected loop, v or dual)");
 }
 
 Status ValidateTopology(const Topology& t) {
@@ -55,8 +56,10 @@ Status ValidateTopology(const Topology& t) {
                            std::to_string(t.stages_per_rank));
   }
   if (t.placement == Placement::kDual && t.microbatches % 2 != 0) {
-    return InvalidArgument("dual placement splits the microbatches between two model copies, so M "
-                           "must be even, got " + std::to_string(t.microbatches));
+    return InvalidArgument(
+        "dual placement splits the microbatches between two model copies, so M "
+        "must be even, got " +
+        std::to_string(t.microbatches));
   }
   return Status::Ok();
 }

@@ -31,7 +31,7 @@ std::vector<std::string> Notes(const LeftOut& left_out) {
   if (left_out.send_post_validation) no_such_action("SEND_PV actions");
   if (left_out.recv_post_validation) no_such_action("RECV_PV actions");
   if (left_out.rollback) {
-    notes.push_back(
+    notes.emplace_back(
         "rollback flags left out: torch's CSV grammar cannot mark a RECV_F for rollback");
   }
   return notes;

@@ -56,9 +56,9 @@ class ComputeOrderChecker {
 
   static Status CheckOverlapShape(int rank, size_t index, const Action& action) {
     const auto& subs = action.sub_actions;
-    const bool shaped = subs.size() == 2 && subs[0].kind == ActionKind::kForward &&
-                        (subs[1].kind == ActionKind::kBackward ||
-                         subs[1].kind == ActionKind::kBackwardInput);
+    const bool shaped =
+        subs.size() == 2 && subs[0].kind == ActionKind::kForward &&
+        (subs[1].kind == ActionKind::kBackward || subs[1].kind == ActionKind::kBackwardInput);
     if (!shaped) {
       return InvalidArgument(Where(rank, index, action) +
                              ": an overlap cell must hold one F followed by one B or I");
@@ -98,11 +98,13 @@ class ComputeOrderChecker {
         return Status::Ok();
       case ActionKind::kBackwardWeight:
         if (op.backward) {
-          return InvalidArgument(where() + ": weight backward after a full backward (B already "
-                                         "computes the weight gradient)");
+          return InvalidArgument(where() +
+                                 ": weight backward after a full backward (B already "
+                                 "computes the weight gradient)");
         }
         if (!op.input) return InvalidArgument(where() + ": weight backward before input backward");
-        if (op.weight) return InvalidArgument(where() + ": second weight backward of this microbatch");
+        if (op.weight)
+          return InvalidArgument(where() + ": second weight backward of this microbatch");
         op.weight = true;
         return Status::Ok();
       case ActionKind::kOverlapFB:
@@ -123,8 +125,10 @@ class ComputeOrderChecker {
     for (int s = 0; s < topology_.num_stages(); ++s) {
       for (int m = 0; m < stages_.MicrobatchesOf(StageId(s)); ++m) {
         const OpState& op = state_.At(StageId(s), MicrobatchId(m));
-        const auto what = [&] { return std::string("stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
-                                 " (rank " + std::to_string(stages_.RankOf(StageId(s)).value) + ")"); };
+        const auto what = [&] {
+          return std::string("stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
+                             " (rank " + std::to_string(stages_.RankOf(StageId(s)).value) + ")");
+        };
         if (!op.forward) return InvalidArgument(what() + " has no forward");
         if (!op.backward && !op.input) return InvalidArgument(what() + " has no backward");
         if (op.input && !op.weight) {
@@ -184,7 +188,8 @@ bool IsMatchingReceive(const Action& send, RankId sender, const Action& recv) {
              recv.microbatch == send.microbatch;
     case ActionKind::kSendPostValidation:
       // PV actions carry the chunk-0 stage of their rank, which is the rank's index.
-      return recv.kind == ActionKind::kRecvPostValidation && recv.stage.value == send.stage.value - 1;
+      return recv.kind == ActionKind::kRecvPostValidation &&
+             recv.stage.value == send.stage.value - 1;
     case ActionKind::kForward:
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
@@ -246,7 +251,9 @@ class CommChecker {
         if (!IsComm(actions[i].kind)) continue;
         PIPEPLAN_RETURN_IF_ERROR(CheckEndpoint(static_cast<int>(r), i, actions[i]));
         const bool is_send = ShapeOf(actions[i].kind).is_send;
-        (is_send ? sends_ : recvs_)[r].For(actions[i].peer.value).push_back({static_cast<int>(r), i});
+        (is_send ? sends_ : recvs_)[r]
+            .For(actions[i].peer.value)
+            .push_back({static_cast<int>(r), i});
       }
     }
     // Data flow first: a missing receive is better reported at its consumer.
@@ -270,8 +277,9 @@ class CommChecker {
       // The validation state travels from the last rank down to rank 0.
       const int expected = shape.is_send ? rank - 1 : rank + 1;
       if (action.peer.value != expected) {
-        return InvalidArgument(where() + ": post-validation state goes from rank r+1 to rank r; peer must be rank " +
-                               std::to_string(expected));
+        return InvalidArgument(
+            where() + ": post-validation state goes from rank r+1 to rank r; peer must be rank " +
+            std::to_string(expected));
       }
       return Status::Ok();
     }
@@ -299,7 +307,8 @@ class CommChecker {
     const RankId expected = stages_.RankOf(StageId(neighbour));
     if (expected == RankId(rank)) {
       return InvalidArgument(where() + ": stages " + std::to_string(stage) + " and " +
-                             std::to_string(neighbour) + " are on the same rank; they hand over locally");
+                             std::to_string(neighbour) +
+                             " are on the same rank; they hand over locally");
     }
     if (action.peer != expected) {
       return InvalidArgument(where() + ": peer is rank " + std::to_string(action.peer.value) +
@@ -320,8 +329,9 @@ class CommChecker {
       for (const LinkLists::Link& link : recvs_[to].links()) {
         if (sends_[link.peer].Find(static_cast<int>(to)) == nullptr) {
           const CommRef& first = link.refs[0];
-          return InvalidArgument(Where(first.rank, first.index, At(first)) + ": no send from rank " +
-                                 std::to_string(link.peer) + " matches it");
+          return InvalidArgument(Where(first.rank, first.index, At(first)) +
+                                 ": no send from rank " + std::to_string(link.peer) +
+                                 " matches it");
         }
       }
     }
@@ -342,13 +352,15 @@ class CommChecker {
       if (!IsMatchingReceive(send, RankId(from), At(recv_ref))) {
         return InvalidArgument(link() + ": send #" + std::to_string(k) + " is " +
                                Where(sends[k].rank, sends[k].index, send) + " but receive #" +
-                               std::to_string(k) + " is " + Where(recv_ref.rank, recv_ref.index, At(recv_ref)) +
+                               std::to_string(k) + " is " +
+                               Where(recv_ref.rank, recv_ref.index, At(recv_ref)) +
                                "; receives must come in the order of the sends");
       }
     }
     if (recv_count > sends.size()) {
       const CommRef& extra = (*recvs)[sends.size()];
-      return InvalidArgument(link() + ": " + Where(extra.rank, extra.index, At(extra)) + " has no matching send");
+      return InvalidArgument(link() + ": " + Where(extra.rank, extra.index, At(extra)) +
+                             " has no matching send");
     }
     return Status::Ok();
   }
@@ -391,7 +403,8 @@ class CommChecker {
           case ActionKind::kBackwardInput:
           case ActionKind::kOverlapFB:
             for (const Action* part : ComputeParts(a)) {
-              PIPEPLAN_RETURN_IF_ERROR(CheckInputReceived(where, *part, forward_received, backward_received));
+              PIPEPLAN_RETURN_IF_ERROR(
+                  CheckInputReceived(where, *part, forward_received, backward_received));
               if (part->kind == ActionKind::kForward) {
                 forward_done.At(part->stage, part->microbatch) = 1;
               } else {
@@ -416,7 +429,8 @@ class CommChecker {
                             const StageMbTable<int>& backward_received) const {
     const int s = part.stage.value;
     if (part.kind == ActionKind::kForward) {
-      if (stages_.IsFirst(part.stage) || stages_.RankOf(StageId(s - 1)) == stages_.RankOf(part.stage)) {
+      if (stages_.IsFirst(part.stage) ||
+          stages_.RankOf(StageId(s - 1)) == stages_.RankOf(part.stage)) {
         return Status::Ok();
       }
       if (forward_received.At(part.stage, part.microbatch) != 1) {
@@ -424,7 +438,8 @@ class CommChecker {
       }
       return Status::Ok();
     }
-    if (stages_.IsLast(part.stage) || stages_.RankOf(StageId(s + 1)) == stages_.RankOf(part.stage)) {
+    if (stages_.IsLast(part.stage) ||
+        stages_.RankOf(StageId(s + 1)) == stages_.RankOf(part.stage)) {
       return Status::Ok();
     }
     if (backward_received.At(part.stage, part.microbatch) != 1) {
@@ -438,18 +453,24 @@ class CommChecker {
     const Topology& topology = plan_.request.topology;
     for (int s = 0; s < topology.num_stages(); ++s) {
       const RankId rank = stages_.RankOf(StageId(s));
-      const bool forward_remote = !stages_.IsLast(StageId(s)) && stages_.RankOf(StageId(s + 1)) != rank;
-      const bool backward_remote = !stages_.IsFirst(StageId(s)) && stages_.RankOf(StageId(s - 1)) != rank;
+      const bool forward_remote =
+          !stages_.IsLast(StageId(s)) && stages_.RankOf(StageId(s + 1)) != rank;
+      const bool backward_remote =
+          !stages_.IsFirst(StageId(s)) && stages_.RankOf(StageId(s - 1)) != rank;
       for (int m = 0; m < stages_.MicrobatchesOf(StageId(s)); ++m) {
-        const auto what = [&] { return std::string("stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
-                                 " (rank " + std::to_string(rank.value) + ")"); };
+        const auto what = [&] {
+          return std::string("stage " + std::to_string(s) + " microbatch " + std::to_string(m) +
+                             " (rank " + std::to_string(rank.value) + ")");
+        };
         if (forward_sent.At(StageId(s), MicrobatchId(m)) != (forward_remote ? 1 : 0)) {
-          return InvalidArgument(what() + ": its activation must be sent exactly once to rank " +
-                                 std::to_string(forward_remote ? stages_.RankOf(StageId(s + 1)).value : rank.value));
+          return InvalidArgument(
+              what() + ": its activation must be sent exactly once to rank " +
+              std::to_string(forward_remote ? stages_.RankOf(StageId(s + 1)).value : rank.value));
         }
         if (backward_sent.At(StageId(s), MicrobatchId(m)) != (backward_remote ? 1 : 0)) {
-          return InvalidArgument(what() + ": its gradient must be sent exactly once to rank " +
-                                 std::to_string(backward_remote ? stages_.RankOf(StageId(s - 1)).value : rank.value));
+          return InvalidArgument(
+              what() + ": its gradient must be sent exactly once to rank " +
+              std::to_string(backward_remote ? stages_.RankOf(StageId(s - 1)).value : rank.value));
         }
       }
     }
@@ -476,7 +497,8 @@ class PostValidationChecker {
       for (const Action& a : program.actions) any = any || a.kind == ActionKind::kPostValidation;
     }
     for (size_t r = 0; r < plan_.programs.size(); ++r) {
-      PIPEPLAN_RETURN_IF_ERROR(any ? CheckRank(static_cast<int>(r)) : CheckNoPv(static_cast<int>(r)));
+      PIPEPLAN_RETURN_IF_ERROR(any ? CheckRank(static_cast<int>(r))
+                                   : CheckNoPv(static_cast<int>(r)));
     }
     return any ? CheckRollbacks() : Status::Ok();
   }
@@ -485,11 +507,14 @@ class PostValidationChecker {
   Status CheckNoPv(int rank) const {
     const auto& actions = plan_.programs[rank].actions;
     for (size_t i = 0; i < actions.size(); ++i) {
-      if (actions[i].kind == ActionKind::kSendPostValidation || actions[i].kind == ActionKind::kRecvPostValidation) {
-        return InvalidArgument(Where(rank, i, actions[i]) + ": post-validation comm without any PV action");
+      if (actions[i].kind == ActionKind::kSendPostValidation ||
+          actions[i].kind == ActionKind::kRecvPostValidation) {
+        return InvalidArgument(Where(rank, i, actions[i]) +
+                               ": post-validation comm without any PV action");
       }
       if (actions[i].rollback) {
-        return InvalidArgument(Where(rank, i, actions[i]) + ": rollback flag in a plan without post-validation");
+        return InvalidArgument(Where(rank, i, actions[i]) +
+                               ": rollback flag in a plan without post-validation");
       }
     }
     return Status::Ok();
@@ -506,11 +531,13 @@ class PostValidationChecker {
       switch (a.kind) {
         case ActionKind::kRecvPostValidation:
           ++receives;
-          if (validations > 0) return InvalidArgument(where() + ": receives the validation state after PV");
+          if (validations > 0)
+            return InvalidArgument(where() + ": receives the validation state after PV");
           break;
         case ActionKind::kSendPostValidation:
           ++sends;
-          if (validations > 0) return InvalidArgument(where() + ": forwards the validation state after PV");
+          if (validations > 0)
+            return InvalidArgument(where() + ": forwards the validation state after PV");
           break;
         case ActionKind::kPostValidation:
           ++validations;
@@ -530,19 +557,23 @@ class PostValidationChecker {
         case ActionKind::kOverlapFB:
         case ActionKind::kSendBackward:
         case ActionKind::kRecvBackward:
-          if (validations == 0) return InvalidArgument(where() + ": only forwards may run before PV");
+          if (validations == 0)
+            return InvalidArgument(where() + ": only forwards may run before PV");
           break;
       }
     }
     const std::string name = "rank " + std::to_string(rank);
-    if (validations != 1) return InvalidArgument(name + " has no PV action while other ranks have one");
+    if (validations != 1)
+      return InvalidArgument(name + " has no PV action while other ranks have one");
     if (receives != (rank < last ? 1 : 0)) {
-      return InvalidArgument(name + (rank < last ? " must receive the validation state (RECV_PV) once"
-                                                 : " is the last rank and must not receive the validation state"));
+      return InvalidArgument(
+          name + (rank < last ? " must receive the validation state (RECV_PV) once"
+                              : " is the last rank and must not receive the validation state"));
     }
     if (sends != (rank > 0 ? 1 : 0)) {
-      return InvalidArgument(name + (rank > 0 ? " must forward the validation state (SEND_PV) once"
-                                              : " is rank 0 and must not forward the validation state"));
+      return InvalidArgument(name + (rank > 0
+                                         ? " must forward the validation state (SEND_PV) once"
+                                         : " is rank 0 and must not forward the validation state"));
     }
     return Status::Ok();
   }
@@ -553,19 +584,22 @@ class PostValidationChecker {
       if (r > 0) {
         for (const Action& a : plan_.programs[r - 1].actions) {
           if (a.kind == ActionKind::kPostValidation) break;
-          if (a.kind == ActionKind::kSendForward && a.peer == RankId(static_cast<int>(r))) early.push_back(a.microbatch.value);
+          if (a.kind == ActionKind::kSendForward && a.peer == RankId(static_cast<int>(r)))
+            early.push_back(a.microbatch.value);
         }
       }
       const StageId chunk_zero = stages_.StagesOf(RankId(static_cast<int>(r)))[0];
       const auto& actions = plan_.programs[r].actions;
       for (size_t i = 0; i < actions.size(); ++i) {
         const Action& a = actions[i];
-        const bool should = a.kind == ActionKind::kRecvForward && a.stage == chunk_zero &&
-                            std::find(early.begin(), early.end(), a.microbatch.value) != early.end();
+        const bool should =
+            a.kind == ActionKind::kRecvForward && a.stage == chunk_zero &&
+            std::find(early.begin(), early.end(), a.microbatch.value) != early.end();
         if (a.rollback != should) {
-          return InvalidArgument(Where(static_cast<int>(r), i, a) +
-                                 (should ? ": must be tagged rollback (its send precedes the sender's PV)"
-                                         : ": tagged rollback but its send does not precede the sender's PV"));
+          return InvalidArgument(
+              Where(static_cast<int>(r), i, a) +
+              (should ? ": must be tagged rollback (its send precedes the sender's PV)"
+                      : ": tagged rollback but its send does not precede the sender's PV"));
         }
       }
     }
@@ -599,7 +633,8 @@ Status ValidateStructure(const Plan& plan) {
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     if (plan.programs[r].rank.value != static_cast<int>(r)) {
       return InvalidArgument("program " + std::to_string(r) + " is labelled rank " +
-                             std::to_string(plan.programs[r].rank.value) + "; programs must be in rank order");
+                             std::to_string(plan.programs[r].rank.value) +
+                             "; programs must be in rank order");
     }
   }
   const ProgramComputeView view = ExtractCompute(plan.programs);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,33 @@ std::vector<double> JsonNumbers(const std::string& json, const std::string& key)
     if (*p == ',') ++p;
   }
   return values;
+}
+
+// The whitespace-separated words of the first line of `text` whose words start with
+// `prefix` (e.g. {"*", "zbv"} or {"3", "dualpipe", "2"}); empty when there is none.
+std::vector<std::string> LineStartingWith(const std::string& text,
+                                          const std::vector<std::string>& prefix) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> tokens;
+    for (std::string word; words >> word;) tokens.push_back(word);
+    if (tokens.size() >= prefix.size() &&
+        std::equal(prefix.begin(), prefix.end(), tokens.begin())) {
+      return tokens;
+    }
+  }
+  return {};
+}
+
+// The makespan printed by `simulate --json` for a plan built by `plan_args` (plus -o p.pb).
+double PlannedMakespan(std::vector<std::string> plan_args, const ScratchDir& dir) {
+  plan_args.insert(plan_args.end(), {"-o", "p.pb"});
+  const RunResult plan = RunPipeplan(plan_args, dir.path());
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  const RunResult sim = RunPipeplan({"simulate", "p.pb", "--json"}, dir.path());
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
+  return JsonNumber(sim.out, "makespan");
 }
 
 // A small valid 1f1b plan in text format is produced by the tool itself where needed; these
@@ -172,7 +200,46 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Usage("plan",
              "--costs cannot be combined with --forward, --backward, --backward-input, "
-             "--backward-weight or --comm"),
+             "--backward-weight, --overlap or --comm"),
+       2},
+      {"CostsFileAndOverlap",
+       {"compare", "--ranks", "4", "--microbatches", "8", "--costs", "c.txt", "--overlap", "2"},
+       {},
+       Usage("compare",
+             "--costs cannot be combined with --forward, --backward, --backward-input, "
+             "--backward-weight, --overlap or --comm"),
+       2},
+      {"ZeroOverlap",
+       {"plan", "--strategy", "1f1b-overlap", "--ranks", "4", "--microbatches", "8", "--overlap",
+        "0"},
+       {},
+       Usage("plan", "--overlap must be > 0, got 0 (leave it out for F + B)"),
+       2},
+      {"NegativeOverlap",
+       {"import", "--format", "torch-csv", "s.csv", "--overlap", "-2"},
+       {},
+       Usage("import", "--overlap must be >= 0, got -2"),
+       2},
+      {"PostValidationTakesNoValue",
+       {"plan", "--strategy", "zbv", "--ranks", "4", "--microbatches", "8",
+        "--post-validation=yes"},
+       {},
+       Usage("plan", "--post-validation takes no value"),
+       2},
+      {"RequestAndPostValidation",
+       {"plan", "--request", "r.json", "--post-validation"},
+       {},
+       Usage("plan",
+             "--request cannot be combined with --post-validation (the file holds the whole "
+             "request)"),
+       2},
+      {"AutoWithGroupSize",
+       {"plan", "--strategy", "auto", "--ranks", "4", "--microbatches", "8",
+        "--microbatch-group-size", "4"},
+       {},
+       Usage("plan",
+             "--microbatch-group-size does not apply to --strategy auto (auto tries the group "
+             "sizes itself)"),
        2},
       {"RequestAndRanks",
        {"plan", "--request", "r.json", "--ranks", "4"},
@@ -289,6 +356,23 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Input("compare", "no strategy could plan this request"),
        1},
+      {"PostValidationOutsideTheZeroBubbleFamily",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--post-validation",
+        "-o", "p.pb"},
+       {},
+       // The library's message (NormalizeRequest), passed through unchanged.
+       Input("plan",
+             "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
+             "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b"),
+       1},
+      {"PostValidationOnDualPipe",
+       {"plan", "--strategy", "dualpipe", "--ranks", "4", "--microbatches", "8",
+        "--post-validation"},
+       {},
+       Input("plan",
+             "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
+             "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not dualpipe"),
+       1},
       {"TooManyRanks",
        {"plan", "--strategy", "1f1b", "--ranks", "5000", "--microbatches", "8"},
        {},
@@ -386,10 +470,19 @@ TEST(CliTest, HelpForToolAndEverySubcommand) {
     EXPECT_EQ(via_help.exit_code, 0);
     EXPECT_TRUE(via_help.out.starts_with("usage: pipeplan " + command));
   }
-  // The strategy list in plan --help comes from the catalogue.
+  // The strategy list in plan --help comes from the catalogue, auto last.
   const RunResult plan_help = RunPipeplan({"plan", "--help"}, dir.path());
-  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2"}) {
-    EXPECT_NE(plan_help.out.find(name), std::string::npos) << name;
+  for (const Strategy& strategy : AllStrategies()) {
+    EXPECT_FALSE(LineStartingWith(plan_help.out, {std::string(strategy.name)}).empty())
+        << strategy.name;
+  }
+  EXPECT_FALSE(LineStartingWith(plan_help.out, {"auto", "any"}).empty()) << plan_help.out;
+  for (const char* flag : {"--post-validation", "--overlap T", "--memory-limit"}) {
+    EXPECT_NE(plan_help.out.find(flag), std::string::npos) << flag;
+  }
+  const RunResult compare_help = RunPipeplan({"compare", "--help"}, dir.path());
+  for (const char* flag : {"--auto", "--post-validation", "--overlap T"}) {
+    EXPECT_NE(compare_help.out.find(flag), std::string::npos) << flag;
   }
   EXPECT_EQ(plan_help.out.find("@STRATEGIES@"), std::string::npos);
   EXPECT_TRUE(dir.List().empty());
@@ -572,10 +665,26 @@ TEST(CliTest, DemoWritesReport) {
   const RunResult result = RunPipeplan({"demo"}, dir.path());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("report: pipeplan-report/index.html"), std::string::npos) << result.out;
-  EXPECT_NE(result.out.find("zb-h2"), std::string::npos);
   const std::string html = dir.Read("pipeplan-report/index.html");
   EXPECT_NE(html.find("<html"), std::string::npos);
-  EXPECT_NE(html.find("zb-h1"), std::string::npos);
+  // Every strategy of the catalogue has a row; all but zb (which needs --memory-limit) plan
+  // and get a timeline in the report.
+  for (const Strategy& strategy : AllStrategies()) {
+    const std::string name(strategy.name);
+    const std::vector<std::string> row = LineStartingWith(result.out, {name});
+    const std::vector<std::string> best_row = LineStartingWith(result.out, {"*", name});
+    EXPECT_TRUE(!row.empty() || !best_row.empty()) << name << "\n" << result.out;
+    if (name == "zb") continue;
+    EXPECT_NE(html.find("<h2>" + name + "</h2>"), std::string::npos) << name;
+  }
+  // The paper's figures (zb_bubble_rate column).
+  EXPECT_EQ(LineStartingWith(result.out, {"1f1b", "1"}).at(3), "0.2431");
+  EXPECT_EQ(LineStartingWith(result.out, {"zb-h1", "1"}).at(3), "0.1585");
+  EXPECT_EQ(LineStartingWith(result.out, {"zb-h2", "1"}).at(3), "0.1083");
+  // auto's pick is printed and has its own timeline; zb's failure is named in the report.
+  EXPECT_NE(result.out.find("\nauto picks "), std::string::npos) << result.out;
+  EXPECT_NE(html.find("<h2>auto -&gt; "), std::string::npos);
+  EXPECT_NE(html.find("Could not plan: zb (zb needs --memory-limit"), std::string::npos);
   EXPECT_EQ(dir.List(),
             std::vector<std::string>({"pipeplan-report", "pipeplan-report/index.html"}));
 
@@ -583,6 +692,260 @@ TEST(CliTest, DemoWritesReport) {
   ASSERT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
   EXPECT_TRUE(dir.Exists("a/b/index.html"));
   EXPECT_NE(elsewhere.out.find("report: a/b/index.html"), std::string::npos);
+}
+
+// ZB-V with post-validation: every rank gets a PV, and the (P-1)^2 = 9 receives whose sends
+// precede the sender's PV are tagged rollback (DESIGN.md, vocabulary; post_validation.h).
+TEST(CliTest, PostValidationShowsInSimulateReportsAndExportNotes) {
+  ScratchDir dir;
+  const RunResult plan = RunPipeplan({"plan", "--strategy", "zbv", "--ranks", "4", "--microbatches",
+                                      "8", "--post-validation", "-o", "zbv.pb"},
+                                     dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(plan.err, "");
+
+  const RunResult sim = RunPipeplan({"simulate", "zbv.pb", "--html", "r.html"}, dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_NE(sim.out.find("\npost-validation: PV on every rank, 9 receives tagged rollback\n"),
+            std::string::npos)
+      << sim.out;
+  const std::string html = dir.Read("r.html");
+  EXPECT_NE(html.find("post-validation: PV on every rank, 9 receives tagged rollback"),
+            std::string::npos);
+  EXPECT_NE(html.find("pp-PV"), std::string::npos) << "the timeline draws the PV actions";
+
+  const RunResult json = RunPipeplan({"simulate", "zbv.pb", "--json"}, dir.path());
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"post_validation\":true,\"rollback_receives\":9,"), std::string::npos)
+      << json.out;
+
+  // With P=8: (P-1)^2 = 49.
+  ASSERT_EQ(RunPipeplan({"plan", "--strategy", "zbv", "--ranks", "8", "--microbatches", "16",
+                         "--post-validation", "-o", "zbv8.pb"},
+                        dir.path())
+                .exit_code,
+            0);
+  const RunResult json8 = RunPipeplan({"simulate", "zbv8.pb", "--json"}, dir.path());
+  EXPECT_DOUBLE_EQ(JsonNumber(json8.out, "rollback_receives"), 49) << json8.out;
+
+  // Without --post-validation there is no such line, and the JSON says so.
+  ASSERT_EQ(RunPipeplan({"plan", "--strategy", "zbv", "--ranks", "4", "--microbatches", "8", "-o",
+                         "plain.pb"},
+                        dir.path())
+                .exit_code,
+            0);
+  const RunResult plain = RunPipeplan({"simulate", "plain.pb"}, dir.path());
+  EXPECT_EQ(plain.out.find("post-validation"), std::string::npos) << plain.out;
+  const RunResult plain_json = RunPipeplan({"simulate", "plain.pb", "--json"}, dir.path());
+  EXPECT_NE(plain_json.out.find("\"post_validation\":false,\"rollback_receives\":0,"),
+            std::string::npos)
+      << plain_json.out;
+
+  // torch's CSV cannot hold PV or rollback flags: the export says so on stderr and succeeds.
+  const RunResult csv = RunPipeplan({"export", "zbv.pb", "--format", "torch-csv"}, dir.path());
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_NE(csv.err.find("note: post-validation actions left out"), std::string::npos) << csv.err;
+  EXPECT_EQ(csv.out.find("PV"), std::string::npos);
+  const RunResult comms =
+      RunPipeplan({"export", "zbv.pb", "--format", "torch-csv-comms"}, dir.path());
+  ASSERT_EQ(comms.exit_code, 0) << comms.err;
+  EXPECT_NE(comms.err.find("note: rollback flags left out"), std::string::npos) << comms.err;
+  const RunResult plain_csv =
+      RunPipeplan({"export", "plain.pb", "--format", "torch-csv-comms"}, dir.path());
+  EXPECT_EQ(plain_csv.err, "");
+}
+
+TEST(CliTest, CompareWithPostValidationKeepsToTheZeroBubbleFamily) {
+  ScratchDir dir;
+  const RunResult result = RunPipeplan(
+      {"compare", "--ranks", "4", "--microbatches", "8", "--post-validation", "--html", "pv.html"},
+      dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("rollback RECVs"), std::string::npos) << result.out;
+  EXPECT_TRUE(LineStartingWith(result.out, {"1f1b"}).empty()) << result.out;
+  EXPECT_TRUE(LineStartingWith(result.out, {"dualpipe"}).empty()) << result.out;
+  // zbv's row ends with its rollback receives.
+  std::vector<std::string> zbv = LineStartingWith(result.out, {"*", "zbv"});
+  if (zbv.empty()) zbv = LineStartingWith(result.out, {"zbv"});
+  ASSERT_FALSE(zbv.empty()) << result.out;
+  EXPECT_EQ(zbv.back(), "9");
+  EXPECT_NE(dir.Read("pv.html").find("receives tagged rollback: zb-h1 9"), std::string::npos);
+}
+
+TEST(CliTest, OverlapCostDrivesTheOverlapStrategies) {
+  ScratchDir dir;
+  const std::vector<std::string> base = {
+      "plan", "--strategy", "1f1b-overlap", "--ranks", "4", "--microbatches", "8"};
+  // Without --overlap a cell costs F + B: the same as 1F1B, (M + P - 1)(F + B) = 33.
+  EXPECT_DOUBLE_EQ(PlannedMakespan(base, dir), 33);
+  std::vector<std::string> cheaper = base;
+  cheaper.insert(cheaper.end(), {"--overlap", "2"});
+  const double with_overlap = PlannedMakespan(cheaper, dir);
+  EXPECT_LT(with_overlap, 33);
+  EXPECT_DOUBLE_EQ(with_overlap, 26);
+  std::vector<std::string> dearer = base;
+  dearer.insert(dearer.end(), {"--overlap=4"});
+  EXPECT_GT(PlannedMakespan(dearer, dir), 33);
+  // Strategies without overlap cells ignore it.
+  EXPECT_DOUBLE_EQ(PlannedMakespan({"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches",
+                                    "8", "--overlap", "2"},
+                                   dir),
+                   33);
+
+  // compare: one share's overlap cost, split over the V stages like F and B.
+  const RunResult plain =
+      RunPipeplan({"compare", "--ranks", "4", "--microbatches", "8"}, dir.path());
+  const RunResult cheap =
+      RunPipeplan({"compare", "--ranks", "4", "--microbatches", "8", "--overlap", "2"}, dir.path());
+  ASSERT_EQ(cheap.exit_code, 0) << cheap.err;
+  EXPECT_NE(cheap.out.find("overlap=2"), std::string::npos) << cheap.out;
+  for (const std::string name : {"1f1b-overlap", "interleaved-1f1b-overlap", "dualpipe-v"}) {
+    std::vector<std::string> before = LineStartingWith(plain.out, {name});
+    std::vector<std::string> after = LineStartingWith(cheap.out, {name});
+    if (after.empty()) after = LineStartingWith(cheap.out, {"*", name});
+    ASSERT_GE(before.size(), 3u) << name << "\n" << plain.out;
+    ASSERT_GE(after.size(), 3u) << name << "\n" << cheap.out;
+    const size_t makespan_at = after[0] == "*" ? 3 : 2;
+    EXPECT_LT(std::stod(after[makespan_at]), std::stod(before[2])) << name;
+  }
+  EXPECT_EQ(LineStartingWith(cheap.out, {"1f1b-overlap"}).at(2), "26");
+}
+
+TEST(CliTest, AutoStrategyNamesItsPick) {
+  ScratchDir dir;
+  const RunResult plan = RunPipeplan(
+      {"plan", "--strategy", "auto", "--ranks", "4", "--microbatches", "8", "-o", "auto.pb"},
+      dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  // One stderr line naming the pick.
+  ASSERT_TRUE(plan.err.starts_with("note: auto chose ")) << plan.err;
+  EXPECT_EQ(std::count(plan.err.begin(), plan.err.end(), '\n'), 1) << plan.err;
+  const std::string picked = plan.err.substr(17, plan.err.find(' ', 17) - 17);
+  EXPECT_NE(FindStrategy(picked), nullptr) << picked;
+  EXPECT_NE(plan.out.find("wrote auto -> " + picked + " plan"), std::string::npos) << plan.out;
+
+  const RunResult sim = RunPipeplan({"simulate", "auto.pb", "--json"}, dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_NE(sim.out.find("\"strategy\":\"auto -> " + picked + "\""), std::string::npos) << sim.out;
+  // No slower than the best single strategy of compare (25.5 at P=4 M=8, unit costs), and
+  // the note gives the simulated makespan.
+  const double makespan = JsonNumber(sim.out, "makespan");
+  EXPECT_LE(makespan, 25.5);
+  const size_t at = plan.err.find("makespan ");
+  ASSERT_NE(at, std::string::npos) << plan.err;
+  EXPECT_DOUBLE_EQ(std::strtod(plan.err.c_str() + at + 9, nullptr), makespan) << plan.err;
+
+  // Within a memory limit, and with post-validation: still a zero-bubble pick that fits.
+  const RunResult limited =
+      RunPipeplan({"plan", "--strategy", "auto", "--ranks", "4", "--microbatches", "8",
+                   "--memory-limit", "3", "--post-validation", "-o", "limited.pb"},
+                  dir.path());
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  ASSERT_TRUE(limited.err.starts_with("note: auto chose ")) << limited.err;
+  const std::string limited_pick = limited.err.substr(17, limited.err.find(' ', 17) - 17);
+  const RunResult limited_sim = RunPipeplan({"simulate", "limited.pb", "--json"}, dir.path());
+  ASSERT_EQ(limited_sim.exit_code, 0) << limited_sim.err;
+  for (const double peak : JsonNumbers(limited_sim.out, "peak_memory")) EXPECT_LE(peak, 3);
+  EXPECT_GT(JsonNumber(limited_sim.out, "rollback_receives"), 0) << limited_sim.out;
+  EXPECT_NE(limited_pick, "1f1b");
+  EXPECT_NE(limited_pick, "dualpipe");
+}
+
+TEST(CliTest, AutoWithAnImpossibleMemoryLimitFails) {
+  ScratchDir dir;
+  const RunResult result =
+      RunPipeplan({"plan", "--strategy", "auto", "--ranks", "4", "--microbatches", "8",
+                   "--memory-limit", "0.5", "-o", "auto.pb"},
+                  dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(
+      result.err.starts_with("pipeplan plan: error: auto: no strategy fits memory limit 0.5"))
+      << result.err;
+  // The library names the smallest limit that fits and who needs it.
+  EXPECT_NE(result.err.find("; the smallest limit that fits is "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(", needed by "), std::string::npos) << result.err;
+  EXPECT_EQ(result.out, "");
+  EXPECT_TRUE(dir.List().empty());
+}
+
+TEST(CliTest, CompareAutoListsTheCandidates) {
+  ScratchDir dir;
+  const RunResult plain =
+      RunPipeplan({"compare", "--ranks", "4", "--microbatches", "8"}, dir.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("auto picks"), std::string::npos) << "only with --auto";
+
+  const RunResult result = RunPipeplan({"compare", "--ranks", "4", "--microbatches", "8",
+                                        "--memory-limit", "4", "--auto", "--html", "cmp.html"},
+                                       dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // The usual table comes first, unchanged.
+  EXPECT_TRUE(result.out.starts_with("P=4 M=8;")) << result.out;
+  EXPECT_LT(result.out.find("(* = smallest makespan)"), result.out.find("auto picks "));
+  EXPECT_FALSE(LineStartingWith(result.out, {"gpipe"}).empty());
+
+  // auto's pick is the same as plan --strategy auto's.
+  const RunResult plan = RunPipeplan({"plan", "--strategy", "auto", "--ranks", "4",
+                                      "--microbatches", "8", "--memory-limit", "4", "-o", "a.pb"},
+                                     dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const std::string picked = plan.err.substr(17, plan.err.find(' ', 17) - 17);
+  EXPECT_NE(result.out.find("\nauto picks " + picked + " (V="), std::string::npos) << result.out;
+
+  // Candidates fastest first: numbered rows with non-decreasing makespans, all within the limit.
+  std::vector<double> makespans;
+  for (int rank = 1;; ++rank) {
+    const std::vector<std::string> row = LineStartingWith(result.out, {std::to_string(rank)});
+    if (row.empty()) break;
+    ASSERT_GE(row.size(), 5u);
+    makespans.push_back(std::stod(row[row.size() - 2]));
+    EXPECT_LE(std::stod(row.back()), 4) << "peak memory within the limit";
+  }
+  ASSERT_GE(makespans.size(), 10u) << result.out;
+  EXPECT_TRUE(std::is_sorted(makespans.begin(), makespans.end()));
+  // The failures follow with their reason: zb-h2 needs 2P - 1 = 7 activations.
+  const std::vector<std::string> failed = LineStartingWith(result.out, {"-", "zb-h2", "1"});
+  ASSERT_FALSE(failed.empty()) << result.out;
+  EXPECT_NE(result.out.find("failed: zb-h2 needs 7 memory on rank 0, above the memory limit 4"),
+            std::string::npos);
+  // The report carries auto's plan too.
+  EXPECT_NE(dir.Read("cmp.html").find("<h2>auto -&gt; " + picked + "</h2>"), std::string::npos);
+}
+
+// compare splits a share's costs over ChunksPerShare stages exactly as auto does: each
+// strategy's row equals auto's candidate for the same strategy and V.
+TEST(CliTest, CompareAndAutoAgree) {
+  ScratchDir dir;
+  const RunResult result =
+      RunPipeplan({"compare", "--ranks", "4", "--microbatches", "8", "--forward", "2", "--backward",
+                   "3", "--comm", "0.25", "--auto"},
+                  dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string table = result.out.substr(0, result.out.find("auto picks"));
+  const std::string candidates = result.out.substr(result.out.find("auto picks"));
+  int checked = 0;
+  for (const std::string name : {"1f1b", "zb-h1", "zbv", "v-half", "dualpipe", "dualpipe-v",
+                                 "1f1b-overlap", "interleaved-zb"}) {
+    std::vector<std::string> row = LineStartingWith(table, {name});
+    if (row.empty()) row = LineStartingWith(table, {"*", name});
+    ASSERT_FALSE(row.empty()) << name << "\n" << table;
+    if (row[0] == "*") row.erase(row.begin());
+    // Find auto's candidate with the same strategy and V.
+    std::istringstream lines(candidates);
+    bool found = false;
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::vector<std::string> tokens;
+      for (std::string word; words >> word;) tokens.push_back(word);
+      if (tokens.size() == 5 && tokens[1] == name && tokens[2] == row[1]) {
+        EXPECT_EQ(tokens[3], row[2]) << name << " V=" << row[1];
+        found = true;
+      }
+    }
+    EXPECT_TRUE(found) << name << "\n" << candidates;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
 }
 
 TEST(CliTest, FailedPlanLeavesNoFileAndKeepsTheOldOne) {

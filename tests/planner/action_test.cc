@@ -1,6 +1,7 @@
+#include "pipeplan/planner/action.h"
+
 #include <gtest/gtest.h>
 
-#include "pipeplan/planner/action.h"
 #include "pipeplan/planner/topology.h"
 
 namespace pipeplan {
@@ -10,8 +11,9 @@ TEST(Action, TokensFollowTorchGrammar) {
   Action send = MakeCompute(ActionKind::kSendForward, StageId(2), MicrobatchId(1));
   EXPECT_EQ(ToString(MakeCompute(ActionKind::kBackward, StageId(3), MicrobatchId(5))), "3B5");
   EXPECT_EQ(ToString(send), "2SEND_F1");
-  const Action overlap = MakeOverlap(MakeCompute(ActionKind::kForward, StageId(0), MicrobatchId(1)),
-                                     MakeCompute(ActionKind::kBackward, StageId(1), MicrobatchId(0)));
+  const Action overlap =
+      MakeOverlap(MakeCompute(ActionKind::kForward, StageId(0), MicrobatchId(1)),
+                  MakeCompute(ActionKind::kBackward, StageId(1), MicrobatchId(0)));
   EXPECT_EQ(ToString(overlap), "(0F1;1B0)OVERLAP_F_B");
   EXPECT_EQ(ToString(MakeCompute(ActionKind::kPostValidation, StageId(4), MicrobatchId(0))), "4PV");
 }

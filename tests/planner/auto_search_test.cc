@@ -1,8 +1,9 @@
 // `auto`: the plan it returns is at least as fast as every strategy it could have picked, fits
 // the memory limit, and an impossible limit names the smallest one that would fit.
+#include "pipeplan/planner/auto_search.h"
+
 #include <gtest/gtest.h>
 
-#include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/strategy.h"
 #include "test_support.h"
 
@@ -65,7 +66,8 @@ TEST(AutoSearch, AnImpossibleLimitNamesTheSmallestOneThatFits) {
   EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
   // v-min holds (P+4)//3 = 4 microbatch activations, the least of the catalogue.
   EXPECT_EQ(plan.status().message(),
-            "auto: no strategy fits memory limit 0.5; the smallest limit that fits is 4, needed by v-min (V=2)");
+            "auto: no strategy fits memory limit 0.5; the smallest limit that fits is 4, needed by "
+            "v-min (V=2)");
 }
 
 TEST(AutoSearch, PostValidationKeepsToTheZeroBubbleFamily) {

@@ -91,7 +91,8 @@ TEST(ClosedForm, DualPipeFamilyUnitCostFigures) {
     const Timeline t = SimulateOrDie(BuildOrDie(request));
     EXPECT_DOUBLE_EQ(t.metrics.makespan, 66) << strategy;
     for (const RankTimeline& rank : t.ranks) {
-      EXPECT_DOUBLE_EQ(t.metrics.makespan - rank.busy, 6) << strategy << " rank " << rank.rank.value;
+      EXPECT_DOUBLE_EQ(t.metrics.makespan - rank.busy, 6)
+          << strategy << " rank " << rank.rank.value;
     }
   }
 }
@@ -119,7 +120,8 @@ TEST(ClosedForm, InterleavedOneFOneBOverlapMakespan) {
   const double f = 1, b = 2, fb = 2.75;
   PlanRequest request = MakeRequest("interleaved-1f1b-overlap", p, m, v, f, b / 2, b / 2);
   request.costs.stages[0].overlap = fb;
-  const double expected = (p - 1) * (f + b) + (p * (v - 1) + 1) * (f + b) + (m * v - p * (v - 1) - 1) * fb;
+  const double expected =
+      (p - 1) * (f + b) + (p * (v - 1) + 1) * (f + b) + (m * v - p * (v - 1) - 1) * fb;
   EXPECT_DOUBLE_EQ(SimulateOrDie(BuildOrDie(request)).metrics.makespan, expected);
 }
 

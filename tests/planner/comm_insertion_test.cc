@@ -1,10 +1,11 @@
 // Comm insertion: exact programs for a small case (derived by hand), and the properties
 // the pass promises on larger ones.
+#include "pipeplan/planner/comm_insertion.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "pipeplan/planner/comm_insertion.h"
 #include "test_support.h"
 
 namespace pipeplan {
@@ -71,7 +72,9 @@ TEST(CommInsertion, CommIsSortedByReadinessAndEachReceiveIsAsLateAsThatAllows) {
         if (!IsComm(actions[i].kind)) continue;
         EXPECT_GE(ready[r][i], last_ready) << strategy << " rank " << r << " action " << i;
         last_ready = ready[r][i];
-        if (actions[i].kind != ActionKind::kRecvForward && actions[i].kind != ActionKind::kRecvBackward) continue;
+        if (actions[i].kind != ActionKind::kRecvForward &&
+            actions[i].kind != ActionKind::kRecvBackward)
+          continue;
         // Find the consumer; if computes stand between, a comm action after the first of them
         // must be what holds this receive back.
         size_t j = i + 1;
@@ -79,7 +82,8 @@ TEST(CommInsertion, CommIsSortedByReadinessAndEachReceiveIsAsLateAsThatAllows) {
         bool held_back = false;
         for (; j < actions.size(); ++j) {
           const Action& a = actions[j];
-          if (IsCompute(a.kind) && a.stage == actions[i].stage && a.microbatch == actions[i].microbatch &&
+          if (IsCompute(a.kind) && a.stage == actions[i].stage &&
+              a.microbatch == actions[i].microbatch &&
               (a.kind == ActionKind::kForward) == (actions[i].kind == ActionKind::kRecvForward)) {
             break;
           }
@@ -123,10 +127,11 @@ TEST(CommInsertion, AnOrderThatCannotFinishIsReportedWithTheStuckRanks) {
   };
   const auto programs = InsertComm(order, stages, request.costs);
   ASSERT_FALSE(programs.ok());
-  EXPECT_EQ(programs.status().message(),
-            "the compute order cannot finish: rank 0 waits at compute action 1 (0B0) for B/I of stage 1 "
-            "microbatch 0 (rank 1); rank 1 waits at compute action 0 (1B0) for F of stage 1 microbatch 0 "
-            "(rank 1, later on this rank)");
+  EXPECT_EQ(
+      programs.status().message(),
+      "the compute order cannot finish: rank 0 waits at compute action 1 (0B0) for B/I of stage 1 "
+      "microbatch 0 (rank 1); rank 1 waits at compute action 0 (1B0) for F of stage 1 microbatch 0 "
+      "(rank 1, later on this rank)");
 }
 
 }  // namespace

@@ -425,7 +425,8 @@ INSTANTIATE_TEST_SUITE_P(
                        "request file: topology.microbatches: must be >= 1, got 0"},
         ParseErrorCase{"NegativeStagesPerRank", Parsed::kPlan, ProtoFormat::kText,
                        "request { topology { ranks: 1 stages_per_rank: -1 microbatches: 1 } }\n",
-                       "plan file: request.topology.stages_per_rank: must be >= 0 (0 means the strategy's default), "
+                       "plan file: request.topology.stages_per_rank: must be >= 0 (0 means the "
+                       "strategy's default), "
                        "got -1"},
         ParseErrorCase{"TooManyStages", Parsed::kRequest, ProtoFormat::kText,
                        "topology { ranks: 65536 stages_per_rank: 65536 microbatches: 1 }\n",

@@ -95,9 +95,10 @@ TEST(Simulator, RejectsAnInvalidPlanInsteadOfCrashing) {
   plan.programs[1].actions[1].stage = StageId(99);
   const StatusOr<Timeline> t = Simulate(plan);
   ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().message(),
-            "rank 1, action 1 (99F0): stage or microbatch out of range (run the validator: pipeplan "
-            "validates plans before simulating them)");
+  EXPECT_EQ(
+      t.status().message(),
+      "rank 1, action 1 (99F0): stage or microbatch out of range (run the validator: pipeplan "
+      "validates plans before simulating them)");
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ struct Key {
 std::vector<Key> KeysOf(const Action& action) {
   std::vector<Key> keys;
   auto add = [&](const Action& a) {
-    const int kind = a.kind == ActionKind::kForward ? 0 : a.kind == ActionKind::kBackwardWeight ? 2 : 1;
+    const int kind = a.kind == ActionKind::kForward          ? 0
+                     : a.kind == ActionKind::kBackwardWeight ? 2
+                                                             : 1;
     keys.push_back({kind, a.stage.value, a.microbatch.value});
   };
   if (action.kind == ActionKind::kOverlapFB) {
@@ -80,7 +82,8 @@ void ExpectComplete(const Plan& plan, int stages) {
         const auto [it, inserted] = stage_rank.emplace(key.stage, program.rank.value);
         EXPECT_EQ(it->second, program.rank.value) << "stage " << key.stage << " on two ranks";
       }
-      if (action.kind == ActionKind::kBackwardInput) ++inputs[{action.stage.value, action.microbatch.value}];
+      if (action.kind == ActionKind::kBackwardInput)
+        ++inputs[{action.stage.value, action.microbatch.value}];
     }
   }
   for (int s = 0; s < stages; ++s) {
@@ -100,7 +103,8 @@ void ExpectDependenciesInTime(const Plan& plan, const Timeline& t) {
     const auto& actions = plan.programs[r].actions;
     for (size_t i = 0; i < actions.size(); ++i) {
       if (!IsCompute(actions[i].kind)) continue;
-      for (const Key& key : KeysOf(actions[i])) end[key] = {t.ranks[r].actions[i].end, static_cast<int>(r)};
+      for (const Key& key : KeysOf(actions[i]))
+        end[key] = {t.ranks[r].actions[i].end, static_cast<int>(r)};
     }
   }
   const StageMap stages(plan.request.topology);
@@ -174,7 +178,8 @@ void ExpectRendezvousFinishes(const Plan& plan) {
       const Action& theirs = plan.programs[peer].actions[pc[peer]];
       if (!IsComm(theirs.kind) || theirs.peer.value != static_cast<int>(r)) continue;
       auto is_send = [](ActionKind k) {
-        return k == ActionKind::kSendForward || k == ActionKind::kSendBackward || k == ActionKind::kSendPostValidation;
+        return k == ActionKind::kSendForward || k == ActionKind::kSendBackward ||
+               k == ActionKind::kSendPostValidation;
       };
       const bool i_send = is_send(mine.kind);
       const bool they_send = is_send(theirs.kind);
@@ -191,7 +196,9 @@ void ExpectRendezvousFinishes(const Plan& plan) {
 
 void ExpectMemoryConsistent(const Plan& plan, const Timeline& t) {
   // One stage holds 1/V of a rank's share (a whole share under DualPipe's two copies).
-  const int v = plan.request.topology.placement == Placement::kDual ? 1 : plan.request.topology.stages_per_rank;
+  const int v = plan.request.topology.placement == Placement::kDual
+                    ? 1
+                    : plan.request.topology.stages_per_rank;
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     double held = 0, peak = 0;
     for (const Action& action : plan.programs[r].actions) {
@@ -201,7 +208,8 @@ void ExpectMemoryConsistent(const Plan& plan, const Timeline& t) {
       }
       peak = std::max(peak, held);
       for (const Key& key : KeysOf(action)) {
-        if (key.kind != 0) held -= 1.0 / v * (key.kind == 1 && action.kind == ActionKind::kBackwardInput ? 0 : 1);
+        if (key.kind != 0)
+          held -= 1.0 / v * (key.kind == 1 && action.kind == ActionKind::kBackwardInput ? 0 : 1);
       }
     }
     EXPECT_NEAR(held, 0, 1e-9) << "rank " << r << " leaks activations";
@@ -218,7 +226,8 @@ TEST_P(StrategyConformance, EveryAcceptedPlanIsCompleteOrderedPairedDeadlockFree
   for (int p : {1, 2, 3, 4, 8}) {
     for (int v : {1, 2, 4}) {
       for (int m = 1; m <= 4 * p; ++m) {
-        SCOPED_TRACE(name + " P=" + std::to_string(p) + " V=" + std::to_string(v) + " M=" + std::to_string(m));
+        SCOPED_TRACE(name + " P=" + std::to_string(p) + " V=" + std::to_string(v) +
+                     " M=" + std::to_string(m));
         PlanRequest request = MakeRequest(name, p, m, v, 1, 1, 1, kLatency);
         if (name == "zb") request.memory.limit = 1.5 * p;  // zb has no default limit
         const StatusOr<Plan> plan = BuildPlan(request);
@@ -260,7 +269,8 @@ TEST_P(StrategyConformance, PostValidationKeepsPlansValid) {
     for (int m : {p, 2 * p, 3 * p + 1}) {
       for (int v : {1, 2}) {
         if (!Accepts(name, p, v, m)) continue;
-        SCOPED_TRACE(name + " P=" + std::to_string(p) + " V=" + std::to_string(v) + " M=" + std::to_string(m));
+        SCOPED_TRACE(name + " P=" + std::to_string(p) + " V=" + std::to_string(v) +
+                     " M=" + std::to_string(m));
         PlanRequest request = MakeRequest(name, p, m, v, 1, 1, 1, kLatency);
         if (name == "zb") request.memory.limit = 1.5 * p;
         request.options.post_validation = true;
@@ -269,7 +279,8 @@ TEST_P(StrategyConformance, PostValidationKeepsPlansValid) {
         ++planned;
         for (const RankProgram& program : plan->programs) {
           int validations = 0;
-          for (const Action& a : program.actions) validations += a.kind == ActionKind::kPostValidation ? 1 : 0;
+          for (const Action& a : program.actions)
+            validations += a.kind == ActionKind::kPostValidation ? 1 : 0;
           EXPECT_EQ(validations, 1) << "rank " << program.rank.value;
         }
         const StatusOr<Timeline> timeline = Simulate(*plan);
@@ -290,7 +301,8 @@ std::vector<std::string> AllStrategyNames() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllStrategies, StrategyConformance, ::testing::ValuesIn(AllStrategyNames()),
+INSTANTIATE_TEST_SUITE_P(AllStrategies, StrategyConformance,
+                         ::testing::ValuesIn(AllStrategyNames()),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            for (char& c : name) {

@@ -31,8 +31,10 @@ TEST(StrategyOrder, OneFOneBWithFewerMicrobatchesThanRanks) {
 
 TEST(StrategyOrder, InterleavedOneFOneB) {
   const Plan plan = BuildOrDie(MakeRequest("interleaved-1f1b", 2, 4, 2));
-  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3");
-  EXPECT_EQ(ComputeString(plan, 1), "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");
+  EXPECT_EQ(ComputeString(plan, 0),
+            "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3");
+  EXPECT_EQ(ComputeString(plan, 1),
+            "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");
 }
 
 TEST(StrategyOrder, InterleavedGroupSizeChangesTheTable) {
@@ -40,7 +42,8 @@ TEST(StrategyOrder, InterleavedGroupSizeChangesTheTable) {
   PlanRequest request = MakeRequest("interleaved-1f1b", 2, 4, 2);
   request.options.microbatch_group_size = 4;
   const Plan plan = BuildOrDie(request);
-  EXPECT_EQ(ComputeString(plan, 1), "1F0 1F1 1F2 1F3 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 1B0 1B1 1B2 1B3");
+  EXPECT_EQ(ComputeString(plan, 1),
+            "1F0 1F1 1F2 1F3 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 1B0 1B1 1B2 1B3");
 }
 
 TEST(StrategyOrder, LoopedBfs) {
@@ -65,16 +68,20 @@ TEST(StrategyOrder, InterleavedZeroBubble) {
   // mpr = 4 / max(1, 4 / 2) = 2; warm-up (V-1)mpr + P-1-r.
   const Plan plan = BuildOrDie(MakeRequest("interleaved-zb", 2, 4, 2));
   EXPECT_EQ(ComputeString(plan, 0),
-            "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 2W3 0I2 0W2 0I3 0W3");
+            "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 2W3 0I2 "
+            "0W2 0I3 0W3");
   EXPECT_EQ(ComputeString(plan, 1),
-            "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 1I2 3W3 1I3 1W2 1W3");
+            "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 1I2 3W3 "
+            "1I3 1W2 1W3");
 }
 
 TEST(StrategyOrder, ZbvHandcrafted) {
   // V placement: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2.
   const Plan plan = BuildOrDie(MakeRequest("zbv-handcrafted", 2, 3, 2));
-  EXPECT_EQ(ComputeString(plan, 0), "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 3F2 3I2 3W2 0I1 0W1 0I2 0W2");
-  EXPECT_EQ(ComputeString(plan, 1), "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2");
+  EXPECT_EQ(ComputeString(plan, 0),
+            "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 3F2 3I2 3W2 0I1 0W1 0I2 0W2");
+  EXPECT_EQ(ComputeString(plan, 1),
+            "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2");
 }
 
 TEST(StrategyOrder, ZbvHandcraftedDropsMicrobatchesBeyondM) {
@@ -86,11 +93,13 @@ TEST(StrategyOrder, ZbvHandcraftedDropsMicrobatchesBeyondM) {
 TEST(StrategyOrder, DualPipeVFollowsTheEightSteps) {
   const Plan plan = BuildOrDie(MakeRequest("dualpipe-v", 2, 4, 2));
   EXPECT_EQ(ComputeString(plan, 0),
-            "0F0 0F1 0F2 3F0 3I0 3W0 3F1 (0F3;3B1)OVERLAP_F_B (3F2;0B0)OVERLAP_F_B 3B2 (3F3;0B1)OVERLAP_F_B "
+            "0F0 0F1 0F2 3F0 3I0 3W0 3F1 (0F3;3B1)OVERLAP_F_B (3F2;0B0)OVERLAP_F_B 3B2 "
+            "(3F3;0B1)OVERLAP_F_B "
             "3B3 0I2 0W2 0I3 0W3");
   // The last rank issues its first F0&B1 as plain F0 then B1.
   EXPECT_EQ(ComputeString(plan, 1),
-            "1F0 2F0 1F1 2F1 1F2 2B0 (2F2;1B0)OVERLAP_F_B (1F3;2B1)OVERLAP_F_B (2F3;1B1)OVERLAP_F_B 2B2 1B2 "
+            "1F0 2F0 1F1 2F1 1F2 2B0 (2F2;1B0)OVERLAP_F_B (1F3;2B1)OVERLAP_F_B "
+            "(2F3;1B1)OVERLAP_F_B 2B2 1B2 "
             "2I3 1I3 2W3 1W3");
 }
 
@@ -119,15 +128,19 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
   PlanRequest group_on_1f1b = MakeRequest("1f1b", 4, 8);
   group_on_1f1b.options.microbatch_group_size = 4;
   const std::vector<Case> cases = {
-      {MakeRequest("zb-h2", 4, 7), "zb-h2 needs at least 2P microbatches: P=4 needs M >= 8, got M=7"},
-      {bad_group, "interleaved-1f1b: microbatch group size 3 with P=4, M=8 is invalid: need P <= G <= M"},
+      {MakeRequest("zb-h2", 4, 7),
+       "zb-h2 needs at least 2P microbatches: P=4 needs M >= 8, got M=7"},
+      {bad_group,
+       "interleaved-1f1b: microbatch group size 3 with P=4, M=8 is invalid: need P <= G <= M"},
       {ragged_group,
        "interleaved-1f1b: microbatch group size 4 with P=4, M=10 is invalid: the last group has 2 "
        "microbatches; need M % G == 0 or M % G >= P"},
-      {MakeRequest("interleaved-1f1b", 4, 8, 1), "interleaved-1f1b needs --stages-per-rank >= 2, got 1"},
+      {MakeRequest("interleaved-1f1b", 4, 8, 1),
+       "interleaved-1f1b needs --stages-per-rank >= 2, got 1"},
       {MakeRequest("1f1b", 4, 8, 2), "1f1b supports --stages-per-rank <= 1, got 2"},
       {MakeRequest("nope", 4, 8),
-       "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb, "
+       "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, "
+       "zb, "
        "zb-1p, zb-2p, interleaved-zb, zbv-handcrafted, zbv, v-half, v-min, dualpipe, dualpipe-v, "
        "1f1b-overlap, interleaved-1f1b-overlap, auto)"},
       {MakeRequest("1f1b", 0, 8), "ranks must be in 1..4096, got 0"},

@@ -1,9 +1,10 @@
 // Validator and dry run: hand-edited plans, each with the exact message a user must see.
+#include "pipeplan/planner/validator.h"
+
 #include <gtest/gtest.h>
 
 #include <utility>
 
-#include "pipeplan/planner/validator.h"
 #include "test_support.h"
 
 namespace pipeplan {
@@ -72,9 +73,10 @@ TEST(Validator, ReceivesOutOfSendOrder) {
                               MakeCompute(ActionKind::kBackward, StageId(0), MicrobatchId(0)),
                               Comm(ActionKind::kRecvBackward, 0, 1, 1),
                               MakeCompute(ActionKind::kBackward, StageId(0), MicrobatchId(1))};
-  EXPECT_EQ(Error(plan),
-            "rank 0 -> rank 1: send #0 is rank 0, action 2 (0SEND_F1) but receive #0 is rank 1, action 0 "
-            "(1RECV_F0); receives must come in the order of the sends");
+  EXPECT_EQ(
+      Error(plan),
+      "rank 0 -> rank 1: send #0 is rank 0, action 2 (0SEND_F1) but receive #0 is rank 1, action 0 "
+      "(1RECV_F0); receives must come in the order of the sends");
 }
 
 TEST(Validator, ForwardWithoutReceive) {
@@ -113,9 +115,10 @@ TEST(DryRun, ReceivingBeforeSendingDeadlocks) {
                               MakeCompute(ActionKind::kForward, StageId(1), MicrobatchId(1)),
                               MakeCompute(ActionKind::kBackward, StageId(1), MicrobatchId(1)),
                               Comm(ActionKind::kSendBackward, 1, 1, 0)};
-  EXPECT_EQ(Error(plan),
-            "deadlock: rank 0, action 3 (0RECV_B0) waits for rank 1; rank 1, action 2 (1RECV_F1) waits "
-            "for rank 0");
+  EXPECT_EQ(
+      Error(plan),
+      "deadlock: rank 0, action 3 (0RECV_B0) waits for rank 1; rank 1, action 2 (1RECV_F1) waits "
+      "for rank 0");
 }
 
 TEST(DryRun, ConsecutiveCommActionsFormOneGroup) {

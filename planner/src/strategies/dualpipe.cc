@@ -38,7 +38,7 @@ class DualPipeRank {
       return;
     }
     builder_.Input(Local(chunk), mb);
-    pending_weights_.push_back({chunk, mb});
+    pending_weights_.emplace_back(chunk, mb);
   }
   void Weight() {
     const auto [chunk, mb] = pending_weights_.front();
@@ -47,9 +47,10 @@ class DualPipeRank {
   }
   // One cell: F of `forward_chunk` and a full B of `backward_chunk` at the same time.
   void Overlap(int forward_chunk, int backward_chunk) {
-    const Action f = MakeCompute(ActionKind::kForward, Stage(forward_chunk), MicrobatchId(forward_[forward_chunk]++));
-    const Action b =
-        MakeCompute(ActionKind::kBackward, Stage(backward_chunk), MicrobatchId(backward_[backward_chunk]++));
+    const Action f = MakeCompute(ActionKind::kForward, Stage(forward_chunk),
+                                 MicrobatchId(forward_[forward_chunk]++));
+    const Action b = MakeCompute(ActionKind::kBackward, Stage(backward_chunk),
+                                 MicrobatchId(backward_[backward_chunk]++));
     builder_.Append(MakeOverlap(f, b));
   }
   std::vector<Action> Take() { return builder_.Take(); }
@@ -72,7 +73,7 @@ std::vector<Action> EightSteps(const StageMap& stages, RankId rank, const DualPi
   const int n = s.half_ranks;
   const int r = s.half_rank;
   for (int i = 0; i < 2 * (n - r - 1); ++i) out.Forward(0);  // 1: nF0
-  for (int i = 0; i < r + 1; ++i) {                         // 2: nF0F1
+  for (int i = 0; i < r + 1; ++i) {                          // 2: nF0F1
     out.Forward(0);
     out.Forward(1);
   }
@@ -117,7 +118,8 @@ StatusOr<ComputeOrder> GenerateDualPipeV(const PlanRequest& request, const Stage
   const int microbatches = request.topology.microbatches;
   if (microbatches < 2 * ranks) {
     return InvalidArgument("dualpipe-v needs at least 2P microbatches: P=" + std::to_string(ranks) +
-                           " needs M >= " + std::to_string(2 * ranks) + ", got M=" + std::to_string(microbatches));
+                           " needs M >= " + std::to_string(2 * ranks) +
+                           ", got M=" + std::to_string(microbatches));
   }
   ComputeOrder order;
   for (int r = 0; r < ranks; ++r) {
@@ -131,17 +133,20 @@ StatusOr<ComputeOrder> GenerateDualPipe(const PlanRequest& request, const StageM
   const int ranks = stages.num_ranks();
   const int microbatches = request.topology.microbatches;
   if (ranks % 2 != 0) {
-    return InvalidArgument("dualpipe needs an even number of ranks, got P=" + std::to_string(ranks));
+    return InvalidArgument("dualpipe needs an even number of ranks, got P=" +
+                           std::to_string(ranks));
   }
   if (microbatches < 2 * ranks) {
-    return InvalidArgument("dualpipe needs at least 2P microbatches (P per direction): P=" + std::to_string(ranks) +
-                           " needs M >= " + std::to_string(2 * ranks) + ", got M=" + std::to_string(microbatches));
+    return InvalidArgument(
+        "dualpipe needs at least 2P microbatches (P per direction): P=" + std::to_string(ranks) +
+        " needs M >= " + std::to_string(2 * ranks) + ", got M=" + std::to_string(microbatches));
   }
   const int half = ranks / 2;
   ComputeOrder order;
   for (int r = 0; r < ranks; ++r) {
     const bool middle = r == half - 1 || r == half;
-    const DualPipeShape shape{half, std::min(r, ranks - 1 - r), microbatches / 2, r >= half, middle};
+    const DualPipeShape shape{half, std::min(r, ranks - 1 - r), microbatches / 2, r >= half,
+                              middle};
     order.push_back(EightSteps(stages, RankId(r), shape));
   }
   return order;

@@ -17,15 +17,17 @@ struct TableEntry {
 };
 
 Status CheckGroupSize(int group, int ranks, int microbatches) {
-  const std::string setting = "microbatch group size " + std::to_string(group) + " with P=" +
-                              std::to_string(ranks) + ", M=" + std::to_string(microbatches);
+  const std::string setting = "microbatch group size " + std::to_string(group) +
+                              " with P=" + std::to_string(ranks) +
+                              ", M=" + std::to_string(microbatches);
   if (group < ranks || group > microbatches) {
     return InvalidArgument("interleaved-1f1b: " + setting + " is invalid: need P <= G <= M");
   }
   const int remainder = microbatches % group;
   if (remainder != 0 && remainder < ranks) {
     return InvalidArgument("interleaved-1f1b: " + setting + " is invalid: the last group has " +
-                           std::to_string(remainder) + " microbatches; need M % G == 0 or M % G >= P");
+                           std::to_string(remainder) +
+                           " microbatches; need M % G == 0 or M % G >= P");
   }
   return Status::Ok();
 }
@@ -79,8 +81,8 @@ StatusOr<ComputeOrder> GenerateInterleaved1F1B(const PlanRequest& request, const
   const int ranks = stages.num_ranks();
   const int chunks = request.topology.stages_per_rank;
   const int microbatches = request.topology.microbatches;
-  const int group = request.options.microbatch_group_size > 0 ? request.options.microbatch_group_size
-                                                              : ranks;
+  const int group =
+      request.options.microbatch_group_size > 0 ? request.options.microbatch_group_size : ranks;
   PIPEPLAN_RETURN_IF_ERROR(CheckGroupSize(group, ranks, microbatches));
 
   const std::vector<TableEntry> table = ScheduleTable(microbatches, chunks, group);

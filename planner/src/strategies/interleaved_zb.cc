@@ -16,8 +16,9 @@ StatusOr<ComputeOrder> GenerateInterleavedZb(const PlanRequest& request, const S
   const int microbatches = request.topology.microbatches;
   const int rounds = std::max(1, microbatches / ranks);
   if (microbatches % rounds != 0) {
-    return InvalidArgument("interleaved-zb: M=" + std::to_string(microbatches) + " must be a multiple of " +
-                           std::to_string(rounds) + " (max(1, M / P) rounds), as in PyTorch");
+    return InvalidArgument("interleaved-zb: M=" + std::to_string(microbatches) +
+                           " must be a multiple of " + std::to_string(rounds) +
+                           " (max(1, M / P) rounds), as in PyTorch");
   }
   const int per_round = microbatches / rounds;
   const int total = microbatches * chunks;

@@ -15,8 +15,7 @@ class RankOrderBuilder {
   RankOrderBuilder(const StageMap& stages, RankId rank) : stages_(stages), rank_(rank) {}
 
   void Add(ActionKind kind, int chunk, int microbatch) {
-    actions_.push_back(
-        MakeCompute(kind, stages_.StagesOf(rank_)[chunk], MicrobatchId(microbatch)));
+    actions_.push_back(MakeCompute(kind, stages_.StagesOf(rank_)[chunk], MicrobatchId(microbatch)));
   }
   void Forward(int chunk, int microbatch) { Add(ActionKind::kForward, chunk, microbatch); }
   void Backward(int chunk, int microbatch) { Add(ActionKind::kBackward, chunk, microbatch); }

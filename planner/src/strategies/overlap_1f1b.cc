@@ -29,7 +29,8 @@ StatusOr<ComputeOrder> GenerateOneFOneBOverlap(const PlanRequest& request, const
   return order;
 }
 
-StatusOr<ComputeOrder> GenerateInterleaved1F1BOverlap(const PlanRequest& request, const StageMap& stages) {
+StatusOr<ComputeOrder> GenerateInterleaved1F1BOverlap(const PlanRequest& request,
+                                                      const StageMap& stages) {
   // Start from the interleaved 1F1B order with one more warm-up forward, then fuse pairs.
   const int ranks = stages.num_ranks();
   const int chunks = request.topology.stages_per_rank;
@@ -49,7 +50,8 @@ StatusOr<ComputeOrder> GenerateInterleaved1F1BOverlap(const PlanRequest& request
       (action.kind == ActionKind::kForward ? forwards : backwards).push_back(action);
     }
     std::vector<Action> actions(forwards.begin(), forwards.begin() + warmup);
-    for (int i = 0; i < total - warmup; ++i) actions.push_back(MakeOverlap(forwards[warmup + i], backwards[i]));
+    for (int i = 0; i < total - warmup; ++i)
+      actions.push_back(MakeOverlap(forwards[warmup + i], backwards[i]));
     actions.insert(actions.end(), backwards.begin() + (total - warmup), backwards.end());
     order.push_back(std::move(actions));
   }

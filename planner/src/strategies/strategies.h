@@ -18,7 +18,8 @@ StatusOr<ComputeOrder> GenerateZbvHandcrafted(const PlanRequest& request, const 
 StatusOr<ComputeOrder> GenerateDualPipe(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateDualPipeV(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateOneFOneBOverlap(const PlanRequest& request, const StageMap& stages);
-StatusOr<ComputeOrder> GenerateInterleaved1F1BOverlap(const PlanRequest& request, const StageMap& stages);
+StatusOr<ComputeOrder> GenerateInterleaved1F1BOverlap(const PlanRequest& request,
+                                                      const StageMap& stages);
 // Greedy heuristics under a memory limit (request.memory.limit, or the preset's).
 StatusOr<ComputeOrder> GenerateZb(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateZb1p(const PlanRequest& request, const StageMap& stages);

@@ -47,8 +47,8 @@ StatusOr<ComputeOrder> GenerateZbH2(const PlanRequest& request, const StageMap& 
   const int microbatches = request.topology.microbatches;
   if (microbatches < 2 * ranks) {
     return InvalidArgument("zb-h2 needs at least 2P microbatches: P=" + std::to_string(ranks) +
-                           " needs M >= " + std::to_string(2 * ranks) + ", got M=" +
-                           std::to_string(microbatches));
+                           " needs M >= " + std::to_string(2 * ranks) +
+                           ", got M=" + std::to_string(microbatches));
   }
   return GenerateZbHandcrafted(request, stages, 2);
 }

@@ -40,10 +40,10 @@ std::optional<ActionKind> KindFromToken(std::string_view token);
 
 struct Action {
   ActionKind kind = ActionKind::kForward;
-  StageId stage;            // the stage on this rank the action belongs to
-  MicrobatchId microbatch;  // unused for PV actions
-  RankId peer;              // comm only: the other rank
-  bool rollback = false;    // RECV_F only: must be drained and replayed if validation fails
+  StageId stage;                    // the stage on this rank the action belongs to
+  MicrobatchId microbatch;          // unused for PV actions
+  RankId peer;                      // comm only: the other rank
+  bool rollback = false;            // RECV_F only: must be drained and replayed if validation fails
   std::vector<Action> sub_actions;  // kOverlapFB only: {forward, backward}
 
   bool operator==(const Action&) const = default;

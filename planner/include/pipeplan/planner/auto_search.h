@@ -10,10 +10,10 @@
 namespace pipeplan {
 
 struct AutoCandidate {
-  PlanRequest request;      // concrete: strategy, V, group size, limit, costs per stage
-  Status status;            // why the candidate failed, when it did
-  double makespan = 0.0;    // simulated, when it succeeded
-  double peak_memory = 0.0; // static + activations, max over ranks
+  PlanRequest request;       // concrete: strategy, V, group size, limit, costs per stage
+  Status status;             // why the candidate failed, when it did
+  double makespan = 0.0;     // simulated, when it succeeded
+  double peak_memory = 0.0;  // static + activations, max over ranks
 };
 
 struct AutoResult {

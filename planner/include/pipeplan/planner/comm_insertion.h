@@ -27,6 +27,7 @@ struct ComputeRef {
   bool operator==(const ComputeRef&) const = default;
 };
 StatusOr<std::vector<ComputeRef>> GlobalComputeOrder(const ComputeOrder& order,
-                                                     const StageMap& stages, const CostModel& costs);
+                                                     const StageMap& stages,
+                                                     const CostModel& costs);
 
 }  // namespace pipeplan

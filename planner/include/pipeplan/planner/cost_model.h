@@ -31,7 +31,7 @@ struct BoundaryCosts {
 };
 
 struct CostModel {
-  std::vector<StageCosts> stages = {StageCosts{}};       // size 1 (uniform) or S
+  std::vector<StageCosts> stages = {StageCosts{}};            // size 1 (uniform) or S
   std::vector<BoundaryCosts> boundaries = {BoundaryCosts{}};  // size 1 (uniform) or S - 1
 
   const StageCosts& Stage(StageId stage) const;

@@ -25,5 +25,7 @@ using MicrobatchId = Id<struct MicrobatchTag>;
 
 template <typename Tag>
 struct std::hash<pipeplan::Id<Tag>> {
-  size_t operator()(const pipeplan::Id<Tag>& id) const noexcept { return std::hash<int32_t>{}(id.value); }
+  size_t operator()(const pipeplan::Id<Tag>& id) const noexcept {
+    return std::hash<int32_t>{}(id.value);
+  }
 };

@@ -14,7 +14,7 @@ namespace pipeplan {
 // (1 under dual placement, see ChunksPerShare) measures memory in microbatch activations of
 // a rank's whole share of the model, so a limit of P equals the peak of 1F1B on rank 0.
 struct StageMemory {
-  double activation = 0.0;     // added by F, all released by B; 0 means 1/V
+  double activation = 0.0;      // added by F, all released by B; 0 means 1/V
   double freed_by_input = 0.0;  // released by I; W releases the rest (I frees little)
 
   bool operator==(const StageMemory&) const = default;

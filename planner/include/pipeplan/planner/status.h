@@ -11,10 +11,10 @@ namespace pipeplan {
 
 enum class StatusCode {
   kOk,
-  kInvalidArgument,    // bad user input (flags, files, plans)
-  kFailedPrecondition, // input is well formed but cannot be served (e.g. memory limit)
+  kInvalidArgument,     // bad user input (flags, files, plans)
+  kFailedPrecondition,  // input is well formed but cannot be served (e.g. memory limit)
   kNotFound,
-  kInternal,           // a bug in pipeplan
+  kInternal,  // a bug in pipeplan
 };
 
 class [[nodiscard]] Status {
@@ -50,7 +50,7 @@ inline Status Internal(std::string message) { return {StatusCode::kInternal, std
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  StatusOr(T value) : value_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   StatusOr(Status status) : value_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(value_).ok() && "StatusOr needs a value or an error");
   }
@@ -76,9 +76,9 @@ class [[nodiscard]] StatusOr {
 #define PIPEPLAN_CONCAT_INNER(a, b) a##b
 #define PIPEPLAN_CONCAT(a, b) PIPEPLAN_CONCAT_INNER(a, b)
 
-#define PIPEPLAN_RETURN_IF_ERROR(expr)          \
-  do {                                          \
-    ::pipeplan::Status pipeplan_status_ = (expr); \
+#define PIPEPLAN_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::pipeplan::Status pipeplan_status_ = (expr);        \
     if (!pipeplan_status_.ok()) return pipeplan_status_; \
   } while (false)
 

@@ -9,12 +9,13 @@
 namespace pipeplan {
 
 struct SvgOptions {
-  int width = 1200;          // pixels for the whole time axis
+  int width = 1200;  // pixels for the whole time axis
   int row_height = 28;
-  bool show_labels = true;   // microbatch numbers inside boxes when they fit
+  bool show_labels = true;  // microbatch numbers inside boxes when they fit
   std::string title;
 };
 
-std::string RenderSvgTimeline(const Plan& plan, const Timeline& timeline, const SvgOptions& options);
+std::string RenderSvgTimeline(const Plan& plan, const Timeline& timeline,
+                              const SvgOptions& options);
 
 }  // namespace pipeplan

@@ -21,9 +21,9 @@ std::string_view PlacementName(Placement placement);
 StatusOr<Placement> ParsePlacement(std::string_view name);
 
 struct Topology {
-  int ranks = 1;             // P
-  int stages_per_rank = 1;   // V
-  int microbatches = 1;      // M
+  int ranks = 1;            // P
+  int stages_per_rank = 1;  // V
+  int microbatches = 1;     // M
   Placement placement = Placement::kLoop;
 
   int num_stages() const { return ranks * stages_per_rank; }
