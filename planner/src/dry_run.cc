@@ -2,6 +2,7 @@
 // consecutive comm actions is one group (ncclGroupStart/End) that completes only when every
 // transfer in it is matched by the peer's posted counterpart; compute never blocks (the
 // validator has already checked that inputs are received before use).
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <utility>
@@ -21,34 +22,11 @@ struct CommOp {
   size_t index = 0;  // in the rank's program
   int peer = 0;
   bool is_send = false;
-  size_t ordinal = 0;  // k-th transfer on this (from, to) link, in program order
-};
-
-// Counts per (peer, direction) for one rank. A rank talks to a handful of peers, so a short
-// vector searched linearly beats any map.
-class LinkCounters {
- public:
-  size_t& At(int peer, bool is_send) {
-    for (Entry& entry : entries_) {
-      if (entry.peer == peer && entry.is_send == is_send) return entry.count;
-    }
-    entries_.push_back({peer, is_send, 0});
-    return entries_.back().count;
-  }
-  size_t Get(int peer, bool is_send) const {
-    for (const Entry& entry : entries_) {
-      if (entry.peer == peer && entry.is_send == is_send) return entry.count;
-    }
-    return 0;
-  }
-
- private:
-  struct Entry {
-    int peer;
-    bool is_send;
-    size_t count;
-  };
-  std::vector<Entry> entries_;
+  // Where the matching transfer sits: the k-th send on a link pairs with its k-th receive.
+  // -1 when there is none (the validator reports that case before the dry run).
+  int counterpart_rank = -1;
+  size_t counterpart_segment = 0;
+  size_t segment = 0;  // the group this op belongs to
 };
 
 // One rank's program as segments: a compute action (no ops) or a group of comm ops.
@@ -67,24 +45,21 @@ class DryRunner {
     const size_t ranks = plan.programs.size();
     segments_.resize(ranks);
     head_.assign(ranks, 0);
-    posted_.resize(ranks);
     queued_.assign(ranks, 0);
     BuildSegments();
+    PairOps();
   }
 
   Status Run() {
-    for (size_t r = 0; r < segments_.size(); ++r) {
-      PostHead(static_cast<int>(r));
-      Wake(static_cast<int>(r));
-    }
+    for (size_t r = 0; r < segments_.size(); ++r) Wake(static_cast<int>(r));
     while (!work_.empty()) {
       const int rank = work_.front();
       work_.pop_front();
       queued_[rank] = 0;
-      while (head_[rank] < segments_[rank].size() && Blocking(rank) == nullptr) {
-        ++head_[rank];
-        PostHead(rank);
-      }
+      const size_t start = head_[rank];
+      while (head_[rank] < segments_[rank].size() && Blocking(rank) == nullptr) ++head_[rank];
+      // Peers waiting on what this rank has now posted get another look.
+      if (head_[rank] != start) WakePeersOf(rank, start);
     }
     for (size_t r = 0; r < segments_.size(); ++r) {
       if (head_[r] < segments_[r].size()) return Deadlock(static_cast<int>(r));
@@ -94,11 +69,12 @@ class DryRunner {
 
  private:
   void BuildSegments() {
-    std::vector<LinkCounters> ordinals(plan_.programs.size());  // per sender / receiver
     for (size_t r = 0; r < plan_.programs.size(); ++r) {
       RankSegments& out = segments_[r];
       bool in_group = false;
       const auto& actions = plan_.programs[r].actions;
+      out.ops.reserve(actions.size());
+      out.segment_start.reserve(actions.size() + 1);
       for (size_t i = 0; i < actions.size(); ++i) {
         const Action& action = actions[i];
         if (!IsComm(action.kind)) {
@@ -108,22 +84,53 @@ class DryRunner {
         }
         if (!in_group) out.segment_start.push_back(out.ops.size());
         in_group = true;
-        const bool is_send = IsSendKind(action.kind);
-        const size_t ordinal = ordinals[r].At(action.peer.value, is_send)++;
-        out.ops.push_back({i, action.peer.value, is_send, ordinal});
+        out.ops.push_back(
+            {i, action.peer.value, IsSendKind(action.kind), -1, 0, out.segment_start.size() - 1});
       }
       out.segment_start.push_back(out.ops.size());
     }
   }
 
-  void PostHead(int rank) {
-    const RankSegments& segments = segments_[rank];
-    if (head_[rank] >= segments.size()) return;
-    for (const CommOp* op = segments.begin(head_[rank]); op != segments.end(head_[rank]); ++op) {
-      ++posted_[rank].At(op->peer, op->is_send);
-      Wake(op->peer);
+  // Pairs the k-th send on each link with the k-th receive on it.
+  void PairOps() {
+    struct Pending {
+      int from;
+      int to;
+      std::vector<std::pair<int, size_t>> sends;  // (rank, op index) in order
+      std::vector<std::pair<int, size_t>> recvs;
+    };
+    std::vector<std::vector<Pending*>> links_of(segments_.size());  // by sender, small lists
+    std::deque<Pending> links;
+    auto link = [&](int from, int to) -> Pending& {
+      for (Pending* p : links_of[from]) {
+        if (p->to == to) return *p;
+      }
+      links.push_back({from, to, {}, {}});
+      links_of[from].push_back(&links.back());
+      return links.back();
+    };
+    for (size_t r = 0; r < segments_.size(); ++r) {
+      const int rank = static_cast<int>(r);
+      for (size_t o = 0; o < segments_[r].ops.size(); ++o) {
+        const CommOp& op = segments_[r].ops[o];
+        if (op.peer < 0 || op.peer >= static_cast<int>(segments_.size())) continue;
+        if (op.is_send) {
+          link(rank, op.peer).sends.emplace_back(rank, o);
+        } else {
+          link(op.peer, rank).recvs.emplace_back(rank, o);
+        }
+      }
     }
-    Wake(rank);
+    for (const Pending& p : links) {
+      for (size_t k = 0; k < std::min(p.sends.size(), p.recvs.size()); ++k) {
+        CommOp& send = segments_[p.sends[k].first].ops[p.sends[k].second];
+        CommOp& recv = segments_[p.recvs[k].first].ops[p.recvs[k].second];
+        send.counterpart_rank = p.to;
+        send.counterpart_segment = recv.segment;
+        recv.counterpart_rank = p.from;
+        recv.counterpart_segment = send.segment;
+      }
+    }
   }
 
   void Wake(int rank) {
@@ -132,16 +139,27 @@ class DryRunner {
     work_.push_back(rank);
   }
 
-  // Our k-th send to `peer` needs the peer's k-th receive from us posted, and vice versa.
-  bool Matched(int rank, const CommOp& op) const {
-    return posted_[op.peer].Get(rank, !op.is_send) > op.ordinal;
+  void WakePeersOf(int rank, size_t from_segment) {
+    const RankSegments& segments = segments_[rank];
+    const size_t last = std::min(head_[rank], segments.size() - 1);
+    for (size_t k = from_segment; k <= last; ++k) {
+      for (const CommOp* op = segments.begin(k); op != segments.end(k); ++op) {
+        if (op->counterpart_rank >= 0) Wake(op->counterpart_rank);
+      }
+    }
+  }
+
+  // A transfer is matched once the peer's head has reached the group holding its counterpart
+  // (a group is posted as soon as the rank reaches it).
+  bool Matched(const CommOp& op) const {
+    return op.counterpart_rank >= 0 && head_[op.counterpart_rank] >= op.counterpart_segment;
   }
 
   // The first op of the rank's head group whose counterpart is not posted yet.
   const CommOp* Blocking(int rank) const {
     const RankSegments& segments = segments_[rank];
     for (const CommOp* op = segments.begin(head_[rank]); op != segments.end(head_[rank]); ++op) {
-      if (!Matched(rank, *op)) return op;
+      if (!Matched(*op)) return op;
     }
     return nullptr;
   }
@@ -177,7 +195,6 @@ class DryRunner {
   const Plan& plan_;
   std::vector<RankSegments> segments_;
   std::vector<size_t> head_;
-  std::vector<LinkCounters> posted_;  // per rank: what it has posted, per (peer, direction)
   std::vector<uint8_t> queued_;
   std::deque<int> work_;
 };
