@@ -14,21 +14,6 @@
 namespace pipeplan::cli {
 namespace {
 
-// A share's durations split over `chunks` stages (ChunksPerShare: V, or 1 under dual
-// placement), as AutoSearch splits them, so compare's rows and auto's candidates agree.
-CostModel ScaleCompute(CostModel costs, int chunks) {
-  if (chunks <= 1) return costs;
-  const double factor = 1.0 / chunks;
-  for (StageCosts& stage : costs.stages) {
-    stage.forward *= factor;
-    stage.backward *= factor;
-    stage.backward_input *= factor;
-    stage.backward_weight *= factor;
-    stage.overlap *= factor;
-  }
-  return costs;
-}
-
 ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int multi_stage_v) {
   ComparisonRow row;
   row.strategy = std::string(strategy.name);
@@ -40,7 +25,8 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   request.topology.placement = strategy.placement;
   // Loop and V placements split a rank's share of the model into V stages; dual placement
   // (DualPipe) holds one full share of each of two model copies, so its stages keep the cost.
-  request.costs = ScaleCompute(base.costs, ChunksPerShare(request.topology));
+  request.costs = SplitShareCosts(base.costs, ChunksPerShare(request.topology));
+  request.memory = SplitShareMemory(base.memory, ChunksPerShare(request.topology));
   // The microbatch group size is an interleaved-1f1b option; the planner rejects it elsewhere.
   if (strategy.name != "interleaved-1f1b") request.options.microbatch_group_size = 0;
   if (Status status = CheckApplicable(strategy, request.topology); !status.ok()) {

@@ -36,6 +36,14 @@ constexpr double kForward = 18522;
 constexpr double kBackwardInput = 18086;
 constexpr double kBackwardWeight = 9337;
 constexpr double kCommLatency = 601;
+// The paper's memory model: a microbatch's activation per layer is 34h + 5as (h hidden size,
+// a heads, s sequence length), of which W frees 32h, so I frees the rest. Counted in
+// microbatch activations of a rank's share (1 per F), as the rest of pipeplan does.
+constexpr double kHidden = 2304;
+constexpr double kHeads = 24;
+constexpr double kSequence = 1024;
+constexpr double kActivationUnits = 34 * kHidden + 5 * kHeads * kSequence;
+constexpr double kFreedByInput = (kActivationUnits - 32 * kHidden) / kActivationUnits;
 
 struct DemoOptions {
   std::string output_dir = "pipeplan-report";
@@ -64,6 +72,7 @@ PlanRequest DemoRequest() {
   BoundaryCosts boundary;
   boundary.latency = kCommLatency;
   request.costs.boundaries = {boundary};
+  request.memory.stages = {StageMemory{1.0, kFreedByInput}};
   return request;
 }
 

@@ -25,25 +25,12 @@ std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
   return options;
 }
 
-// Per-stage costs for a candidate: the share's work split over its stages.
-CostModel CostsFor(const CostModel& share, const Topology& topology) {
-  CostModel costs = share;
-  const double divisor = ChunksPerShare(topology);
-  for (StageCosts& c : costs.stages) {
-    c.forward /= divisor;
-    c.backward /= divisor;
-    c.backward_input /= divisor;
-    c.backward_weight /= divisor;
-    c.overlap /= divisor;
-  }
-  return costs;
-}
-
 class AutoSearcher {
  public:
   explicit AutoSearcher(const PlanRequest& request) : request_(request) {
-    // Normalise the given costs to one rank's whole share.
+    // Normalise the given costs and memory (one stage at the request's V) to a rank's share.
     share_ = request.costs;
+    share_memory_ = request.memory;
     const int given_v = std::max(1, request.topology.stages_per_rank);
     for (StageCosts& c : share_.stages) {
       c.forward *= given_v;
@@ -51,6 +38,10 @@ class AutoSearcher {
       c.backward_input *= given_v;
       c.backward_weight *= given_v;
       c.overlap *= given_v;
+    }
+    for (StageMemory& m : share_memory_.stages) {
+      m.activation *= given_v;
+      m.freed_by_input *= given_v;
     }
   }
 
@@ -95,7 +86,10 @@ class AutoSearcher {
       candidate.options.microbatch_group_size = 0;
       // Per-stage costs are tied to the number of stages the user described.
       if (per_stage_costs && v != std::max(1, request_.topology.stages_per_rank)) continue;
-      candidate.costs = per_stage_costs ? request_.costs : CostsFor(share_, candidate.topology);
+      if (!per_stage_costs) {
+        candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
+        candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
+      }
       if (strategy.name == "interleaved-1f1b") {
         AddGroupSizes(candidate);
       } else if (strategy.name == "zb") {
@@ -170,7 +164,7 @@ class AutoSearcher {
     std::string needed_by;
     for (const AutoCandidate& candidate : candidates_) {
       PlanRequest unlimited = candidate.request;
-      if (unlimited.strategy == "zb") continue;  // needs a limit by definition; its steps cover it
+      if (unlimited.strategy == "zb") continue;  // zb-1p and zb-2p cover it without a limit
       unlimited.memory.limit.reset();
       StatusOr<Plan> plan = BuildPlan(unlimited);
       if (!plan.ok()) continue;
@@ -199,6 +193,7 @@ class AutoSearcher {
 
   const PlanRequest& request_;
   CostModel share_;
+  MemoryModel share_memory_;
   std::vector<AutoCandidate> candidates_;
 };
 

@@ -56,6 +56,18 @@ double CostModel::TransferTime(StageId from, StageId to) const {
   return b.latency + wire;
 }
 
+CostModel SplitShareCosts(CostModel share, int chunks) {
+  if (chunks <= 1) return share;
+  for (StageCosts& c : share.stages) {
+    c.forward /= chunks;
+    c.backward /= chunks;
+    c.backward_input /= chunks;
+    c.backward_weight /= chunks;
+    c.overlap /= chunks;
+  }
+  return share;
+}
+
 Status ValidateCostModel(const CostModel& costs, int num_stages) {
   if (costs.stages.size() != 1 && costs.stages.size() != static_cast<size_t>(num_stages)) {
     return InvalidArgument("cost model has " + std::to_string(costs.stages.size()) +

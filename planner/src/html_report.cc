@@ -6,6 +6,7 @@
 #include <limits>
 #include <string_view>
 
+#include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/svg_timeline.h"
 #include "text_util.h"
 
@@ -18,6 +19,7 @@ body { font: 14px/1.45 Helvetica, Arial, sans-serif; color: #1a1a1a; background:
        margin: 24px 32px; }
 h1 { font-size: 24px; margin: 0 0 4px; }
 .subtitle { color: #555; margin: 0 0 18px; }
+div.table-wrap { overflow-x: auto; max-width: 100%; }
 table.metrics { border-collapse: collapse; margin: 8px 0 14px; }
 table.metrics th, table.metrics td { padding: 5px 12px; border-bottom: 1px solid #ddd;
                                      text-align: right; white-space: nowrap; }
@@ -115,6 +117,8 @@ void AppendTableRow(const ReportEntry& entry, size_t index, bool best, std::stri
 }
 
 void AppendTable(const std::vector<ReportEntry>& entries, std::string& html) {
+  // Wide tables scroll inside their own box rather than the page.
+  html += "<div class=\"table-wrap\">\n";
   html +=
       "<table class=\"metrics\">\n<thead><tr><th>strategy</th><th>ranks P</th>"
       "<th>stages/rank V</th><th>microbatches M</th><th>makespan</th><th>zb bubble rate</th>"
@@ -125,7 +129,7 @@ void AppendTable(const std::vector<ReportEntry>& entries, std::string& html) {
   for (size_t i = 0; i < entries.size(); ++i) {
     AppendTableRow(entries[i], i, entries[i].timeline.metrics.makespan == best, html);
   }
-  html += "</tbody>\n</table>\n";
+  html += "</tbody>\n</table>\n</div>\n";
 }
 
 void AppendDefinitions(std::string& html) {
@@ -139,6 +143,23 @@ void AppendDefinitions(std::string& html) {
       "<code>lower bound</code> = max(largest per-rank work, critical path of one microbatch); "
       "<code>gap to lower bound</code> = makespan / lower bound - 1. "
       "The highlighted row has the smallest makespan.</p>\n";
+}
+
+// One line on post-validation when the plan has it: where rollback applies.
+void AppendPostValidation(const Plan& plan, std::string& html) {
+  int validations = 0;
+  for (const RankProgram& program : plan.programs) {
+    for (const Action& action : program.actions) {
+      validations += action.kind == ActionKind::kPostValidation ? 1 : 0;
+    }
+  }
+  if (validations == 0) return;
+  html +=
+      "<p class=\"meta\">post-validation: PV on every rank (grey), the optimizer state "
+      "travelling from the last rank to rank 0; " +
+      std::to_string(CountRollbackReceives(plan)) +
+      " receives tagged rollback (red marks): if validation fails they are still drained, "
+      "then the step is replayed.</p>\n";
 }
 
 void AppendPlanSection(const ReportEntry& entry, size_t index, std::string& html) {
@@ -157,6 +178,7 @@ void AppendPlanSection(const ReportEntry& entry, size_t index, std::string& html
   html += " | ";
   html += SourceName(entry.timeline.source);
   html += " timeline, makespan " + Amount(entry.timeline.metrics.makespan) + "</p>\n";
+  AppendPostValidation(entry.plan, html);
   // The <h2> already names the plan, so the SVG goes without its own title.
   html += "<div class=\"timeline\">\n";
   html += RenderSvgTimeline(entry.plan, entry.timeline, SvgOptions{});

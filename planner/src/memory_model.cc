@@ -30,6 +30,15 @@ double MemoryModel::FreedByInput(StageId stage, int stages_per_rank) const {
   return std::min(Entry(stages, stage).freed_by_input, Activation(stage, stages_per_rank));
 }
 
+MemoryModel SplitShareMemory(MemoryModel share, int chunks) {
+  if (chunks <= 1) return share;
+  for (StageMemory& stage : share.stages) {
+    stage.activation /= chunks;
+    stage.freed_by_input /= chunks;
+  }
+  return share;
+}
+
 Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
   if (memory.stages.size() != 1 && memory.stages.size() != static_cast<size_t>(num_stages)) {
     return InvalidArgument("memory model has " + std::to_string(memory.stages.size()) +

@@ -19,7 +19,7 @@ const std::vector<Strategy>& AllStrategies() {
        strategies::GenerateZbH1},
       {"zb-h2", "zero bubble hand schedule, 2P-1 activations", Placement::kLoop, 1, 1,
        strategies::GenerateZbH2},
-      {"zb", "zero bubble greedy scheduler under --memory-limit", Placement::kLoop, 1, 1,
+      {"zb", "zero bubble greedy under --memory-limit (default 1F1B's peak)", Placement::kLoop, 1, 1,
        strategies::GenerateZb},
       {"zb-1p", "zero bubble greedy, 1F1B memory (P activations)", Placement::kLoop, 1, 1,
        strategies::GenerateZb1p},

@@ -74,23 +74,25 @@ std::optional<Paint> PaintOf(ActionKind kind) {
 }
 
 // Comm marks: colour by what travels, strip by direction.
-enum class Flow : uint8_t { kActivation, kGradient, kValidation };
-constexpr size_t kNumFlows = 3;
-constexpr std::array<std::string_view, kNumFlows> kFlowFills = {"#3d85c6", "#e69138", "#666666"};
-constexpr std::array<std::string_view, kNumFlows> kFlowLegends = {"activation comm",
-                                                                  "gradient comm", "PV comm"};
+// A rollback receive (post-validation) gets its own red mark: it must be drained on failure.
+enum class Flow : uint8_t { kActivation, kGradient, kValidation, kRollback };
+constexpr size_t kNumFlows = 4;
+constexpr std::array<std::string_view, kNumFlows> kFlowFills = {"#3d85c6", "#e69138", "#666666",
+                                                                "#cc0000"};
+constexpr std::array<std::string_view, kNumFlows> kFlowLegends = {
+    "activation comm", "gradient comm", "PV comm", "rollback RECV (drained if PV fails)"};
 
 struct CommMark {
   Flow flow;
   bool is_send;
 };
 
-std::optional<CommMark> CommMarkOf(ActionKind kind) {
-  switch (kind) {
+std::optional<CommMark> CommMarkOf(const Action& action) {
+  switch (action.kind) {
     case ActionKind::kSendForward:
       return CommMark{Flow::kActivation, true};
     case ActionKind::kRecvForward:
-      return CommMark{Flow::kActivation, false};
+      return CommMark{action.rollback ? Flow::kRollback : Flow::kActivation, false};
     case ActionKind::kSendBackward:
       return CommMark{Flow::kGradient, true};
     case ActionKind::kRecvBackward:
@@ -209,7 +211,7 @@ Presence FindPresence(const Plan& plan) {
     for (const Action& action : program.actions) {
       if (const std::optional<Paint> paint = PaintOf(action.kind)) {
         presence.paints[static_cast<size_t>(*paint)] = true;
-      } else if (const std::optional<CommMark> mark = CommMarkOf(action.kind)) {
+      } else if (const std::optional<CommMark> mark = CommMarkOf(action)) {
         presence.flows[static_cast<size_t>(mark->flow)] = true;
       }
     }
@@ -355,7 +357,9 @@ struct CellOutput {
 void DrawCell(const Action& action, const ActionTiming& timing, Paint paint, double y,
               const Layout& layout, bool show_labels, CellOutput& out) {
   const double x = layout.scale.X(timing.start);
-  const double w = std::max(0.0, (timing.end - timing.start) * layout.scale.px_per_unit);
+  double w = std::max(0.0, (timing.end - timing.start) * layout.scale.px_per_unit);
+  // PV takes no modelled time; draw it as a thin bar so it can be seen and hovered.
+  if (paint == Paint::kPostValidation) w = std::max(w, 3.0);
   const double h = layout.row_height;
   std::string& cells = out.cells[static_cast<size_t>(paint)];
   AppendRect(cells, x, y, w, h);
@@ -409,7 +413,9 @@ void DrawCommMark(const CommMark& mark, const ActionTiming& timing, double row_y
     AppendPathBox(path, x, lane_y, std::max(w, 1.0), kSendBar);
     return;
   }
-  if (!(w > 0)) return;  // a recv that never waited has nothing to show
+  // A recv that never waited has nothing to show, unless it is a rollback receive.
+  if (mark.flow == Flow::kRollback) w = std::max(w, 2.0);
+  if (!(w > 0)) return;
   AppendPathBox(path, x, lane_y + kSendBar + 1, w, kRecvBar);
 }
 
@@ -464,7 +470,7 @@ void DrawActions(const Plan& plan, const Timeline& timeline, const Layout& layou
       if (!std::isfinite(timing->start) || !std::isfinite(timing->end)) continue;
       if (const std::optional<Paint> paint = PaintOf(actions[i].kind)) {
         DrawCell(actions[i], *timing, *paint, row_y, layout, options.show_labels, cells);
-      } else if (const std::optional<CommMark> mark = CommMarkOf(actions[i].kind)) {
+      } else if (const std::optional<CommMark> mark = CommMarkOf(actions[i])) {
         DrawCommMark(*mark, *timing, row_y, layout, comm_paths);
       }
     }

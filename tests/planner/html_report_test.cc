@@ -10,6 +10,8 @@
 
 #include "pipeplan/planner/action.h"
 #include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/timeline.h"
 
 namespace pipeplan {
@@ -194,6 +196,45 @@ TEST(HtmlReportTest, EmptyReportIsStillAPage) {
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(html.find("</html>"), std::string::npos);
   EXPECT_EQ(Count(html, "<svg"), 0u);
+}
+
+}  // namespace
+}  // namespace pipeplan
+
+namespace pipeplan {
+namespace {
+
+// A real post-validation plan: ZB-V P=4 M=8 tags (P-1)^2 = 9 receives for rollback.
+TEST(HtmlReportPostValidation, SaysWhereRollbackApplies) {
+  PlanRequest request;
+  request.strategy = "zbv";
+  request.topology = {4, 2, 8, Placement::kVShape};
+  request.costs.stages = {StageCosts{6, 8, 4, 4, 0}};
+  request.costs.boundaries = {BoundaryCosts{1, 0, 0}};
+  request.options.post_validation = true;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const StatusOr<Timeline> timeline = Simulate(*plan);
+  ASSERT_TRUE(timeline.ok());
+  const std::string html = RenderHtmlReport({{"zbv", *plan, *timeline}}, ReportOptions{});
+  EXPECT_NE(html.find("post-validation: PV on every rank (grey)"), std::string::npos);
+  EXPECT_NE(html.find("; 9 receives tagged rollback (red marks)"), std::string::npos);
+  // Rollback receives get their own red marks and legend entry in the timeline.
+  EXPECT_NE(html.find("fill=\"#cc0000\""), std::string::npos);
+  EXPECT_NE(html.find("rollback RECV (drained if PV fails)"), std::string::npos);
+  // PV boxes are drawn although PV takes no modelled time.
+  EXPECT_NE(html.find("PV ["), std::string::npos);
+}
+
+TEST(HtmlReportPostValidation, PlansWithoutPvSayNothingAboutIt) {
+  PlanRequest request;
+  request.strategy = "1f1b";
+  request.topology = {2, 1, 2, Placement::kLoop};
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok());
+  const std::string html = RenderHtmlReport({{"1f1b", *plan, *Simulate(*plan)}}, ReportOptions{});
+  EXPECT_EQ(html.find("post-validation:"), std::string::npos);
+  EXPECT_EQ(html.find("#cc0000"), std::string::npos);
 }
 
 }  // namespace

@@ -229,7 +229,7 @@ TEST_P(StrategyConformance, EveryAcceptedPlanIsCompleteOrderedPairedDeadlockFree
         SCOPED_TRACE(name + " P=" + std::to_string(p) + " V=" + std::to_string(v) +
                      " M=" + std::to_string(m));
         PlanRequest request = MakeRequest(name, p, m, v, 1, 1, 1, kLatency);
-        if (name == "zb") request.memory.limit = 1.5 * p;  // zb has no default limit
+        if (name == "zb") request.memory.limit = 1.5 * p;  // between zb-1p's and zb-2p's
         const StatusOr<Plan> plan = BuildPlan(request);
         ASSERT_EQ(plan.ok(), Accepts(name, p, v, m)) << plan.status().message();
         if (!plan.ok()) continue;

@@ -154,12 +154,14 @@ TEST(ZbGreedy, LimitBelowOneMicrobatchIsAClearError) {
             "one microbatch's activation 1.5 on rank 1)");
 }
 
-TEST(ZbGreedy, ZbWithoutLimitIsAClearError) {
-  const StatusOr<Plan> plan = BuildPlan(MakeRequest("zb", 4, 8));
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(plan.status().message(),
-            "zb needs --memory-limit; or use zb-1p (P activations) or zb-2p (2P activations)");
+TEST(ZbGreedy, ZbWithoutLimitPlansUnderOneFOneBsPeak) {
+  const StatusOr<Plan> zb = BuildPlan(MakeRequest("zb", 4, 8));
+  const StatusOr<Plan> zb1p = BuildPlan(MakeRequest("zb-1p", 4, 8));
+  ASSERT_TRUE(zb.ok() && zb1p.ok()) << zb.status().message();
+  EXPECT_EQ(zb->programs, zb1p->programs);
+  for (const RankTimeline& rank : testing::SimulateOrDie(*zb).ranks) {
+    EXPECT_LE(rank.peak_activation_memory, 4 + 1e-9);
+  }
 }
 
 TEST(ZbGreedy, WithEnoughMemoryAndEqualCostsNoWorseThanZbH2) {

@@ -453,12 +453,10 @@ StatusOr<ComputeOrder> ScheduleZb(const PlanRequest& request, const StageMap& st
 
 }  // namespace
 
+// Without --memory-limit, zb plans under 1F1B's peak (P activations), like zbv: the same
+// memory as the schedules it replaces.
 StatusOr<ComputeOrder> GenerateZb(const PlanRequest& request, const StageMap& stages) {
-  if (!request.memory.limit.has_value()) {
-    return InvalidArgument(
-        "zb needs --memory-limit; or use zb-1p (P activations) or zb-2p (2P activations)");
-  }
-  return ScheduleZb(request, stages, *request.memory.limit, 0);
+  return GenerateZb1p(request, stages);
 }
 
 StatusOr<ComputeOrder> GenerateZb1p(const PlanRequest& request, const StageMap& stages) {

@@ -43,6 +43,11 @@ struct CostModel {
   bool operator==(const CostModel&) const = default;
 };
 
+// One rank's share of compute split over `chunks` stages (see ChunksPerShare): every compute
+// duration divided by `chunks`; comm is unchanged. Compare and auto use it so every strategy
+// models the same work per rank.
+CostModel SplitShareCosts(CostModel share, int chunks);
+
 // Checks sizes against the number of stages and that every figure is finite and >= 0.
 Status ValidateCostModel(const CostModel& costs, int num_stages);
 

@@ -32,6 +32,11 @@ struct MemoryModel {
   bool operator==(const MemoryModel&) const = default;
 };
 
+// One rank's share of activation memory split over `chunks` stages: explicit activations and
+// what I frees divided by `chunks` (the 1/V default already is); static memory and the limit
+// are per rank and stay.
+MemoryModel SplitShareMemory(MemoryModel share, int chunks);
+
 Status ValidateMemoryModel(const MemoryModel& memory, int num_stages);
 
 }  // namespace pipeplan
