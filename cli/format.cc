@@ -1,26 +1,9 @@
 #include "format.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <cstdio>
 
 namespace pipeplan::cli {
-
-std::string FormatNumber(double value) {
-  if (value == 0) return "0";  // also folds -0
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, result.ptr);
-}
-
-std::string FormatFixed(double value, int decimals) {
-  if (value == 0) value = 0;  // folds -0
-  char buffer[64];
-  const auto result =
-      std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed, decimals);
-  return std::string(buffer, result.ptr);
-}
 
 std::string FormatCompact(double value) {
   const double rounded = std::round(value * 1e4) / 1e4;
@@ -33,38 +16,7 @@ std::string FormatCompact(double value) {
 
 std::string FormatPercent(double fraction) { return FormatFixed(fraction * 100.0, 1) + "%"; }
 
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char hex[8];
-          std::snprintf(hex, sizeof(hex), "\\u%04x", static_cast<unsigned>(c));
-          out += hex;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
+std::string JsonString(std::string_view text) { return "\"" + JsonEscape(text) + "\""; }
 
 std::string JsonNumber(double value) { return std::isfinite(value) ? FormatNumber(value) : "null"; }
 

@@ -6,12 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/planner/text_format.h"
+
 namespace pipeplan::cli {
 
-// Shortest decimal that reads back as the same double ("33", "0.2431", "1e+20").
-std::string FormatNumber(double value);
-// Fixed decimals ("0.2431"), for tables.
-std::string FormatFixed(double value, int decimals);
+// Shortest round-trip decimals and fixed decimals come from the library, so the CLI and the
+// exporters write numbers the same way.
+using pipeplan::FormatFixed;
+using pipeplan::FormatNumber;
 // At most four decimals, trailing zeros dropped ("33", "0.5", "1234.5678"), for tables.
 std::string FormatCompact(double value);
 // Percentage with one decimal ("24.3%").

@@ -9,7 +9,7 @@
 #include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/strategy.h"
-#include "text_util.h"
+#include "pipeplan/planner/text_format.h"
 
 namespace pipeplan {
 namespace {

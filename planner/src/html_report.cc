@@ -8,7 +8,7 @@
 
 #include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/svg_timeline.h"
-#include "text_util.h"
+#include "pipeplan/planner/text_format.h"
 
 namespace pipeplan {
 namespace {

@@ -9,7 +9,7 @@
 #include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/validator.h"
-#include "text_util.h"
+#include "pipeplan/planner/text_format.h"
 
 #ifndef PIPEPLAN_VERSION
 #define PIPEPLAN_VERSION "0.0.0"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "text_util.h"
+#include "pipeplan/planner/text_format.h"
 
 namespace pipeplan {
 namespace {

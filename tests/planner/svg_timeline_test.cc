@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "hand_made_plan.h"
 #include "pipeplan/planner/action.h"
 #include "pipeplan/planner/plan.h"
 #include "pipeplan/planner/timeline.h"
@@ -17,40 +18,11 @@ namespace {
 
 // ---- Fixture: two ranks, hand-made times (not from the simulator). ----
 
-Action Compute(ActionKind kind, int stage, int mb) {
-  return MakeCompute(kind, StageId(stage), MicrobatchId(mb));
-}
-
-Action Comm(ActionKind kind, int stage, int mb, int peer) {
-  Action action = MakeCompute(kind, StageId(stage), MicrobatchId(mb));
-  action.peer = RankId(peer);
-  return action;
-}
-
-struct Timed {
-  Action action;
-  double start;
-  double end;
-};
-
-void AddRank(Plan& plan, Timeline& timeline, const std::vector<Timed>& entries) {
-  const int rank = static_cast<int>(plan.programs.size());
-  RankProgram program;
-  program.rank = RankId(rank);
-  RankTimeline rank_timeline;
-  rank_timeline.rank = RankId(rank);
-  for (const Timed& entry : entries) {
-    program.actions.push_back(entry.action);
-    rank_timeline.actions.push_back({entry.start, entry.end});
-  }
-  plan.programs.push_back(std::move(program));
-  timeline.ranks.push_back(std::move(rank_timeline));
-}
-
-struct Fixture {
-  Plan plan;
-  Timeline timeline;
-};
+using testing::AddRank;
+using testing::Comm;
+using testing::Compute;
+using testing::Timed;
+using Fixture = testing::HandMadePlan;
 
 // Makespan 10 on a 1000 px axis: 100 px per time unit, so pixels are easy to check by hand.
 Fixture MakeFixture() {

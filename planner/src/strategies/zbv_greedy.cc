@@ -32,7 +32,7 @@
 
 #include "stage_mb_table.h"
 #include "strategies.h"
-#include "text_util.h"
+#include "pipeplan/planner/text_format.h"
 
 namespace pipeplan::strategies {
 namespace {

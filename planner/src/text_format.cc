@@ -1,4 +1,4 @@
-#include "text_util.h"
+#include "pipeplan/planner/text_format.h"
 
 #include <charconv>
 #include <cmath>
@@ -14,6 +14,7 @@ std::string FormatNumber(double value) {
 }
 
 std::string FormatFixed(double value, int decimals) {
+  if (value == 0) value = 0;  // folds -0
   char buffer[64];
   const auto result =
       std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed, decimals);

@@ -1,4 +1,5 @@
-// Small text helpers shared by the exporters: deterministic number formatting and escaping.
+// Deterministic number formatting and escaping, shared by the exporters and the CLI: the same
+// input always gives the same bytes.
 #pragma once
 
 #include <string>
