@@ -8,8 +8,8 @@
 #include "pipeplan/planner/comm_insertion.h"
 #include "pipeplan/planner/post_validation.h"
 #include "pipeplan/planner/strategy.h"
-#include "pipeplan/planner/validator.h"
 #include "pipeplan/planner/text_format.h"
+#include "pipeplan/planner/validator.h"
 
 #ifndef PIPEPLAN_VERSION
 #define PIPEPLAN_VERSION "0.0.0"

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "pipeplan/planner/text_format.h"
 #include "stage_mb_table.h"
 #include "strategies.h"
-#include "pipeplan/planner/text_format.h"
 
 namespace pipeplan::strategies {
 namespace {
