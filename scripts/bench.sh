@@ -4,7 +4,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=${PIPEPLAN_BUILD_DIR:-$HOME/.cache/pipeplan/build}
+build_dir=$(bash "$repo/scripts/build_dir.sh")
 export PIPEPLAN_BUILD_DIR=$build_dir
 
 if [[ ! -f "$build_dir/build.ninja" ]]; then

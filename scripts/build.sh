@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Configures (once) and builds pipeplan with CMake + Ninja in a reusable build directory.
-#   BUILD dir: $PIPEPLAN_BUILD_DIR, default ~/.cache/pipeplan/build
+#   BUILD dir: scripts/build_dir.sh ($PIPEPLAN_BUILD_DIR, or one per checkout in ~/.cache/pipeplan)
 #   jobs:      $PIPEPLAN_JOBS, default $(nproc)
 # Extra arguments go to the CMake configure step (e.g. -DPIPEPLAN_WERROR=ON); without them
 # an existing build directory is reused as it is.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=${PIPEPLAN_BUILD_DIR:-$HOME/.cache/pipeplan/build}
+build_dir=$(bash "$repo/scripts/build_dir.sh")
 jobs=${PIPEPLAN_JOBS:-$(nproc)}
 
 if [[ -f "$build_dir/CMakeCache.txt" ]]; then

@@ -7,7 +7,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=${PIPEPLAN_BUILD_DIR:-$HOME/.cache/pipeplan/build}
+build_dir=$(bash "$repo/scripts/build_dir.sh")
 jobs=${PIPEPLAN_JOBS:-$(nproc)}
 clang_format=${CLANG_FORMAT:-clang-format}
 clang_tidy=${CLANG_TIDY:-clang-tidy}

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=${PIPEPLAN_BUILD_DIR:-$HOME/.cache/pipeplan/build}
+build_dir=$(bash "$repo/scripts/build_dir.sh")
 export PIPEPLAN_BUILD_DIR=$build_dir
 
 bash "$repo/scripts/setup.sh"

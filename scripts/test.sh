@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Sets up, builds with warnings as errors and runs every test with ctest.
 #   --bench     also run the benchmarks afterwards (scripts/bench.sh)
-# $PIPEPLAN_BUILD_DIR picks the build directory (default ~/.cache/pipeplan/build);
+# $PIPEPLAN_BUILD_DIR picks the build directory (default: one per checkout in ~/.cache/pipeplan);
 # $PIPEPLAN_TEST_TIMEOUT caps the whole ctest run in seconds (default 1800).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=${PIPEPLAN_BUILD_DIR:-$HOME/.cache/pipeplan/build}
+build_dir=$(bash "$repo/scripts/build_dir.sh")
 export PIPEPLAN_BUILD_DIR=$build_dir
 timeout_s=${PIPEPLAN_TEST_TIMEOUT:-1800}
 

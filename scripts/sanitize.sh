@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the whole test suite with AddressSanitizer + UndefinedBehaviorSanitizer in its own
+# build directory (next to the normal one, suffix -asan) and runs it: any memory error, leak
+# or undefined behaviour fails the run.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir="$(bash "$repo/scripts/build_dir.sh")-asan"
+timeout_s=${PIPEPLAN_TEST_TIMEOUT:-1800}
+
+bash "$repo/scripts/setup.sh"
+PIPEPLAN_BUILD_DIR=$build_dir bash "$repo/scripts/build.sh" -DPIPEPLAN_SANITIZE=ON \
+  -DPIPEPLAN_BUILD_BENCH=OFF -DPIPEPLAN_WERROR=ON
+echo "sanitize: ctest --test-dir $build_dir (ASan + UBSan)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 900; then
+  echo "sanitize: FAILED" >&2
+  exit 1
+fi
+echo "sanitize: all tests passed under ASan + UBSan"
