@@ -30,6 +30,31 @@ double MemoryModel::FreedByInput(StageId stage, int stages_per_rank) const {
   return std::min(Entry(stages, stage).freed_by_input, Activation(stage, stages_per_rank));
 }
 
+double MemoryModel::Change(ActionKind kind, StageId stage, int stages_per_rank) const {
+  const double activation = Activation(stage, stages_per_rank);
+  const double by_input = FreedByInput(stage, stages_per_rank);
+  switch (kind) {
+    case ActionKind::kForward:
+      return activation;
+    case ActionKind::kBackward:
+      return -activation;
+    case ActionKind::kBackwardInput:
+      return -by_input;
+    case ActionKind::kBackwardWeight:
+      return -(activation - by_input);
+    case ActionKind::kOverlapFB:  // its parts count, not the cell
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return 0.0;
+  }
+  return 0.0;
+}
+
 MemoryModel SplitShareMemory(MemoryModel share, int chunks) {
   if (chunks <= 1) return share;
   for (StageMemory& stage : share.stages) {

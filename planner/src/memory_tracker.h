@@ -19,13 +19,16 @@ class RankMemoryTracker {
   // Call at the start of a compute action, then at its end.
   void Start(const Action& action) {
     for (const Action* part : ComputeParts(action)) {
-      if (part->kind == ActionKind::kForward)
-        held_ += memory_.Activation(part->stage, stages_per_rank_);
+      const double change = memory_.Change(part->kind, part->stage, stages_per_rank_);
+      if (change > 0) held_ += change;
     }
     peak_ = std::max(peak_, held_);
   }
   void End(const Action& action) {
-    for (const Action* part : ComputeParts(action)) held_ -= Released(*part);
+    for (const Action* part : ComputeParts(action)) {
+      const double change = memory_.Change(part->kind, part->stage, stages_per_rank_);
+      if (change < 0) held_ += change;
+    }
     held_ = std::max(held_, 0.0);  // guards float drift only
   }
 
@@ -33,30 +36,6 @@ class RankMemoryTracker {
   double peak() const { return peak_; }
 
  private:
-  double Released(const Action& part) const {
-    const double activation = memory_.Activation(part.stage, stages_per_rank_);
-    const double by_input = memory_.FreedByInput(part.stage, stages_per_rank_);
-    switch (part.kind) {
-      case ActionKind::kBackward:
-        return activation;
-      case ActionKind::kBackwardInput:
-        return by_input;
-      case ActionKind::kBackwardWeight:
-        return activation - by_input;
-      case ActionKind::kForward:
-      case ActionKind::kOverlapFB:
-      case ActionKind::kSendForward:
-      case ActionKind::kRecvForward:
-      case ActionKind::kSendBackward:
-      case ActionKind::kRecvBackward:
-      case ActionKind::kPostValidation:
-      case ActionKind::kSendPostValidation:
-      case ActionKind::kRecvPostValidation:
-        return 0.0;
-    }
-    return 0.0;
-  }
-
   const MemoryModel& memory_;
   int stages_per_rank_;
   double held_ = 0.0;

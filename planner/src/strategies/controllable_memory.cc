@@ -192,28 +192,7 @@ class BuildingBlock {
 
 // Activation memory a pass adds (F, when it starts) or releases (I and W, when they end).
 double MemoryChange(const PlanRequest& request, StageId stage, ActionKind kind) {
-  const int v = request.topology.stages_per_rank;
-  const double activation = request.memory.Activation(stage, v);
-  const double by_input = request.memory.FreedByInput(stage, v);
-  switch (kind) {
-    case ActionKind::kForward:
-      return activation;
-    case ActionKind::kBackwardInput:
-      return -by_input;
-    case ActionKind::kBackwardWeight:
-      return -(activation - by_input);
-    case ActionKind::kBackward:
-    case ActionKind::kOverlapFB:
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-    case ActionKind::kPostValidation:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      return 0.0;  // not in these schedules
-  }
-  return 0.0;
+  return request.memory.Change(kind, stage, request.topology.stages_per_rank);
 }
 
 // Activation memory a rank will still add above what it holds now if it runs the rest of its

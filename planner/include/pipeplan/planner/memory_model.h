@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "pipeplan/planner/action.h"
 #include "pipeplan/planner/ids.h"
 #include "pipeplan/planner/status.h"
 
@@ -28,6 +29,9 @@ struct MemoryModel {
   // Activation added by one F on `stage`; `chunks_per_share` resolves the default (1/V).
   double Activation(StageId stage, int stages_per_rank) const;
   double FreedByInput(StageId stage, int stages_per_rank) const;
+  // What one compute part (F, B, I or W) does to its rank's activation memory: + the
+  // activation for F (when it starts), - what B, I or W release (when they end), 0 otherwise.
+  double Change(ActionKind kind, StageId stage, int stages_per_rank) const;
 
   bool operator==(const MemoryModel&) const = default;
 };
