@@ -3,8 +3,9 @@
 # Idempotent: a second run checks and exits without touching apt.
 set -euo pipefail
 
+# clang-format and clang-tidy are for scripts/lint.sh, which CI runs.
 packages=(cmake ninja-build g++ protobuf-compiler libprotobuf-dev libgtest-dev libgmock-dev
-          libbenchmark-dev)
+          libbenchmark-dev clang-format clang-tidy)
 
 missing=()
 for pkg in "${packages[@]}"; do
