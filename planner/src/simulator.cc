@@ -5,6 +5,7 @@
 
 #include "list_schedule.h"
 #include "memory_tracker.h"
+#include "pipeplan/planner/timeline_metrics.h"
 #include "plan_util.h"
 #include "stage_mb_table.h"
 
@@ -106,29 +107,6 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
   out.peak_activation_memory = tracker.peak();
   out.peak_memory = memory.static_per_rank + tracker.peak();
   return out;
-}
-
-Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound) {
-  Metrics metrics;
-  for (const RankTimeline& rank : ranks)
-    metrics.makespan = std::max(metrics.makespan, rank.last_end);
-  double longest_span = -1.0;
-  double sum_fraction = 0.0;
-  for (const RankTimeline& rank : ranks) {
-    const double fraction = metrics.makespan > 0 ? 1.0 - rank.busy / metrics.makespan : 0.0;
-    metrics.bubble_fraction_max = std::max(metrics.bubble_fraction_max, fraction);
-    sum_fraction += fraction;
-    const double span = rank.last_end - rank.first_start;
-    if (span > longest_span) {
-      longest_span = span;
-      metrics.zb_bubble_rate = span > 0 ? (span - rank.busy) / span : 0.0;
-    }
-  }
-  metrics.bubble_fraction_mean =
-      ranks.empty() ? 0.0 : sum_fraction / static_cast<double>(ranks.size());
-  metrics.lower_bound = lower_bound;
-  metrics.gap_to_lower_bound = lower_bound > 0 ? metrics.makespan / lower_bound - 1.0 : 0.0;
-  return metrics;
 }
 
 Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {

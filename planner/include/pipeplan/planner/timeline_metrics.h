@@ -1,0 +1,19 @@
+// Step metrics from per-rank timings. Shared by the simulator and the runtime, so predicted
+// and measured timelines are summarised by the same definitions (timeline.h, DESIGN.md §6).
+#pragma once
+
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
+
+namespace pipeplan {
+
+// Fills busy, first_start and last_end of `timeline` from the timings of the compute actions
+// of `program` (index-aligned). Leaves memory fields alone.
+void SummarizeComputeTimes(const RankProgram& program, RankTimeline& timeline);
+
+// Makespan, bubble figures and the gap to `lower_bound` over summarised rank timelines.
+Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound);
+
+}  // namespace pipeplan
