@@ -14,7 +14,9 @@ enum class StatusCode {
   kInvalidArgument,     // bad user input (flags, files, plans)
   kFailedPrecondition,  // input is well formed but cannot be served (e.g. memory limit)
   kNotFound,
-  kInternal,  // a bug in pipeplan
+  kDeadlineExceeded,  // a wait ran past its deadline (runtime watchdog, transport timeouts)
+  kAborted,           // the step was aborted because something else failed first
+  kInternal,          // a bug in pipeplan
 };
 
 class [[nodiscard]] Status {
@@ -45,6 +47,10 @@ inline Status FailedPrecondition(std::string message) {
   return {StatusCode::kFailedPrecondition, std::move(message)};
 }
 inline Status NotFound(std::string message) { return {StatusCode::kNotFound, std::move(message)}; }
+inline Status DeadlineExceeded(std::string message) {
+  return {StatusCode::kDeadlineExceeded, std::move(message)};
+}
+inline Status Aborted(std::string message) { return {StatusCode::kAborted, std::move(message)}; }
 inline Status Internal(std::string message) { return {StatusCode::kInternal, std::move(message)}; }
 
 template <typename T>

@@ -1,0 +1,57 @@
+// Executing one rank's program for one step (DESIGN.md §7): consecutive comm actions are posted
+// as one group at their slot; a RECV is waited right before the compute that consumes it; a SEND
+// completes in the background and is waited at the end of the step; every action is timed.
+// The plan must have passed validation and the deadlock dry run (CheckBeforeLaunch).
+#pragma once
+
+#include <cstddef>
+#include <stop_token>
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
+#include "pipeplan/runtime/clock.h"
+#include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/runtime/rank_progress.h"
+#include "pipeplan/runtime/transport.h"
+
+namespace pipeplan::runtime {
+
+// Refuses a plan that is invalid or would deadlock, naming the problem (validator message,
+// or the cycle of waiting ranks).
+Status CheckBeforeLaunch(const Plan& plan);
+
+// One rank's program with what the step loop needs precomputed: the comm groups and, for
+// every compute action, the receives it consumes.
+class PreparedProgram {
+ public:
+  explicit PreparedProgram(const RankProgram& program);
+
+  const RankProgram& program() const { return *program_; }
+  // Receives consumed by compute action `index` (empty for comm actions).
+  const std::vector<size_t>& InputsOf(size_t index) const { return inputs_[index]; }
+  // One past the last comm action of the group that starts at `index`.
+  size_t GroupEnd(size_t index) const { return group_end_[index]; }
+
+ private:
+  const RankProgram* program_;
+  std::vector<std::vector<size_t>> inputs_;
+  std::vector<size_t> group_end_;
+};
+
+struct StepOptions {
+  int step = 0;
+  TimePoint epoch;                   // time zero of the step's timeline, common to all ranks
+  double seconds_per_unit = 1.0;     // the timeline's time unit, in seconds
+  RankProgress* progress = nullptr;  // published for the watchdog, when there is one
+  // Requested on failure (and by whoever watches): the executor's calls see it and return.
+  std::stop_source stop;
+};
+
+// Runs one step of `program`. On failure the error names the rank and the action; the
+// transport is aborted and `stop` requested, so every other rank stops too. Executor
+// exceptions become errors. Timings are in the step's unit, from `epoch`.
+StatusOr<RankTimeline> ExecuteStep(const PreparedProgram& program, OpExecutor& executor,
+                                   Transport& transport, const StepOptions& options);
+
+}  // namespace pipeplan::runtime

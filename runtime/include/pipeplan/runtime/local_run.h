@@ -1,0 +1,41 @@
+// Running a whole plan in this process: one thread per rank, a watchdog over all of them, and
+// warm-up plus measured steps. The in-process counterpart of launching P processes.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
+#include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/runtime/transport.h"
+
+namespace pipeplan::runtime {
+
+struct StepReport {
+  int step = 0;  // 0-based, warm-up steps included
+  bool warmup = false;
+  double seconds = 0.0;  // wall time of the step
+  const Timeline* timeline = nullptr;
+};
+
+struct LocalRunOptions {
+  int steps = 5;                  // measured steps
+  int warmup = 1;                 // steps run first and not returned
+  double timeout_seconds = 30.0;  // a rank with no progress for this long fails the run
+  double seconds_per_unit = 1.0;  // the unit of the returned timelines, in seconds
+  std::function<void(const StepReport&)> on_step;  // progress, called after every step
+};
+
+// Checks the plan (validation and deadlock dry run), then runs warm-up and measured steps:
+// rank r on its own thread with executors[r] and transports[r]. Returns one measured
+// Timeline per measured step. The first failure stops every rank and is returned: an
+// executor error names the rank and action; a stall names what the stuck rank waits for.
+// No thread outlives the call. The executors must stop promptly when their stop token is
+// requested.
+StatusOr<std::vector<Timeline>> RunLocal(const Plan& plan, std::span<OpExecutor* const> executors,
+                                         std::span<Transport* const> transports,
+                                         const LocalRunOptions& options);
+
+}  // namespace pipeplan::runtime

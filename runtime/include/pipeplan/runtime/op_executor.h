@@ -1,0 +1,54 @@
+// OpExecutor: what runs the compute of one rank (a synthetic hold, LibTorch stages, ...).
+// The runtime drives it through one step: BeginStep, then every compute action (F, B, I, W,
+// F&B overlap) and post-validation in the plan's order, then EndStep (the optimizer step).
+// The executor owns every message buffer; same-rank stage hand-offs never reach the runtime.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stop_token>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/planner/action.h"
+#include "pipeplan/planner/status.h"
+#include "pipeplan/runtime/clock.h"
+
+namespace pipeplan::runtime {
+
+// Where an executor call sits in the step. `stop` is requested when the step is aborted (a
+// watchdog timeout, another rank's error): a long call must then return promptly.
+struct OpContext {
+  int step = 0;
+  size_t action_index = 0;  // index in the rank's program
+  std::stop_token stop;
+};
+
+// Start and end of one op, as the executor measured it (e.g. CUDA events).
+struct OpSpan {
+  size_t action_index = 0;
+  TimePoint start;
+  TimePoint end;
+};
+
+class OpExecutor {
+ public:
+  virtual ~OpExecutor() = default;
+
+  virtual Status BeginStep(int step) = 0;
+  // Runs one compute action or a post-validation. The receives it consumes have completed.
+  virtual Status Run(const Action& action, const OpContext& context) = 0;
+  // The bytes a SEND transmits (valid until EndStep), after its producer has run.
+  virtual StatusOr<std::span<std::byte>> SendBuffer(const Action& send,
+                                                    const OpContext& context) = 0;
+  // Where a RECV lands (valid until EndStep); read by the compute that consumes it.
+  virtual StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv,
+                                                    const OpContext& context) = 0;
+  // After the last action and every transfer of the step: the optimizer step.
+  virtual Status EndStep(const OpContext& context) = 0;
+  // Op times the executor measured itself during the step just ended; they replace the
+  // runtime's host-clock times around Run for those actions. Default: none.
+  virtual std::vector<OpSpan> TakeOpSpans() { return {}; }
+};
+
+}  // namespace pipeplan::runtime

@@ -1,0 +1,57 @@
+// Synthetic executor: holds every compute action for its modelled duration (plan costs times
+// a time scale) on the steady clock, and models transfers too: a message carries the time its
+// data would land (sent + latency + bytes / bandwidth), and its consumer waits for that. It
+// measures the runtime's overhead and the simulator's fidelity without a GPU, and every
+// message it receives is checked to be the one the consumer expects.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/topology.h"
+#include "pipeplan/runtime/op_executor.h"
+
+namespace pipeplan::runtime {
+
+struct SyntheticOptions {
+  double seconds_per_unit = 0.001;  // wall-clock seconds per unit of the plan's costs
+  size_t message_bytes = 64;        // size of every message (at least the 40-byte header)
+};
+
+class SyntheticExecutor final : public OpExecutor {
+ public:
+  // `plan` (its costs and topology) must outlive the executor.
+  SyntheticExecutor(const Plan& plan, RankId rank, const SyntheticOptions& options);
+
+  Status BeginStep(int step) override;
+  Status Run(const Action& action, const OpContext& context) override;
+  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override;
+  StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override;
+  Status EndStep(const OpContext& context) override;
+  std::vector<OpSpan> TakeOpSpans() override;
+
+ private:
+  std::vector<std::byte>* Slot(const Action& comm);
+  // Checks the message a compute part consumes, if it came from another rank; raises
+  // `ready` to when its data lands.
+  Status CheckInput(const Action& part, TimePoint& ready);
+  // Sleeps until `until`, or returns Aborted once `context.stop` is requested.
+  Status HoldUntil(TimePoint until, const OpContext& context);
+
+  const Plan& plan_;
+  StageMap stages_;
+  RankId rank_;
+  SyntheticOptions options_;
+  int step_ = 0;
+  std::unordered_map<uint64_t, std::vector<std::byte>> slots_;  // one buffer per comm key
+  std::vector<OpSpan> spans_;
+  std::mutex hold_mutex_;
+  std::condition_variable_any hold_;
+};
+
+}  // namespace pipeplan::runtime

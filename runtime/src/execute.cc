@@ -1,0 +1,245 @@
+#include "pipeplan/runtime/execute.h"
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "pipeplan/planner/validator.h"
+#include "where.h"
+
+namespace pipeplan::runtime {
+namespace {
+
+// The receive a compute part consumes: (receive kind, stage, microbatch) packed in one key.
+uint64_t InputKey(ActionKind recv_kind, StageId stage, MicrobatchId mb) {
+  return (static_cast<uint64_t>(recv_kind) << 56) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(stage.value) & 0xFFFFFFu) << 32) |
+         static_cast<uint32_t>(mb.value);
+}
+
+std::optional<ActionKind> InputKindOf(ActionKind compute) {
+  switch (compute) {
+    case ActionKind::kForward:
+      return ActionKind::kRecvForward;
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+      return ActionKind::kRecvBackward;
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      break;
+  }
+  return std::nullopt;
+}
+
+// Calls into the executor with its exceptions turned into errors.
+template <typename Call>
+auto Guarded(Call&& call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    return Internal(std::string("the executor threw: ") + e.what());
+  } catch (...) {
+    return Internal("the executor threw a non-standard exception");
+  }
+}
+
+class StepRunner {
+ public:
+  StepRunner(const PreparedProgram& prepared, OpExecutor& executor, Transport& transport,
+             const StepOptions& options)
+      : prepared_(prepared),
+        actions_(prepared.program().actions),
+        executor_(executor),
+        transport_(transport),
+        options_(options),
+        pending_(actions_.size()),
+        timeline_() {
+    timeline_.rank = prepared.program().rank;
+    timeline_.actions.resize(actions_.size());
+  }
+
+  StatusOr<RankTimeline> Run() {
+    const Status status = RunActions();
+    Publish(Activity::kDone, kNoAction);
+    if (!status.ok()) {
+      // Stop everyone else; an abort that reached us from elsewhere is passed on unchanged.
+      options_.stop.request_stop();
+      transport_.Abort(status);
+      return status;
+    }
+    return std::move(timeline_);
+  }
+
+ private:
+  Status RunActions() {
+    PIPEPLAN_RETURN_IF_ERROR(
+        AtStepLevel(Guarded([&] { return executor_.BeginStep(options_.step); })));
+    for (size_t i = 0; i < actions_.size();) {
+      if (options_.stop.stop_requested()) return Aborted("the step was stopped");
+      if (IsComm(actions_[i].kind)) {
+        const size_t end = prepared_.GroupEnd(i);
+        PIPEPLAN_RETURN_IF_ERROR(PostGroup(i, end));
+        i = end;
+        continue;
+      }
+      PIPEPLAN_RETURN_IF_ERROR(RunCompute(i));
+      ++i;
+    }
+    for (size_t i = 0; i < actions_.size(); ++i) {
+      if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, kNoAction, Activity::kFinishing));
+    }
+    Publish(Activity::kRunning, kNoAction);
+    PIPEPLAN_RETURN_IF_ERROR(
+        AtStepLevel(Guarded([&] { return executor_.EndStep(Context(kNoAction)); })));
+    StatusOr<std::vector<OpSpan>> spans =
+        Guarded([&]() -> StatusOr<std::vector<OpSpan>> { return executor_.TakeOpSpans(); });
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(spans.status()));
+    for (const OpSpan& span : *spans) {
+      if (span.action_index < actions_.size()) {
+        timeline_.actions[span.action_index] = {Since(span.start), Since(span.end)};
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status PostGroup(size_t begin, size_t end) {
+    std::vector<P2POp> ops;
+    ops.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      const Action& action = actions_[i];
+      const bool send = action.kind == ActionKind::kSendForward ||
+                        action.kind == ActionKind::kSendBackward ||
+                        action.kind == ActionKind::kSendPostValidation;
+      Publish(Activity::kRunning, i);
+      StatusOr<std::span<std::byte>> buffer = Guarded([&]() -> StatusOr<std::span<std::byte>> {
+        return send ? executor_.SendBuffer(action, Context(i))
+                    : executor_.RecvBuffer(action, Context(i));
+      });
+      if (!buffer.ok()) return AtAction(i, buffer.status());
+      ops.push_back({send ? P2PKind::kSend : P2PKind::kRecv, action.peer, *buffer});
+    }
+    const TimePoint posted = Clock::now();
+    auto handles = transport_.Post(ops);
+    if (!handles.ok()) return AtAction(begin, handles.status());
+    for (size_t i = begin; i < end; ++i) {
+      pending_[i] = std::move((*handles)[i - begin]);
+      timeline_.actions[i].start = Since(posted);
+    }
+    return Status::Ok();
+  }
+
+  Status RunCompute(size_t index) {
+    for (size_t input : prepared_.InputsOf(index)) {
+      if (pending_[input]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(input, index, Activity::kWaiting));
+    }
+    Publish(Activity::kRunning, index);
+    const TimePoint start = Clock::now();
+    const Status status = Guarded([&] { return executor_.Run(actions_[index], Context(index)); });
+    const TimePoint end = Clock::now();
+    if (!status.ok()) return AtAction(index, status);
+    timeline_.actions[index] = {Since(start), Since(end)};
+    return Status::Ok();
+  }
+
+  Status WaitTransfer(size_t transfer, size_t waiter, Activity activity) {
+    Publish(activity, waiter, transfer);
+    const Status status = pending_[transfer]->Wait(TimePoint::max());
+    if (!status.ok()) return AtAction(transfer, status);
+    timeline_.actions[transfer].end =
+        std::max(timeline_.actions[transfer].start, Since(pending_[transfer]->completed_at()));
+    pending_[transfer].reset();
+    return Status::Ok();
+  }
+
+  // Errors from elsewhere (an abort) keep their message; our own get the rank and action.
+  Status AtAction(size_t index, const Status& status) const {
+    if (status.code() == StatusCode::kAborted) return status;
+    return status.WithContext(Where(timeline_.rank, index, actions_[index]));
+  }
+  Status AtStepLevel(const Status& status) const {
+    if (status.ok() || status.code() == StatusCode::kAborted) return status;
+    return status.WithContext("rank " + std::to_string(timeline_.rank.value) + ", step " +
+                              std::to_string(options_.step));
+  }
+
+  OpContext Context(size_t index) const {
+    return {options_.step, index, options_.stop.get_token()};
+  }
+  double Since(TimePoint t) const {
+    return SecondsBetween(options_.epoch, t) / options_.seconds_per_unit;
+  }
+  void Publish(Activity activity, size_t index, size_t waited = kNoAction) const {
+    if (options_.progress != nullptr) options_.progress->Set(activity, index, waited);
+  }
+
+  const PreparedProgram& prepared_;
+  const std::vector<Action>& actions_;
+  OpExecutor& executor_;
+  Transport& transport_;
+  const StepOptions& options_;
+  std::vector<std::unique_ptr<PendingOp>> pending_;  // posted, not yet waited, by action index
+  RankTimeline timeline_;
+};
+
+}  // namespace
+
+Status CheckBeforeLaunch(const Plan& plan) {
+  const Status status = ValidatePlan(plan);
+  if (status.ok()) return status;
+  return FailedPrecondition("refusing to launch an invalid plan: " + status.message());
+}
+
+PreparedProgram::PreparedProgram(const RankProgram& program)
+    : program_(&program), inputs_(program.actions.size()), group_end_(program.actions.size()) {
+  const std::vector<Action>& actions = program.actions;
+  std::unordered_map<uint64_t, size_t> unconsumed;  // receive key -> its index
+  std::vector<size_t> validation_inputs;            // RECV_PV before the next PV
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& action = actions[i];
+    if (action.kind == ActionKind::kRecvForward || action.kind == ActionKind::kRecvBackward) {
+      unconsumed[InputKey(action.kind, action.stage, action.microbatch)] = i;
+    } else if (action.kind == ActionKind::kRecvPostValidation) {
+      validation_inputs.push_back(i);
+    } else if (action.kind == ActionKind::kPostValidation) {
+      inputs_[i] = std::move(validation_inputs);
+      validation_inputs.clear();
+    } else if (IsCompute(action.kind)) {
+      auto consume = [&](const Action& part) {
+        const std::optional<ActionKind> input = InputKindOf(part.kind);
+        if (!input) return;
+        const auto found = unconsumed.find(InputKey(*input, part.stage, part.microbatch));
+        if (found == unconsumed.end()) return;  // a local hand-off, or the first stage
+        inputs_[i].push_back(found->second);
+        unconsumed.erase(found);
+      };
+      if (action.kind != ActionKind::kOverlapFB) {
+        consume(action);
+      } else {
+        for (const Action& part : action.sub_actions) consume(part);
+      }
+    }
+  }
+  for (size_t i = actions.size(); i-- > 0;) {
+    const bool comm = IsComm(actions[i].kind);
+    const bool next_comm = i + 1 < actions.size() && IsComm(actions[i + 1].kind);
+    group_end_[i] = comm ? (next_comm ? group_end_[i + 1] : i + 1) : i;
+  }
+}
+
+StatusOr<RankTimeline> ExecuteStep(const PreparedProgram& program, OpExecutor& executor,
+                                   Transport& transport, const StepOptions& options) {
+  return StepRunner(program, executor, transport, options).Run();
+}
+
+}  // namespace pipeplan::runtime

@@ -1,0 +1,194 @@
+#include "pipeplan/runtime/synthetic_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+namespace pipeplan::runtime {
+namespace {
+
+constexpr uint32_t kMagic = 0x50504d47;  // "PPMG"
+
+// What every synthetic message starts with: who sent what, and when its data lands.
+struct MessageHeader {
+  uint32_t magic = kMagic;
+  int32_t step = 0;
+  uint32_t kind = 0;  // the SEND's ActionKind
+  int32_t stage = 0;  // the sender's stage
+  int32_t microbatch = 0;
+  int32_t unused = 0;
+  int64_t ready_at = 0;  // steady clock, nanoseconds since its epoch
+};
+
+uint64_t SlotKey(ActionKind kind, StageId stage, MicrobatchId mb) {
+  return (static_cast<uint64_t>(kind) << 56) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(stage.value) & 0xFFFFFFu) << 32) |
+         static_cast<uint32_t>(mb.value);
+}
+
+int64_t Nanos(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// The message a compute part consumes from another rank: its RECV and what it must contain.
+struct ExpectedInput {
+  ActionKind recv;
+  ActionKind send;
+  StageId from;
+};
+
+std::optional<ExpectedInput> InputOf(const Action& part) {
+  switch (part.kind) {
+    case ActionKind::kForward:
+      return ExpectedInput{ActionKind::kRecvForward, ActionKind::kSendForward,
+                           StageId(part.stage.value - 1)};
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+      return ExpectedInput{ActionKind::kRecvBackward, ActionKind::kSendBackward,
+                           StageId(part.stage.value + 1)};
+    case ActionKind::kPostValidation:
+      return ExpectedInput{ActionKind::kRecvPostValidation, ActionKind::kSendPostValidation,
+                           part.stage};
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::string Describe(const MessageHeader& h) {
+  return std::string(KindToken(static_cast<ActionKind>(h.kind))) + " of stage " +
+         std::to_string(h.stage) + " microbatch " + std::to_string(h.microbatch) + " (step " +
+         std::to_string(h.step) + ")";
+}
+
+}  // namespace
+
+SyntheticExecutor::SyntheticExecutor(const Plan& plan, RankId rank, const SyntheticOptions& options)
+    : plan_(plan), stages_(plan.request.topology), rank_(rank), options_(options) {
+  options_.message_bytes = std::max(options_.message_bytes, sizeof(MessageHeader));
+  if (rank.value < 0 || static_cast<size_t>(rank.value) >= plan.programs.size()) return;
+  for (const Action& action : plan.programs[static_cast<size_t>(rank.value)].actions) {
+    if (!IsComm(action.kind)) continue;
+    slots_[SlotKey(action.kind, action.stage, action.microbatch)].resize(options_.message_bytes);
+  }
+}
+
+Status SyntheticExecutor::BeginStep(int step) {
+  step_ = step;
+  spans_.clear();
+  return Status::Ok();
+}
+
+std::vector<std::byte>* SyntheticExecutor::Slot(const Action& comm) {
+  const auto found = slots_.find(SlotKey(comm.kind, comm.stage, comm.microbatch));
+  return found == slots_.end() ? nullptr : &found->second;
+}
+
+StatusOr<std::span<std::byte>> SyntheticExecutor::SendBuffer(const Action& send,
+                                                             const OpContext& /*context*/) {
+  std::vector<std::byte>* slot = Slot(send);
+  if (slot == nullptr) return Internal("no buffer for " + ToString(send));
+  double transfer = 0.0;
+  if (send.kind == ActionKind::kSendForward) {
+    transfer = plan_.request.costs.TransferTime(send.stage, StageId(send.stage.value + 1));
+  } else if (send.kind == ActionKind::kSendBackward) {
+    transfer = plan_.request.costs.TransferTime(send.stage, StageId(send.stage.value - 1));
+  }
+  MessageHeader header;
+  header.step = step_;
+  header.kind = static_cast<uint32_t>(send.kind);
+  header.stage = send.stage.value;
+  header.microbatch = send.microbatch.value;
+  header.ready_at = Nanos(AfterSeconds(Clock::now(), transfer * options_.seconds_per_unit));
+  std::memcpy(slot->data(), &header, sizeof header);
+  return std::span<std::byte>(*slot);
+}
+
+StatusOr<std::span<std::byte>> SyntheticExecutor::RecvBuffer(const Action& recv,
+                                                             const OpContext& /*context*/) {
+  std::vector<std::byte>* slot = Slot(recv);
+  if (slot == nullptr) return Internal("no buffer for " + ToString(recv));
+  std::fill(slot->begin(), slot->end(), std::byte{0});  // a stale message must not pass
+  return std::span<std::byte>(*slot);
+}
+
+Status SyntheticExecutor::CheckInput(const Action& part, TimePoint& ready) {
+  const std::optional<ExpectedInput> input = InputOf(part);
+  if (!input) return Status::Ok();
+  const MicrobatchId mb =
+      part.kind == ActionKind::kPostValidation ? MicrobatchId(0) : part.microbatch;
+  const std::vector<std::byte>* slot = Slot(MakeCompute(input->recv, part.stage, mb));
+  if (slot == nullptr) return Status::Ok();  // a local hand-off, or the first stage
+  MessageHeader got;
+  std::memcpy(&got, slot->data(), sizeof got);
+  MessageHeader want;
+  want.step = step_;
+  want.kind = static_cast<uint32_t>(input->send);
+  want.stage = input->from.value;
+  want.microbatch = mb.value;
+  const bool same = got.magic == kMagic && got.step == want.step && got.kind == want.kind &&
+                    (part.kind == ActionKind::kPostValidation || got.stage == want.stage) &&
+                    got.microbatch == want.microbatch;
+  if (!same) {
+    return Internal("received " + (got.magic == kMagic ? Describe(got) : std::string("nothing")) +
+                    " where " + Describe(want) + " was expected");
+  }
+  ready = std::max(ready, TimePoint(std::chrono::nanoseconds(got.ready_at)));
+  return Status::Ok();
+}
+
+Status SyntheticExecutor::Run(const Action& action, const OpContext& context) {
+  TimePoint ready = Clock::now();
+  if (action.kind == ActionKind::kOverlapFB) {
+    for (const Action& part : action.sub_actions) PIPEPLAN_RETURN_IF_ERROR(CheckInput(part, ready));
+  } else {
+    PIPEPLAN_RETURN_IF_ERROR(CheckInput(action, ready));
+  }
+  const double duration = IsCompute(action.kind)
+                              ? plan_.request.costs.ComputeTime(action) * options_.seconds_per_unit
+                              : 0.0;
+  const TimePoint end = AfterSeconds(ready, duration);
+  PIPEPLAN_RETURN_IF_ERROR(HoldUntil(end, context));
+  spans_.push_back({context.action_index, ready, Clock::now()});
+  return Status::Ok();
+}
+
+Status SyntheticExecutor::EndStep(const OpContext& /*context*/) { return Status::Ok(); }
+
+std::vector<OpSpan> SyntheticExecutor::TakeOpSpans() { return std::move(spans_); }
+
+// A plain sleep wakes late by the timer slack (50 us by default on Linux) plus the scheduler's
+// latency, and that adds up along the critical path; so the thread asks for no slack, sleeps
+// until shortly before the end and yields its way to it.
+Status SyntheticExecutor::HoldUntil(TimePoint until, const OpContext& context) {
+  static thread_local const bool kNoSlack = [] {
+#ifdef __linux__
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
+    return true;
+  }();
+  (void)kNoSlack;
+  constexpr auto kYieldPhase = std::chrono::microseconds(150);
+  if (until - Clock::now() > kYieldPhase) {
+    std::unique_lock lock(hold_mutex_);
+    hold_.wait_until(lock, context.stop, until - kYieldPhase, [] { return false; });
+  }
+  while (Clock::now() < until && !context.stop.stop_requested()) std::this_thread::yield();
+  if (context.stop.stop_requested()) return Aborted("the step was stopped");
+  return Status::Ok();
+}
+
+}  // namespace pipeplan::runtime

@@ -1,0 +1,89 @@
+#include "runtime_test_support.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+
+#include "pipeplan/planner/post_validation.h"
+
+namespace pipeplan::runtime::testing {
+
+std::vector<StrategyCase> AllStrategyCases() {
+  std::vector<StrategyCase> cases;
+  for (const Strategy& strategy : AllStrategies()) cases.push_back({std::string(strategy.name)});
+  for (const Strategy& strategy : AllStrategies()) {
+    if (SupportsPostValidation(strategy.name)) cases.push_back({std::string(strategy.name), true});
+  }
+  return cases;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<StrategyCase>& info) {
+  std::string name = info.param.strategy + (info.param.post_validation ? "_pv" : "");
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+PlanRequest RuntimeRequest(const StrategyCase& c, int ranks, int microbatches, double latency) {
+  const Strategy* strategy = FindStrategy(c.strategy);
+  PlanRequest request;
+  request.strategy = c.strategy;
+  request.options.post_validation = c.post_validation;
+  request.topology.ranks = ranks;
+  request.topology.microbatches = microbatches;
+  request.topology.stages_per_rank =
+      strategy != nullptr && strategy->min_stages_per_rank > 1 ? strategy->min_stages_per_rank : 1;
+  const int stages = ranks * request.topology.stages_per_rank;
+  request.costs.stages.clear();
+  for (int s = 0; s < stages; ++s) {
+    // F = I = W = 1.0, 1.1 or 1.2 by stage, B = I + W: every op within a factor 2.4 of every
+    // other, and stages differ so that a wrong wait shows.
+    const double unit = 1.0 + 0.1 * (s % 3);
+    request.costs.stages.push_back({unit, 2 * unit, unit, unit, 0.0});
+  }
+  request.costs.boundaries = {BoundaryCosts{latency, 0, 0}};
+  if (c.strategy == "zb") request.memory.limit = 1.5 * ranks;
+  return request;
+}
+
+Status FaultyExecutor::Run(const Action& action, const OpContext& context) {
+  if (!fault_ || context.step != fault_->step || context.action_index != fault_->action_index) {
+    return inner_.Run(action, context);
+  }
+  switch (fault_->fault) {
+    case Fault::kFail:
+      return Internal("injected failure");
+    case Fault::kThrow:
+      throw std::runtime_error("injected exception");
+    case Fault::kStall: {
+      // Stuck until the runtime gives up on this step, as a hung kernel would be.
+      std::mutex mutex;
+      std::condition_variable_any never;
+      std::unique_lock lock(mutex);
+      never.wait(lock, context.stop, [] { return false; });
+      return Aborted("stopped while stalled");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Timeline>> RunSynthetic(const Plan& plan, const SyntheticOptions& synthetic,
+                                             const LocalRunOptions& options,
+                                             std::optional<FaultAt> fault) {
+  const int ranks = static_cast<int>(plan.programs.size());
+  std::vector<std::unique_ptr<Transport>> transports = MakeInProcTransports(ranks);
+  std::vector<std::unique_ptr<OpExecutor>> executors;
+  std::vector<OpExecutor*> executor_ptrs;
+  std::vector<Transport*> transport_ptrs;
+  for (int r = 0; r < ranks; ++r) {
+    const bool faulty = fault && fault->rank == RankId(r);
+    executors.push_back(std::make_unique<FaultyExecutor>(plan, RankId(r), synthetic,
+                                                         faulty ? fault : std::nullopt));
+    executor_ptrs.push_back(executors.back().get());
+    transport_ptrs.push_back(transports[r].get());
+  }
+  return RunLocal(plan, executor_ptrs, transport_ptrs, options);
+}
+
+}  // namespace pipeplan::runtime::testing
