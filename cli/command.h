@@ -65,5 +65,7 @@ int RunExportCommand(const std::vector<std::string>& args);
 int RunImportCommand(const std::vector<std::string>& args);
 int RunCompareCommand(const std::vector<std::string>& args);
 int RunDemoCommand(const std::vector<std::string>& args);
+int RunRunCommand(const std::vector<std::string>& args);
+int RunDiffCommand(const std::vector<std::string>& args);
 
 }  // namespace pipeplan::cli

@@ -24,6 +24,10 @@ constexpr Subcommand kSubcommands[] = {
     {"export", "convert a plan to torch CSV, text or JSON", pipeplan::cli::RunExportCommand},
     {"import", "turn a torch CSV schedule into a validated plan", pipeplan::cli::RunImportCommand},
     {"compare", "every strategy side by side on one request", pipeplan::cli::RunCompareCommand},
+    {"run", "execute a plan, time every action, compare with the simulation",
+     pipeplan::cli::RunRunCommand},
+    {"diff", "compare two timelines of a plan (simulated vs measured)",
+     pipeplan::cli::RunDiffCommand},
     {"demo", "the comparison on the Zero Bubble paper's setting + HTML report",
      pipeplan::cli::RunDemoCommand},
 };
@@ -48,7 +52,8 @@ void PrintUsage(std::ostream& out) {
          "  pipeplan demo\n"
          "  pipeplan plan --strategy 1f1b --ranks 4 --microbatches 8 -o plan.pb\n"
          "  pipeplan simulate plan.pb --html report.html\n"
-         "  pipeplan compare --ranks 8 --microbatches 24\n";
+         "  pipeplan compare --ranks 8 --microbatches 24\n"
+         "  pipeplan run plan.pb --html run.html\n";
 }
 
 }  // namespace
@@ -80,5 +85,6 @@ int main(int argc, char** argv) {
   const std::string what = first.starts_with("-") ? "unknown option '" : "unknown command '";
   return pipeplan::cli::ReportUsageError(
       "", pipeplan::InvalidArgument(
-              what + first + "' (expected plan, simulate, export, import, compare or demo)"));
+              what + first +
+              "' (expected plan, simulate, export, import, compare, run, diff or demo)"));
 }

@@ -180,12 +180,17 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   return request;
 }
 
-StatusOr<Plan> LoadPlanFile(const std::string& path) {
+StatusOr<Plan> ReadPlanFile(const std::string& path) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
   StatusOr<Plan> plan = ParsePlan(content, DetectProtoFormat(path, content));
   if (!plan.ok()) return plan.status().WithContext(path);
+  return plan;
+}
+
+StatusOr<Plan> LoadPlanFile(const std::string& path) {
+  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, ReadPlanFile(path));
   // Files come from anywhere (other tools, hand edits): check them like imported plans.
-  if (Status status = ValidatePlan(*plan); !status.ok()) return status.WithContext(path);
+  if (Status status = ValidatePlan(plan); !status.ok()) return status.WithContext(path);
   return plan;
 }
 

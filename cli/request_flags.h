@@ -65,5 +65,7 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags);
 // Reads and validates a plan file (binary, text or JSON, as DetectProtoFormat picks); errors
 // start with the path.
 StatusOr<Plan> LoadPlanFile(const std::string& path);
+// The same without validation, for commands that check plans their own way ('run').
+StatusOr<Plan> ReadPlanFile(const std::string& path);
 
 }  // namespace pipeplan::cli

@@ -12,6 +12,7 @@
 #include "format.h"
 #include "pipeplan/planner/chrome_trace.h"
 #include "pipeplan/planner/html_report.h"
+#include "pipeplan/planner/proto_io.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/svg_timeline.h"
 #include "plan_summary.h"
@@ -22,6 +23,7 @@ namespace {
 
 constexpr std::string_view kHelp =
     R"(usage: pipeplan simulate PLAN [--json] [--trace FILE] [--svg FILE] [--html FILE]
+                          [--timeline FILE]
 
 Validates a plan file (binary, text or JSON protobuf, as written by 'pipeplan plan' or
 'pipeplan import') and simulates it with the costs and memory model stored in the plan.
@@ -48,6 +50,9 @@ Options:
                         chrome://tracing)
   --svg FILE            write an SVG timeline (one row per rank)
   --html FILE           write a self-contained HTML report (metrics and timeline)
+  --timeline FILE       write the simulated timeline with its plan (binary, text or JSON
+                        protobuf by extension), to compare with a measured one in
+                        'pipeplan diff'
   -h, --help            show this help
 
 Examples:
@@ -62,6 +67,7 @@ struct SimulateOptions {
   std::optional<std::string> trace;
   std::optional<std::string> svg;
   std::optional<std::string> html;
+  std::optional<std::string> timeline;
 };
 
 StatusOr<SimulateOptions> ParseSimulateOptions(const Flags& flags) {
@@ -72,6 +78,7 @@ StatusOr<SimulateOptions> ParseSimulateOptions(const Flags& flags) {
   options.trace = flags.GetString("trace");
   options.svg = flags.GetString("svg");
   options.html = flags.GetString("html");
+  options.timeline = flags.GetString("timeline");
   return options;
 }
 
@@ -161,6 +168,12 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     files.emplace_back(*options.html,
                        RenderHtmlReport({ReportEntry{name, plan, timeline}}, report));
   }
+  if (options.timeline.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        std::string content,
+        SerializeTimelineFile({timeline, plan}, DetectProtoFormat(*options.timeline, "")));
+    files.emplace_back(*options.timeline, std::move(content));
+  }
   for (const auto& [path, content] : files)
     PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, content, true));
 
@@ -178,7 +191,7 @@ int RunSimulateCommand(const std::vector<std::string>& args) {
   static const CommandSpec<SimulateOptions> kSpec = {
       "simulate",
       kHelp,
-      {{"json", FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}},
+      {{"json", FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}, {"timeline"}},
       ParseSimulateOptions,
       ExecuteSimulate};
   return RunCommand(kSpec, args);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Style and static checks: clang-format (dry run, fails on any difference) over every C++
-# file in the tree, then clang-tidy over the planner and CLI sources using the build's
+# file in the tree, then clang-tidy over the planner, runtime and CLI sources using the build's
 # compile_commands.json. Needs a configured build (scripts/build.sh) for clang-tidy.
 #   --format-only   skip clang-tidy
 #   --fix           apply clang-format in place instead of checking
@@ -47,7 +47,7 @@ if [[ $tidy -eq 1 ]]; then
     # Generated protobuf headers must exist for clang-tidy to parse planner sources.
     cmake --build "$build_dir" --target pipeplan_proto -j "$jobs" >/dev/null
   fi
-  mapfile -t tidy_sources < <(find planner/src cli -type f -name '*.cc' | sort)
+  mapfile -t tidy_sources < <(find planner/src runtime/src cli -type f -name '*.cc' | sort)
   echo "lint: clang-tidy on ${#tidy_sources[@]} files ($jobs jobs)"
   if ! printf '%s\n' "${tidy_sources[@]}" |
       xargs -P "$jobs" -n 1 "$clang_tidy" -p "$build_dir" --quiet --warnings-as-errors='*' \

@@ -162,7 +162,7 @@ void AppendPostValidation(const Plan& plan, std::string& html) {
       "then the step is replayed.</p>\n";
 }
 
-void AppendPlanSection(const ReportEntry& entry, size_t index, std::string& html) {
+void AppendPlanSection(const ReportEntry& entry, size_t index, double time_end, std::string& html) {
   const Topology& topology = entry.plan.request.topology;
   html += "<section class=\"plan\" id=\"" + AnchorOf(index) + "\">\n";
   html += "<h2>" + XmlEscape(entry.name) + "</h2>\n";
@@ -181,7 +181,9 @@ void AppendPlanSection(const ReportEntry& entry, size_t index, std::string& html
   AppendPostValidation(entry.plan, html);
   // The <h2> already names the plan, so the SVG goes without its own title.
   html += "<div class=\"timeline\">\n";
-  html += RenderSvgTimeline(entry.plan, entry.timeline, SvgOptions{});
+  SvgOptions svg;
+  svg.time_end = time_end;
+  html += RenderSvgTimeline(entry.plan, entry.timeline, svg);
   html += "</div>\n</section>\n";
 }
 
@@ -202,7 +204,16 @@ std::string RenderHtmlReport(const std::vector<ReportEntry>& entries,
   } else {
     AppendTable(entries, html);
     AppendDefinitions(html);
-    for (size_t i = 0; i < entries.size(); ++i) AppendPlanSection(entries[i], i, html);
+    double time_end = 0.0;
+    for (const ReportEntry& entry : entries) {
+      if (!options.shared_time_axis) break;
+      for (const RankTimeline& rank : entry.timeline.ranks) {
+        for (const ActionTiming& timing : rank.actions) {
+          if (std::isfinite(timing.end)) time_end = std::max(time_end, timing.end);
+        }
+      }
+    }
+    for (size_t i = 0; i < entries.size(); ++i) AppendPlanSection(entries[i], i, time_end, html);
   }
   html += "</body>\n</html>\n";
   return html;

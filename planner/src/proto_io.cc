@@ -185,6 +185,7 @@ void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
     v1::ActionTiming* entry = out->add_actions();
     entry->set_start(timing.start);
     entry->set_end(timing.end);
+    entry->set_thread(timing.thread);
   }
   out->set_busy(rank.busy);
   out->set_first_start(rank.first_start);
@@ -427,7 +428,8 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
   RankTimeline rank;
   rank.rank = RankId(proto.rank());
   for (const v1::ActionTiming& timing : proto.actions()) {
-    rank.actions.push_back({.start = timing.start(), .end = timing.end()});
+    rank.actions.push_back(
+        {.start = timing.start(), .end = timing.end(), .thread = timing.thread()});
   }
   rank.busy = proto.busy();
   rank.first_start = proto.first_start();
@@ -680,6 +682,27 @@ StatusOr<std::string> SerializeTimeline(const Timeline& timeline, ProtoFormat fo
 StatusOr<Timeline> ParseTimeline(std::string_view data, ProtoFormat format) {
   return ParseAs<v1::Timeline>(data, format, "timeline file",
                                [](const v1::Timeline& proto) { return FromProto(proto); });
+}
+
+StatusOr<std::string> SerializeTimelineFile(const TimelineFile& file, ProtoFormat format) {
+  v1::Timeline proto;
+  ToProto(file.timeline, &proto);
+  if (file.plan) ToProto(*file.plan, proto.mutable_plan());
+  return Serialize(proto, format);
+}
+
+StatusOr<TimelineFile> ParseTimelineFile(std::string_view data, ProtoFormat format) {
+  return ParseAs<v1::Timeline>(data, format, "timeline file",
+                               [](const v1::Timeline& proto) -> StatusOr<TimelineFile> {
+                                 TimelineFile file;
+                                 PIPEPLAN_ASSIGN_OR_RETURN(file.timeline, FromProto(proto));
+                                 if (proto.has_plan()) {
+                                   StatusOr<Plan> plan = FromProto(proto.plan());
+                                   if (!plan.ok()) return plan.status().WithContext("plan");
+                                   file.plan = std::move(plan).value();
+                                 }
+                                 return file;
+                               });
 }
 
 }  // namespace pipeplan

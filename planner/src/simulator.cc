@@ -90,6 +90,7 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
     const Action& action = program.actions[i];
     if (!IsCompute(action.kind)) {
       out.actions[i] = CommTiming(action, rank_time, ends, costs);
+      if (IsComm(action.kind)) out.actions[i].thread = kCommThread;
       continue;
     }
     const ScheduledCompute& t = schedule.times[rank][compute];

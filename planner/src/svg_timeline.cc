@@ -127,10 +127,11 @@ struct Scale {
   double X(double t) const { return x0 + (t - t0) * px_per_unit; }
 };
 
-Scale MakeScale(const Plan& plan, const Timeline& timeline, double width) {
+Scale MakeScale(const Plan& plan, const Timeline& timeline, double width, double time_end) {
   // The axis starts at 0 (step start) unless something ran earlier.
   double t0 = 0;
   double t1 = std::isfinite(timeline.metrics.makespan) ? timeline.metrics.makespan : 0;
+  if (std::isfinite(time_end)) t1 = std::max(t1, time_end);
   const size_t num_ranks = std::min(plan.programs.size(), timeline.ranks.size());
   for (size_t r = 0; r < num_ranks; ++r) {
     for (const ActionTiming& timing : timeline.ranks[r].actions) {
@@ -270,7 +271,7 @@ Layout MakeLayout(const Plan& plan, const Timeline& timeline, const SvgOptions& 
   Layout layout;
   layout.width = std::max(100, options.width);
   layout.row_height = std::max(8, options.row_height);
-  layout.scale = MakeScale(plan, timeline, layout.width);
+  layout.scale = MakeScale(plan, timeline, layout.width, options.time_end);
   layout.num_ranks = static_cast<int>(plan.programs.size());
   layout.row_pitch = layout.row_height + (has_comm ? kCommLane : 0) + kRowGap;
   layout.top = options.title.empty() ? kTopPad : kTitleHeight;

@@ -107,7 +107,7 @@ class StepRunner {
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(spans.status()));
     for (const OpSpan& span : *spans) {
       if (span.action_index < actions_.size()) {
-        timeline_.actions[span.action_index] = {Since(span.start), Since(span.end)};
+        timeline_.actions[span.action_index] = {Since(span.start), Since(span.end), span.thread};
       }
     }
     return Status::Ok();
@@ -135,6 +135,7 @@ class StepRunner {
     for (size_t i = begin; i < end; ++i) {
       pending_[i] = std::move((*handles)[i - begin]);
       timeline_.actions[i].start = Since(posted);
+      timeline_.actions[i].thread = kCommThread;
     }
     return Status::Ok();
   }
@@ -195,7 +196,7 @@ class StepRunner {
 }  // namespace
 
 Status CheckBeforeLaunch(const Plan& plan) {
-  const Status status = ValidatePlan(plan);
+  Status status = ValidatePlan(plan);
   if (status.ok()) return status;
   return FailedPrecondition("refusing to launch an invalid plan: " + status.message());
 }

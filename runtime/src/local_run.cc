@@ -1,7 +1,7 @@
 #include "pipeplan/runtime/local_run.h"
 
+#include <atomic>
 #include <barrier>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -44,78 +44,115 @@ Status RootCause(const std::optional<Status>& stall, const std::vector<Status>& 
   return Status::Ok();
 }
 
-class LocalStep {
+// One thread per rank for the whole run, stepping in lock-step with the caller's thread
+// through two barriers: `start` opens a step (and stamps its time zero), `finish` closes it.
+class LocalRun {
  public:
-  LocalStep(const Plan& plan, const std::vector<PreparedProgram>& programs,
-            std::span<OpExecutor* const> executors, std::span<Transport* const> transports,
-            const LocalRunOptions& options)
+  LocalRun(const Plan& plan, std::span<OpExecutor* const> executors,
+           std::span<Transport* const> transports, const LocalRunOptions& options)
       : plan_(plan),
-        programs_(programs),
         executors_(executors),
         transports_(transports),
         options_(options),
-        progress_(programs.size()) {}
+        progress_(plan.programs.size()),
+        results_(plan.programs.size(), Status(StatusCode::kInternal, "not run")),
+        start_(static_cast<std::ptrdiff_t>(plan.programs.size() + 1), StampEpoch{&step_options_}),
+        finish_(static_cast<std::ptrdiff_t>(plan.programs.size() + 1)) {
+    programs_.reserve(plan.programs.size());
+    for (const RankProgram& program : plan.programs) programs_.emplace_back(program);
+    step_options_.seconds_per_unit = options.seconds_per_unit;
+  }
 
-  StatusOr<Timeline> Run(int step) {
-    const size_t ranks = programs_.size();
-    std::vector<StatusOr<RankTimeline>> results(ranks, Status(StatusCode::kInternal, "not run"));
-    StepOptions step_options;
-    step_options.step = step;
-    step_options.seconds_per_unit = options_.seconds_per_unit;
-    {
-      // Time zero is when every rank thread is up: the barrier's completion stamps it.
-      std::barrier start(static_cast<std::ptrdiff_t>(ranks),
-                         [&]() noexcept { step_options.epoch = Clock::now(); });
-      const Watchdog watchdog(Watched(), options_.timeout_seconds, [&](const Status& stall) {
-        {
-          const std::lock_guard lock(stall_mutex_);
-          stall_ = stall;
-        }
-        step_options.stop.request_stop();
-        transports_[0]->Abort(stall);
-      });
-      std::vector<std::jthread> threads;
-      threads.reserve(ranks);
-      for (size_t r = 0; r < ranks; ++r) {
-        threads.emplace_back([&, r] {
-          start.arrive_and_wait();
-          StepOptions mine = step_options;
-          mine.progress = &progress_[r];
-          results[r] = ExecuteStep(programs_[r], *executors_[r], *transports_[r], mine);
-        });
+  StatusOr<std::vector<Timeline>> Run() {
+    std::vector<WatchedRank> watched;
+    for (size_t r = 0; r < programs_.size(); ++r) {
+      watched.push_back({&programs_[r].program(), &progress_[r]});
+    }
+    const Watchdog watchdog(watched, options_.timeout_seconds, [this](const Status& stall) {
+      {
+        const std::lock_guard lock(stall_mutex_);
+        stall_ = stall;
       }
-    }  // joins every rank, then stops the watchdog
-    std::vector<Status> statuses;
-    statuses.reserve(ranks);
-    for (const auto& result : results) statuses.push_back(result.status());
-    const std::lock_guard lock(stall_mutex_);
-    PIPEPLAN_RETURN_IF_ERROR(RootCause(stall_, statuses));
+      step_options_.stop.request_stop();
+      transports_[0]->Abort(stall);
+    });
+    std::vector<std::jthread> threads;
+    threads.reserve(programs_.size());
+    for (size_t r = 0; r < programs_.size(); ++r) {
+      threads.emplace_back([this, r] { RankLoop(r); });
+    }
+    StatusOr<std::vector<Timeline>> measured = RunSteps();
+    quit_ = true;
+    start_.arrive_and_wait();  // releases the rank threads to see `quit_` and return
+    return measured;
+  }
 
+ private:
+  struct StampEpoch {
+    StepOptions* options;
+    void operator()() const noexcept { options->epoch = Clock::now(); }
+  };
+
+  void RankLoop(size_t rank) {
+    while (true) {
+      start_.arrive_and_wait();
+      if (quit_) return;
+      StepOptions mine = step_options_;
+      mine.progress = &progress_[rank];
+      StatusOr<RankTimeline> result =
+          ExecuteStep(programs_[rank], *executors_[rank], *transports_[rank], mine);
+      results_[rank] = std::move(result);
+      finish_.arrive_and_wait();
+    }
+  }
+
+  StatusOr<std::vector<Timeline>> RunSteps() {
+    std::vector<Timeline> measured;
+    for (int step = 0; step < options_.warmup + options_.steps; ++step) {
+      step_options_.step = step;
+      const TimePoint begin = Clock::now();
+      start_.arrive_and_wait();
+      finish_.arrive_and_wait();
+      PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Collect());
+      const bool warmup = step < options_.warmup;
+      if (options_.on_step) {
+        options_.on_step({step, warmup, SecondsBetween(begin, Clock::now()), &timeline});
+      }
+      if (!warmup) measured.push_back(std::move(timeline));
+    }
+    return measured;
+  }
+
+  StatusOr<Timeline> Collect() {
+    std::vector<Status> statuses;
+    statuses.reserve(results_.size());
+    for (const auto& result : results_) statuses.push_back(result.status());
+    {
+      const std::lock_guard lock(stall_mutex_);
+      PIPEPLAN_RETURN_IF_ERROR(RootCause(stall_, statuses));
+    }
     Timeline timeline;
     timeline.source = TimelineSource::kMeasured;
-    for (size_t r = 0; r < ranks; ++r) {
-      timeline.ranks.push_back(std::move(results[r]).value());
+    for (size_t r = 0; r < results_.size(); ++r) {
+      timeline.ranks.push_back(std::move(results_[r]).value());
       SummarizeComputeTimes(plan_.programs[r], timeline.ranks.back());
     }
     timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan_, plan_.request.costs));
     return timeline;
   }
 
- private:
-  std::vector<WatchedRank> Watched() const {
-    std::vector<WatchedRank> watched;
-    for (size_t r = 0; r < programs_.size(); ++r) {
-      watched.push_back({&programs_[r].program(), &progress_[r]});
-    }
-    return watched;
-  }
-
   const Plan& plan_;
-  const std::vector<PreparedProgram>& programs_;
   std::span<OpExecutor* const> executors_;
   std::span<Transport* const> transports_;
   const LocalRunOptions& options_;
+  std::vector<PreparedProgram> programs_;
   std::vector<RankProgress> progress_;
+  // Written by the caller's thread between steps only; the barriers order it for the ranks.
+  StepOptions step_options_;
+  std::vector<StatusOr<RankTimeline>> results_;
+  std::barrier<StampEpoch> start_;
+  std::barrier<> finish_;
+  bool quit_ = false;
   std::mutex stall_mutex_;
   std::optional<Status> stall_;
 };
@@ -127,22 +164,8 @@ StatusOr<std::vector<Timeline>> RunLocal(const Plan& plan, std::span<OpExecutor*
                                          const LocalRunOptions& options) {
   PIPEPLAN_RETURN_IF_ERROR(CheckSetup(plan, executors.size(), transports.size(), options));
   PIPEPLAN_RETURN_IF_ERROR(CheckBeforeLaunch(plan));
-  std::vector<PreparedProgram> programs;
-  programs.reserve(plan.programs.size());
-  for (const RankProgram& program : plan.programs) programs.emplace_back(program);
-
-  std::vector<Timeline> measured;
-  for (int step = 0; step < options.warmup + options.steps; ++step) {
-    LocalStep runner(plan, programs, executors, transports, options);
-    const TimePoint begin = Clock::now();
-    PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, runner.Run(step));
-    const bool warmup = step < options.warmup;
-    if (options.on_step) {
-      options.on_step({step, warmup, SecondsBetween(begin, Clock::now()), &timeline});
-    }
-    if (!warmup) measured.push_back(std::move(timeline));
-  }
-  return measured;
+  LocalRun run(plan, executors, transports, options);
+  return run.Run();
 }
 
 }  // namespace pipeplan::runtime

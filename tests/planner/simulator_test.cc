@@ -29,8 +29,8 @@ TEST(Simulator, CommLatencyDelaysTheConsumerOnly) {
     return t.ranks[rank].actions[Find(plan, rank, token)];
   };
   EXPECT_EQ(timing(0, "0F0"), (ActionTiming{0, 1}));
-  EXPECT_EQ(timing(0, "0SEND_F0"), (ActionTiming{1, 1.5}));
-  EXPECT_EQ(timing(1, "1RECV_F0"), (ActionTiming{0, 1.5}));
+  EXPECT_EQ(timing(0, "0SEND_F0"), (ActionTiming{1, 1.5, kCommThread}));
+  EXPECT_EQ(timing(1, "1RECV_F0"), (ActionTiming{0, 1.5, kCommThread}));
   EXPECT_EQ(timing(1, "1F0"), (ActionTiming{1.5, 2.5}));
   EXPECT_EQ(timing(1, "1B0"), (ActionTiming{2.5, 4.5}));
   EXPECT_EQ(timing(0, "0B0"), (ActionTiming{5, 7}));

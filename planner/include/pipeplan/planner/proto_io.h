@@ -2,6 +2,7 @@
 // (de)serialisation in binary, text and JSON form. The only code that sees generated protos.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,5 +28,14 @@ StatusOr<CostModel> ParseCostModel(std::string_view data, ProtoFormat format);
 
 StatusOr<std::string> SerializeTimeline(const Timeline& timeline, ProtoFormat format);
 StatusOr<Timeline> ParseTimeline(std::string_view data, ProtoFormat format);
+
+// A timeline file may carry the plan it is a timeline of ('simulate --timeline' and 'run
+// --timeline' write it), so that it can be read, diffed and drawn on its own.
+struct TimelineFile {
+  Timeline timeline;
+  std::optional<Plan> plan;
+};
+StatusOr<std::string> SerializeTimelineFile(const TimelineFile& file, ProtoFormat format);
+StatusOr<TimelineFile> ParseTimelineFile(std::string_view data, ProtoFormat format);
 
 }  // namespace pipeplan

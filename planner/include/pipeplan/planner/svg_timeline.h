@@ -13,6 +13,9 @@ struct SvgOptions {
   int row_height = 28;
   bool show_labels = true;  // microbatch numbers inside boxes when they fit
   std::string title;
+  // The axis runs at least to this time; several timelines drawn with the same value share
+  // one axis (0: each timeline's own end).
+  double time_end = 0.0;
 };
 
 std::string RenderSvgTimeline(const Plan& plan, const Timeline& timeline,

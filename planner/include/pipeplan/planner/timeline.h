@@ -10,10 +10,16 @@ namespace pipeplan {
 
 enum class TimelineSource : uint8_t { kSimulated, kMeasured };
 
+// Threads (or streams) of a rank: compute, communication; executors with more streams
+// number them from 2 up.
+inline constexpr int kComputeThread = 0;
+inline constexpr int kCommThread = 1;
+
 // Index-aligned with the rank's program: timing of action `index`.
 struct ActionTiming {
   double start = 0.0;
   double end = 0.0;
+  int thread = kComputeThread;  // where it ran within the rank (see below)
 
   bool operator==(const ActionTiming&) const = default;
 };

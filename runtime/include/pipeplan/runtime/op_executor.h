@@ -12,6 +12,7 @@
 
 #include "pipeplan/planner/action.h"
 #include "pipeplan/planner/status.h"
+#include "pipeplan/planner/timeline.h"
 #include "pipeplan/runtime/clock.h"
 
 namespace pipeplan::runtime {
@@ -29,6 +30,7 @@ struct OpSpan {
   size_t action_index = 0;
   TimePoint start;
   TimePoint end;
+  int thread = kComputeThread;  // the stream it ran on (timeline.h)
 };
 
 class OpExecutor {

@@ -1,0 +1,273 @@
+// pipeplan run: execute a plan with the runtime (every rank a thread of this process), time
+// every action, and compare the measured step with the simulated one.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "command.h"
+#include "diff_report.h"
+#include "files.h"
+#include "format.h"
+#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/planner/simulator.h"
+#include "pipeplan/planner/timeline_diff.h"
+#include "pipeplan/runtime/fault_injection.h"
+#include "pipeplan/runtime/inproc_transport.h"
+#include "pipeplan/runtime/local_run.h"
+#include "pipeplan/runtime/synthetic_executor.h"
+#include "request_flags.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan run PLAN [--executor synthetic] [--transport inproc] [--steps N]
+                     [--warmup K] [--time-scale S] [--timeout SEC] [--timeline FILE]
+                     [--html FILE] [--inject-fault KIND@RANK:ACTION[:STEP]]
+
+Executes a plan file with the pipeplan runtime, every rank as a thread of this process, and
+times every action. Prints the measured step time (median over the measured steps) next to
+the simulated one and their relative error, then per rank busy and idle time and per action
+kind the mean durations and start errors (times in the plan's unit).
+
+Before launch the plan is validated and dry-run: a plan that is incomplete or would deadlock
+is refused with the reason (the cycle of waiting ranks). During a step a watchdog turns a
+rank that makes no progress for --timeout seconds into an error naming the rank, the action
+and what it waits for; any failure stops every rank. Exit code 1 for all of these.
+
+Options:
+  --executor NAME       synthetic (the only one in this build): holds each compute action
+                        for its modelled duration times the time scale, and models every
+                        transfer's latency and bandwidth the same way
+  --transport NAME      inproc (the only one in this build): ranks are threads
+  --steps N             measured steps (default 5)
+  --warmup K            steps run first and not measured (default 1)
+  --time-scale S        wall-clock seconds per unit of the plan's costs (default: chosen so
+                        the mean compute action lasts 3 ms)
+  --timeout SEC         watchdog: seconds without progress before a step fails (default 30)
+  --timeline FILE       write the measured timeline of the median step, with the plan
+                        (binary, text or JSON protobuf by extension; read by 'pipeplan diff')
+  --html FILE           write an HTML report: simulated and measured timelines one above the
+                        other on one time axis
+  --inject-fault F      testing aid: make one compute action misbehave, to see the watchdog
+                        and the abort at work. F = KIND@RANK:ACTION[:STEP] with KIND fail
+                        (an error), throw (an exception) or stall (never returns); ACTION is
+                        the index in the rank's program, STEP counts warm-up steps from 0
+  -h, --help            show this help
+
+Examples:
+  pipeplan plan --strategy 1f1b --ranks 4 --microbatches 8 -o plan.pb
+  pipeplan run plan.pb
+  pipeplan run plan.pb --steps 10 --time-scale 0.002 --timeline measured.pb --html run.html
+  pipeplan run plan.pb --timeout 1 --inject-fault stall@2:7
+)";
+
+constexpr double kAutoOpSeconds = 0.003;
+
+struct RunOptions {
+  std::string plan_path;
+  int steps = 5;
+  int warmup = 1;
+  std::optional<double> time_scale;
+  double timeout = 30;
+  std::optional<std::string> timeline;
+  std::optional<std::string> html;
+  std::optional<runtime::Fault> fault;
+};
+
+StatusOr<RunOptions> ParseRunOptions(const Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 1, "the plan file (pipeplan run PLAN)"));
+  RunOptions options;
+  options.plan_path = flags.positional().front();
+  if (auto executor = flags.GetString("executor"); executor && *executor != "synthetic") {
+    return InvalidArgument("--executor: unknown executor '" + *executor +
+                           "' (this build has: synthetic)");
+  }
+  if (auto transport = flags.GetString("transport"); transport && *transport != "inproc") {
+    return InvalidArgument("--transport: unknown transport '" + *transport +
+                           "' (this build has: inproc)");
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> steps, flags.GetInt("steps", 1));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> warmup, flags.GetInt("warmup", 0));
+  PIPEPLAN_ASSIGN_OR_RETURN(options.time_scale, flags.GetNonNegativeDouble("time-scale"));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> timeout,
+                            flags.GetNonNegativeDouble("timeout"));
+  if (options.time_scale && *options.time_scale <= 0) {
+    return InvalidArgument("--time-scale must be positive");
+  }
+  if (timeout && *timeout <= 0) return InvalidArgument("--timeout must be positive");
+  options.steps = steps.value_or(options.steps);
+  options.warmup = warmup.value_or(options.warmup);
+  options.timeout = timeout.value_or(options.timeout);
+  options.timeline = flags.GetString("timeline");
+  options.html = flags.GetString("html");
+  if (auto fault = flags.GetString("inject-fault")) {
+    StatusOr<runtime::Fault> parsed = runtime::ParseFault(*fault);
+    if (!parsed.ok()) return parsed.status().WithContext("--inject-fault");
+    options.fault = *parsed;
+  }
+  return options;
+}
+
+// The fault must hit a compute action of the plan in a step that runs.
+Status CheckFault(const Plan& plan, const runtime::Fault& fault, int total_steps) {
+  const auto rank = static_cast<size_t>(fault.rank.value);
+  if (rank >= plan.programs.size()) {
+    return InvalidArgument("--inject-fault: rank " + std::to_string(rank) +
+                           " is not in the plan (" + std::to_string(plan.programs.size()) +
+                           " ranks)");
+  }
+  const auto& actions = plan.programs[rank].actions;
+  if (fault.action_index >= actions.size()) {
+    return InvalidArgument("--inject-fault: rank " + std::to_string(rank) + " has " +
+                           std::to_string(actions.size()) + " actions, not " +
+                           std::to_string(fault.action_index + 1));
+  }
+  const Action& action = actions[fault.action_index];
+  if (!IsCompute(action.kind)) {
+    return InvalidArgument("--inject-fault: rank " + std::to_string(rank) + ", action " +
+                           std::to_string(fault.action_index) + " is " + ToString(action) +
+                           ", not a compute action");
+  }
+  if (fault.step >= total_steps) {
+    return InvalidArgument("--inject-fault: step " + std::to_string(fault.step) +
+                           " does not run (steps 0.." + std::to_string(total_steps - 1) + ")");
+  }
+  return Status::Ok();
+}
+
+// Seconds per unit so that the plan's mean compute action lasts kAutoOpSeconds.
+double AutoTimeScale(const Plan& plan) {
+  double total = 0.0;
+  int count = 0;
+  for (const RankProgram& program : plan.programs) {
+    for (const Action& action : program.actions) {
+      if (!IsCompute(action.kind)) continue;
+      total += plan.request.costs.ComputeTime(action);
+      ++count;
+    }
+  }
+  return count > 0 && total > 0 ? kAutoOpSeconds / (total / count) : kAutoOpSeconds;
+}
+
+// The measured step with the median makespan (the lower one of the middle two).
+const Timeline& MedianStep(const std::vector<Timeline>& steps) {
+  std::vector<const Timeline*> sorted;
+  sorted.reserve(steps.size());
+  for (const Timeline& step : steps) sorted.push_back(&step);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Timeline* a, const Timeline* b) {
+    return a->metrics.makespan < b->metrics.makespan;
+  });
+  return *sorted[(sorted.size() - 1) / 2];
+}
+
+std::string Milliseconds(double seconds) { return FormatFixed(seconds * 1e3, 1) + " ms"; }
+
+// "0.0005", "2.05e-05": four significant digits, as a person would write a scale.
+std::string Significant(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", value);
+  return text;
+}
+
+StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& options,
+                                         double time_scale) {
+  const int ranks = static_cast<int>(plan.programs.size());
+  std::vector<std::unique_ptr<runtime::Transport>> transports =
+      runtime::MakeInProcTransports(ranks);
+  std::vector<std::unique_ptr<runtime::OpExecutor>> executors;
+  std::vector<runtime::OpExecutor*> executor_ptrs;
+  std::vector<runtime::Transport*> transport_ptrs;
+  for (int r = 0; r < ranks; ++r) {
+    executors.push_back(std::make_unique<runtime::SyntheticExecutor>(
+        plan, RankId(r), runtime::SyntheticOptions{.seconds_per_unit = time_scale}));
+    if (options.fault) {
+      executors.back() = std::make_unique<runtime::FaultInjectingExecutor>(
+          std::move(executors.back()), RankId(r), *options.fault);
+    }
+    executor_ptrs.push_back(executors.back().get());
+    transport_ptrs.push_back(transports[r].get());
+  }
+  runtime::LocalRunOptions run;
+  run.steps = options.steps;
+  run.warmup = options.warmup;
+  run.timeout_seconds = options.timeout;
+  run.seconds_per_unit = time_scale;
+  const int total = options.steps + options.warmup;
+  run.on_step = [&](const runtime::StepReport& report) {
+    std::cerr << "step " << report.step + 1 << "/" << total << (report.warmup ? " (warm-up)" : "")
+              << ": " << Milliseconds(report.seconds) << "\n";
+  };
+  return runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run);
+}
+
+Status ExecuteRun(const RunOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, ReadPlanFile(options.plan_path));
+  if (options.fault) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckFault(plan, *options.fault, options.warmup + options.steps));
+  }
+  const double time_scale = options.time_scale.value_or(AutoTimeScale(plan));
+  const Topology& t = plan.request.topology;
+  std::cout << options.plan_path << ": "
+            << (plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy)
+            << ", P=" << t.ranks << " V=" << t.stages_per_rank << " M=" << t.microbatches
+            << "; executor synthetic, transport inproc\n"
+            << "time scale: " << Significant(time_scale) << " s per unit"
+            << (options.time_scale ? "" : " (auto: the mean compute action lasts 3 ms)") << "\n"
+            << std::flush;
+
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps, RunSteps(plan, options, time_scale));
+  PIPEPLAN_ASSIGN_OR_RETURN(const Timeline simulated, Simulate(plan));
+  const Timeline& measured = MedianStep(steps);
+  PIPEPLAN_ASSIGN_OR_RETURN(const TimelineDiff diff, DiffTimelines(plan, simulated, measured));
+
+  std::vector<std::pair<std::string, std::string>> files;  // rendered before anything is written
+  if (options.timeline) {
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        std::string content,
+        SerializeTimelineFile({measured, plan}, DetectProtoFormat(*options.timeline, "")));
+    files.emplace_back(*options.timeline, std::move(content));
+  }
+  if (options.html) {
+    files.emplace_back(*options.html,
+                       RenderDiffHtml(plan, simulated, measured, diff, {},
+                                      options.plan_path + ", median of " +
+                                          std::to_string(options.steps) + " measured steps"));
+  }
+  for (const auto& [path, content] : files) {
+    PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, content, true));
+  }
+
+  std::cout << "steps: " << options.warmup << " warm-up + " << options.steps
+            << " measured; median step " << Milliseconds(measured.metrics.makespan * time_scale)
+            << "\n\n"
+            << RenderDiffText(plan, diff, {});
+  for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunRunCommand(const std::vector<std::string>& args) {
+  static const CommandSpec<RunOptions> kSpec = {"run",
+                                                kHelp,
+                                                {{"executor"},
+                                                 {"transport"},
+                                                 {"steps"},
+                                                 {"warmup"},
+                                                 {"time-scale"},
+                                                 {"timeout"},
+                                                 {"timeline"},
+                                                 {"html"},
+                                                 {"inject-fault"}},
+                                                ParseRunOptions,
+                                                ExecuteRun};
+  return RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

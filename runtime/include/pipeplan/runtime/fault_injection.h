@@ -1,0 +1,52 @@
+// Fault injection: an executor decorator that makes one action of one rank fail, throw or
+// stall, so the watchdog and the abort path can be seen at work (tests, 'pipeplan run
+// --inject-fault').
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "pipeplan/runtime/op_executor.h"
+
+namespace pipeplan::runtime {
+
+enum class FaultKind : uint8_t {
+  kFail,   // Run returns an error
+  kThrow,  // Run throws std::runtime_error
+  kStall,  // Run blocks until the step is stopped, as a hung kernel would
+};
+
+struct Fault {
+  FaultKind kind = FaultKind::kFail;
+  RankId rank;
+  size_t action_index = 0;
+  int step = 0;  // 0-based, warm-up steps included
+};
+
+// "stall@2:17" or "fail@1:5:3" (KIND@RANK:ACTION[:STEP]); errors say what is wrong.
+StatusOr<Fault> ParseFault(std::string_view text);
+
+class FaultInjectingExecutor final : public OpExecutor {
+ public:
+  // Injects `fault` when `rank` (the rank this executor serves) is the fault's rank.
+  FaultInjectingExecutor(std::unique_ptr<OpExecutor> inner, RankId rank, const Fault& fault)
+      : inner_(std::move(inner)), armed_(rank == fault.rank), fault_(fault) {}
+
+  Status BeginStep(int step) override { return inner_->BeginStep(step); }
+  Status Run(const Action& action, const OpContext& context) override;
+  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override {
+    return inner_->SendBuffer(send, context);
+  }
+  StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override {
+    return inner_->RecvBuffer(recv, context);
+  }
+  Status EndStep(const OpContext& context) override { return inner_->EndStep(context); }
+  std::vector<OpSpan> TakeOpSpans() override { return inner_->TakeOpSpans(); }
+
+ private:
+  std::unique_ptr<OpExecutor> inner_;
+  bool armed_;
+  Fault fault_;
+};
+
+}  // namespace pipeplan::runtime
