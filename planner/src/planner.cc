@@ -10,6 +10,7 @@
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/text_format.h"
 #include "pipeplan/planner/validator.h"
+#include "scheduled_passes.h"
 
 #ifndef PIPEPLAN_VERSION
 #define PIPEPLAN_VERSION "0.0.0"
@@ -114,10 +115,12 @@ StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order
   const StageMap stages(request.topology);
   Plan plan;
   plan.request = request;
-  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertComm(std::move(order), stages, request.costs));
+  ListScheduleResult schedule;
+  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs,
+                            InsertComm(std::move(order), stages, request.costs, schedule));
   if (request.options.post_validation) {
-    PIPEPLAN_ASSIGN_OR_RETURN(
-        plan.programs, InsertPostValidation(std::move(plan.programs), stages, request.costs));
+    PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertPostValidation(std::move(plan.programs), stages,
+                                                                  request.costs, schedule));
   }
   plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
   Status valid = ValidatePlan(plan);

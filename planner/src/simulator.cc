@@ -25,7 +25,7 @@ ProducerEnds CollectProducerEnds(const ProgramComputeView& view, const ListSched
   for (size_t r = 0; r < view.order.size(); ++r) {
     for (size_t i = 0; i < view.order[r].size(); ++i) {
       for (const Action* part : ComputeParts(*view.order[r][i])) {
-        const double end = schedule.times[r][i].end;
+        const double end = schedule.At(static_cast<int>(r), i).end;
         if (part->kind == ActionKind::kForward)
           ends.forward.At(part->stage, part->microbatch) = end;
         if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
@@ -92,7 +92,7 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
       out.actions[i] = CommTiming(action, rank_time, ends, costs);
       continue;
     }
-    const ScheduledCompute& t = schedule.times[rank][compute];
+    const ScheduledCompute& t = schedule.At(rank, compute);
     out.actions[i] = {t.start, t.end};
     if (compute == 0) out.first_start = t.start;
     out.last_end = t.end;
