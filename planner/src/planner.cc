@@ -38,8 +38,10 @@ std::string OptionsSummary(const PlanRequest& request) {
 Status CheckMemoryLimit(const Plan& plan) {
   const MemoryModel& memory = plan.request.memory;
   if (!memory.limit.has_value()) return Status::Ok();
+  const Topology& topology = plan.request.topology;
+  const MemoryChangeTable changes(memory, ChunksPerShare(topology), topology.num_stages());
   for (const RankProgram& program : plan.programs) {
-    RankMemoryTracker tracker(memory, ChunksPerShare(plan.request.topology));
+    RankMemoryTracker tracker(changes);
     for (const Action& action : program.actions) {
       if (!IsCompute(action.kind)) continue;
       tracker.Start(action);
