@@ -62,8 +62,10 @@ class DryRunner {
   Status Run() {
     work_.reserve(groups_.size());
     for (size_t r = 0; r < groups_.size(); ++r) Wake(static_cast<int>(r));
-    for (size_t next = 0; next < work_.size(); ++next) {
-      const int rank = work_[next];
+    // work_ grows while it is walked, so it is indexed rather than iterated.
+    size_t next = 0;
+    while (next < work_.size()) {
+      const int rank = work_[next++];
       queued_[rank] = 0;
       const int start = head_[rank];
       while (head_[rank] < groups_[rank].size() && Blocking(rank) == nullptr) {

@@ -83,8 +83,10 @@ class ListScheduler {
     work_.reserve(compute_.size());
     for (size_t r = 0; r < compute_.size(); ++r) Wake(static_cast<int>(r));
     size_t done = 0;
-    for (size_t next = 0; next < work_.size(); ++next) {
-      const int rank = work_[next];
+    // work_ grows while it is walked, so it is indexed rather than iterated.
+    size_t next = 0;
+    while (next < work_.size()) {
+      const int rank = work_[next++];
       queued_[rank] = 0;
       // Run the rank as far as its inputs allow.
       const std::vector<const Action*>& actions = compute_[rank];

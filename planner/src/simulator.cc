@@ -235,8 +235,8 @@ StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const Memo
   timeline.source = TimelineSource::kSimulated;
   timeline.ranks.reserve(plan.programs.size());
   for (size_t r = 0; r < plan.programs.size(); ++r) {
-    timeline.ranks.push_back(BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule,
-                                               ends, costs, changes));
+    timeline.ranks.push_back(
+        BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule, ends, costs, changes));
   }
   timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan, costs));
   return timeline;
