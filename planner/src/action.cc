@@ -28,6 +28,32 @@ constexpr std::array<KindName, 12> kKindNames = {{
 
 }  // namespace
 
+SubActions::SubActions(std::initializer_list<Action> actions) {
+  if (actions.size() > 0) items_ = std::make_unique<std::vector<Action>>(actions);
+}
+
+SubActions::SubActions(const SubActions& other) {
+  if (other.items_ != nullptr) items_ = std::make_unique<std::vector<Action>>(*other.items_);
+}
+
+SubActions& SubActions::operator=(const SubActions& other) {
+  if (this != &other) *this = SubActions(other);
+  return *this;
+}
+
+void SubActions::push_back(Action action) {
+  if (items_ == nullptr) items_ = std::make_unique<std::vector<Action>>();
+  items_->push_back(std::move(action));
+}
+
+bool SubActions::operator==(const SubActions& other) const {
+  if (size() != other.size()) return false;
+  for (size_t i = 0; i < size(); ++i) {
+    if (!((*this)[i] == other[i])) return false;
+  }
+  return true;
+}
+
 std::string_view KindToken(ActionKind kind) {
   for (const KindName& entry : kKindNames) {
     if (entry.kind == kind) return entry.token;

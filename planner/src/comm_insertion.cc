@@ -11,6 +11,7 @@
 
 #include "list_schedule.h"
 #include "plan_util.h"
+#include "scheduled_passes.h"
 #include "stage_mb_table.h"
 
 namespace pipeplan {
@@ -199,8 +200,16 @@ StatusOr<std::vector<ComputeRef>> GlobalComputeOrder(const ComputeOrder& order,
 
 StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
                                               const CostModel& costs) {
-  PIPEPLAN_ASSIGN_OR_RETURN(std::vector<ComputeRef> global,
-                            GlobalComputeOrder(order, stages, costs));
+  ListScheduleResult schedule;
+  return InsertComm(std::move(order), stages, costs, schedule);
+}
+
+StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
+                                              const CostModel& costs,
+                                              ListScheduleResult& schedule) {
+  const ComputeView view = ViewOf(order);
+  PIPEPLAN_ASSIGN_OR_RETURN(schedule, RunListSchedule(view, stages, costs));
+  const std::vector<ComputeRef> global = CompletionOrder(schedule);
   return CommInserter(order, stages, MaxMicrobatches(stages)).Run(global, order);
 }
 

@@ -1,9 +1,11 @@
 // Deadlock dry run under the strictest semantics a runtime may have: each maximal run of
 // consecutive comm actions is one group (ncclGroupStart/End) that completes only when every
 // transfer in it is matched by the peer's posted counterpart; compute never blocks (the
-// validator has already checked that inputs are received before use).
+// validator has already checked that inputs are received before use), so a rank's program
+// reduces to its comm groups. The k-th send on a link pairs with the k-th receive on it, so a
+// send is matched once its receiver has posted more than k receives from it (and the other
+// way round): per-link counters of posted transfers stand in for an explicit pairing.
 #include <algorithm>
-#include <deque>
 #include <string>
 #include <utility>
 
@@ -19,117 +21,126 @@ bool IsSendKind(ActionKind kind) {
 }
 
 struct CommOp {
-  size_t index = 0;  // in the rank's program
+  int index = 0;  // in the rank's program
   int peer = 0;
-  bool is_send = false;
-  // Where the matching transfer sits: the k-th send on a link pairs with its k-th receive.
-  // -1 when there is none (the validator reports that case before the dry run).
-  int counterpart_rank = -1;
-  size_t counterpart_segment = 0;
-  size_t segment = 0;  // the group this op belongs to
+  int link = -1;    // this rank's link with the peer in this direction (-1: peer not a rank)
+  int ordinal = 0;  // k: this is the k-th transfer on its link
 };
 
-// One rank's program as segments: a compute action (no ops) or a group of comm ops.
-struct RankSegments {
-  std::vector<CommOp> ops;
-  std::vector<size_t> segment_start;  // segment k covers ops[start[k], start[k + 1])
+// One direction of traffic between this rank and a peer.
+struct Link {
+  int peer = 0;
+  bool sends = false;
+  int posted = 0;        // transfers on it in groups this rank has reached
+  int counterpart = -1;  // the peer's link for the other end (global index), -1 if none
+};
 
-  size_t size() const { return segment_start.size() - 1; }
-  const CommOp* begin(size_t k) const { return ops.data() + segment_start[k]; }
-  const CommOp* end(size_t k) const { return ops.data() + segment_start[k + 1]; }
+// One rank's comm actions, in program order, cut into groups.
+struct RankGroups {
+  std::vector<CommOp> ops;
+  std::vector<int> group_start;  // group g covers ops[start[g], start[g + 1])
+  int first_link = 0;            // its links: links_[first_link, end_link)
+  int end_link = 0;
+
+  int size() const { return static_cast<int>(group_start.size()) - 1; }
+  const CommOp* begin(int g) const { return ops.data() + group_start[g]; }
+  const CommOp* end(int g) const { return ops.data() + group_start[g + 1]; }
 };
 
 class DryRunner {
  public:
   explicit DryRunner(const Plan& plan) : plan_(plan) {
     const size_t ranks = plan.programs.size();
-    segments_.resize(ranks);
+    groups_.resize(ranks);
     head_.assign(ranks, 0);
     queued_.assign(ranks, 0);
-    BuildSegments();
-    PairOps();
+    for (size_t r = 0; r < ranks; ++r) BuildGroups(static_cast<int>(r));
+    ConnectLinks();
+    for (size_t r = 0; r < ranks; ++r) Post(static_cast<int>(r), 0);
   }
 
   Status Run() {
-    for (size_t r = 0; r < segments_.size(); ++r) Wake(static_cast<int>(r));
-    while (!work_.empty()) {
-      const int rank = work_.front();
-      work_.pop_front();
+    work_.reserve(groups_.size());
+    for (size_t r = 0; r < groups_.size(); ++r) Wake(static_cast<int>(r));
+    // work_ grows while it is walked, so it is indexed rather than iterated.
+    size_t next = 0;
+    while (next < work_.size()) {
+      const int rank = work_[next++];
       queued_[rank] = 0;
-      const size_t start = head_[rank];
-      while (head_[rank] < segments_[rank].size() && Blocking(rank) == nullptr) ++head_[rank];
+      const int start = head_[rank];
+      while (head_[rank] < groups_[rank].size() && Blocking(rank) == nullptr) {
+        ++head_[rank];
+        if (head_[rank] < groups_[rank].size()) Post(rank, head_[rank]);
+      }
       // Peers waiting on what this rank has now posted get another look.
       if (head_[rank] != start) WakePeersOf(rank, start);
     }
-    for (size_t r = 0; r < segments_.size(); ++r) {
-      if (head_[r] < segments_[r].size()) return Deadlock(static_cast<int>(r));
+    for (size_t r = 0; r < groups_.size(); ++r) {
+      if (head_[r] < groups_[r].size()) return Deadlock(static_cast<int>(r));
     }
     return Status::Ok();
   }
 
  private:
-  void BuildSegments() {
-    for (size_t r = 0; r < plan_.programs.size(); ++r) {
-      RankSegments& out = segments_[r];
-      bool in_group = false;
-      const auto& actions = plan_.programs[r].actions;
-      out.ops.reserve(actions.size());
-      out.segment_start.reserve(actions.size() + 1);
-      for (size_t i = 0; i < actions.size(); ++i) {
-        const Action& action = actions[i];
-        if (!IsComm(action.kind)) {
-          out.segment_start.push_back(out.ops.size());
-          in_group = false;
-          continue;
-        }
-        if (!in_group) out.segment_start.push_back(out.ops.size());
-        in_group = true;
-        out.ops.push_back(
-            {i, action.peer.value, IsSendKind(action.kind), -1, 0, out.segment_start.size() - 1});
+  void BuildGroups(int rank) {
+    RankGroups& out = groups_[rank];
+    const auto& actions = plan_.programs[rank].actions;
+    const int ranks = static_cast<int>(plan_.programs.size());
+    out.first_link = static_cast<int>(links_.size());
+    out.ops.reserve(actions.size());
+    out.group_start.reserve(actions.size() / 2 + 1);
+    bool in_group = false;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& action = actions[i];
+      if (!IsComm(action.kind)) {
+        in_group = false;
+        continue;
       }
-      out.segment_start.push_back(out.ops.size());
+      if (!in_group) out.group_start.push_back(static_cast<int>(out.ops.size()));
+      in_group = true;
+      CommOp& op = out.ops.emplace_back();
+      op.index = static_cast<int>(i);
+      op.peer = action.peer.value;
+      if (op.peer < 0 || op.peer >= ranks) continue;
+      op.link = LinkOf(out, op.peer, IsSendKind(action.kind));
+      op.ordinal = link_count_[op.link]++;
+    }
+    out.group_start.push_back(static_cast<int>(out.ops.size()));
+    out.end_link = static_cast<int>(links_.size());
+  }
+
+  // This rank's link with `peer` in one direction; a rank has a handful, searched linearly.
+  int LinkOf(const RankGroups& rank, int peer, bool sends) {
+    for (int l = rank.first_link; l < static_cast<int>(links_.size()); ++l) {
+      if (links_[l].peer == peer && links_[l].sends == sends) return l;
+    }
+    links_.push_back({peer, sends, 0, -1});
+    link_count_.push_back(0);
+    return static_cast<int>(links_.size()) - 1;
+  }
+
+  // Joins each link with the peer's link that carries the other end of its transfers.
+  void ConnectLinks() {
+    for (size_t r = 0; r < groups_.size(); ++r) {
+      const RankGroups& rank = groups_[r];
+      for (int l = rank.first_link; l < rank.end_link; ++l) {
+        Link& link = links_[l];
+        const RankGroups& peer = groups_[link.peer];
+        for (int p = peer.first_link; p < peer.end_link; ++p) {
+          if (links_[p].peer == static_cast<int>(r) && links_[p].sends != link.sends) {
+            link.counterpart = p;
+          }
+        }
+      }
     }
   }
 
-  // Pairs the k-th send on each link with the k-th receive on it.
-  void PairOps() {
-    struct Pending {
-      int from;
-      int to;
-      std::vector<std::pair<int, size_t>> sends;  // (rank, op index) in order
-      std::vector<std::pair<int, size_t>> recvs;
-    };
-    std::vector<std::vector<Pending*>> links_of(segments_.size());  // by sender, small lists
-    std::deque<Pending> links;
-    auto link = [&](int from, int to) -> Pending& {
-      for (Pending* p : links_of[from]) {
-        if (p->to == to) return *p;
-      }
-      links.push_back({from, to, {}, {}});
-      links_of[from].push_back(&links.back());
-      return links.back();
-    };
-    for (size_t r = 0; r < segments_.size(); ++r) {
-      const int rank = static_cast<int>(r);
-      for (size_t o = 0; o < segments_[r].ops.size(); ++o) {
-        const CommOp& op = segments_[r].ops[o];
-        if (op.peer < 0 || op.peer >= static_cast<int>(segments_.size())) continue;
-        if (op.is_send) {
-          link(rank, op.peer).sends.emplace_back(rank, o);
-        } else {
-          link(op.peer, rank).recvs.emplace_back(rank, o);
-        }
-      }
-    }
-    for (const Pending& p : links) {
-      for (size_t k = 0; k < std::min(p.sends.size(), p.recvs.size()); ++k) {
-        CommOp& send = segments_[p.sends[k].first].ops[p.sends[k].second];
-        CommOp& recv = segments_[p.recvs[k].first].ops[p.recvs[k].second];
-        send.counterpart_rank = p.to;
-        send.counterpart_segment = recv.segment;
-        recv.counterpart_rank = p.from;
-        recv.counterpart_segment = send.segment;
-      }
+  // Group `g` of `rank` is reached: its transfers are posted.
+  void Post(int rank, int g) {
+    const RankGroups& groups = groups_[rank];
+    if (g >= groups.size()) return;
+    for (const CommOp* op = groups.begin(g); op != groups.end(g); ++op) {
+      if (op->link >= 0) ++links_[op->link].posted;
     }
   }
 
@@ -139,26 +150,28 @@ class DryRunner {
     work_.push_back(rank);
   }
 
-  void WakePeersOf(int rank, size_t from_segment) {
-    const RankSegments& segments = segments_[rank];
-    const size_t last = std::min(head_[rank], segments.size() - 1);
-    for (size_t k = from_segment; k <= last; ++k) {
-      for (const CommOp* op = segments.begin(k); op != segments.end(k); ++op) {
-        if (op->counterpart_rank >= 0) Wake(op->counterpart_rank);
+  void WakePeersOf(int rank, int from_group) {
+    const RankGroups& groups = groups_[rank];
+    const int last = std::min(head_[rank], groups.size() - 1);
+    for (int g = from_group; g <= last; ++g) {
+      for (const CommOp* op = groups.begin(g); op != groups.end(g); ++op) {
+        if (op->link >= 0 && links_[op->link].counterpart >= 0) Wake(op->peer);
       }
     }
   }
 
-  // A transfer is matched once the peer's head has reached the group holding its counterpart
-  // (a group is posted as soon as the rank reaches it).
+  // The k-th transfer on a link is matched once the peer has posted more than k transfers on
+  // the other end (a group is posted as soon as the rank reaches it).
   bool Matched(const CommOp& op) const {
-    return op.counterpart_rank >= 0 && head_[op.counterpart_rank] >= op.counterpart_segment;
+    if (op.link < 0) return false;
+    const int counterpart = links_[op.link].counterpart;
+    return counterpart >= 0 && links_[counterpart].posted > op.ordinal;
   }
 
   // The first op of the rank's head group whose counterpart is not posted yet.
   const CommOp* Blocking(int rank) const {
-    const RankSegments& segments = segments_[rank];
-    for (const CommOp* op = segments.begin(head_[rank]); op != segments.end(head_[rank]); ++op) {
+    const RankGroups& groups = groups_[rank];
+    for (const CommOp* op = groups.begin(head_[rank]); op != groups.end(head_[rank]); ++op) {
       if (!Matched(*op)) return op;
     }
     return nullptr;
@@ -172,9 +185,9 @@ class DryRunner {
   Status Deadlock(int start) const {
     // Follow wait-for edges until a rank repeats: that loop is the cycle to report.
     std::vector<int> path;
-    std::vector<bool> seen(segments_.size(), false);
+    std::vector<bool> seen(groups_.size(), false);
     int rank = start;
-    while (rank >= 0 && !seen[rank] && head_[rank] < segments_[rank].size()) {
+    while (rank >= 0 && !seen[rank] && head_[rank] < groups_[rank].size()) {
       seen[rank] = true;
       path.push_back(rank);
       const CommOp* op = Blocking(rank);
@@ -193,10 +206,12 @@ class DryRunner {
   }
 
   const Plan& plan_;
-  std::vector<RankSegments> segments_;
-  std::vector<size_t> head_;
+  std::vector<RankGroups> groups_;
+  std::vector<Link> links_;      // every rank's links, rank by rank
+  std::vector<int> link_count_;  // per link: transfers seen while building
+  std::vector<int> head_;        // per rank: its first group not completed
   std::vector<uint8_t> queued_;
-  std::deque<int> work_;
+  std::vector<int> work_;  // FIFO of ranks to look at; each is queued at most once at a time
 };
 
 }  // namespace

@@ -2,9 +2,11 @@
 // order; one starts when the rank is free and its inputs have arrived (producer end +
 // transfer time across ranks, free on the same rank). The times do not depend on the order
 // ranks are visited in, so a plain worklist computes them. Shared by comm insertion (for the
-// global message order) and the simulator (for the times).
+// global message order), post-validation (for its PV times) and the simulator (for the times).
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <vector>
 
 #include "pipeplan/planner/comm_insertion.h"
@@ -22,8 +24,27 @@ struct ScheduledCompute {
   int depth = 0;
 };
 
-struct ListScheduleResult {
-  std::vector<std::vector<ScheduledCompute>> times;  // [rank][compute index]
+// Times of every compute action, all ranks in one flat array (rank r's compute actions are
+// `Rank(r)`, in order).
+class ListScheduleResult {
+ public:
+  ListScheduleResult() = default;
+  explicit ListScheduleResult(std::vector<size_t> offsets)
+      : offsets_(std::move(offsets)), times_(offsets_.back()) {}
+
+  int num_ranks() const { return static_cast<int>(offsets_.size()) - 1; }
+  std::span<const ScheduledCompute> Rank(int rank) const {
+    return {times_.data() + offsets_[rank], offsets_[rank + 1] - offsets_[rank]};
+  }
+  const ScheduledCompute& At(int rank, size_t index) const {
+    return times_[offsets_[rank] + index];
+  }
+  ScheduledCompute& At(int rank, size_t index) { return times_[offsets_[rank] + index]; }
+  size_t size() const { return times_.size(); }
+
+ private:
+  std::vector<size_t> offsets_ = {0};  // rank r: [offsets_[r], offsets_[r + 1])
+  std::vector<ScheduledCompute> times_;
 };
 
 // Every compute action ordered by (end, start, depth, rank): a linear extension of all

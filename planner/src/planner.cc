@@ -10,6 +10,7 @@
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/text_format.h"
 #include "pipeplan/planner/validator.h"
+#include "scheduled_passes.h"
 
 #ifndef PIPEPLAN_VERSION
 #define PIPEPLAN_VERSION "0.0.0"
@@ -37,8 +38,10 @@ std::string OptionsSummary(const PlanRequest& request) {
 Status CheckMemoryLimit(const Plan& plan) {
   const MemoryModel& memory = plan.request.memory;
   if (!memory.limit.has_value()) return Status::Ok();
+  const Topology& topology = plan.request.topology;
+  const MemoryChangeTable changes(memory, ChunksPerShare(topology), topology.num_stages());
   for (const RankProgram& program : plan.programs) {
-    RankMemoryTracker tracker(memory, ChunksPerShare(plan.request.topology));
+    RankMemoryTracker tracker(changes);
     for (const Action& action : program.actions) {
       if (!IsCompute(action.kind)) continue;
       tracker.Start(action);
@@ -114,10 +117,12 @@ StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order
   const StageMap stages(request.topology);
   Plan plan;
   plan.request = request;
-  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertComm(std::move(order), stages, request.costs));
+  ListScheduleResult schedule;
+  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs,
+                            InsertComm(std::move(order), stages, request.costs, schedule));
   if (request.options.post_validation) {
-    PIPEPLAN_ASSIGN_OR_RETURN(
-        plan.programs, InsertPostValidation(std::move(plan.programs), stages, request.costs));
+    PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertPostValidation(std::move(plan.programs), stages,
+                                                                  request.costs, schedule));
   }
   plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
   Status valid = ValidatePlan(plan);

@@ -8,7 +8,9 @@
 
 #include "list_schedule.h"
 #include "plan_util.h"
+#include "scheduled_passes.h"
 #include "stage_mb_table.h"
+#include "transfer_links.h"
 
 namespace pipeplan {
 namespace {
@@ -25,9 +27,10 @@ Action MakePvAction(ActionKind kind, StageId stage, int peer) {
 
 class PostValidationInserter {
  public:
+  // `schedule`, when given, is the list schedule of the programs' compute order under `costs`.
   PostValidationInserter(std::vector<RankProgram> programs, const StageMap& stages,
-                         const CostModel& costs)
-      : programs_(std::move(programs)), stages_(stages), costs_(costs) {}
+                         const CostModel& costs, const ListScheduleResult* schedule)
+      : programs_(std::move(programs)), stages_(stages), costs_(costs), schedule_(schedule) {}
 
   StatusOr<std::vector<RankProgram>> Run() {
     PIPEPLAN_RETURN_IF_ERROR(Schedule());
@@ -41,17 +44,22 @@ class PostValidationInserter {
 
  private:
   Status Schedule() {
-    view_ = ExtractCompute(programs_);
     int microbatches = 0;
     for (int s = 0; s < stages_.num_stages(); ++s)
       microbatches = std::max(microbatches, stages_.MicrobatchesOf(StageId(s)));
-    PIPEPLAN_ASSIGN_OR_RETURN(schedule_, RunListSchedule(view_.order, stages_, costs_));
+    if (schedule_ == nullptr) {
+      const ProgramComputeView view = ExtractCompute(programs_);
+      PIPEPLAN_ASSIGN_OR_RETURN(own_schedule_, RunListSchedule(view.order, stages_, costs_));
+      schedule_ = &own_schedule_;
+    }
     forward_end_.emplace(stages_.num_stages(), microbatches, 0.0);
     input_grad_end_.emplace(stages_.num_stages(), microbatches, 0.0);
-    for (size_t r = 0; r < view_.order.size(); ++r) {
-      for (size_t i = 0; i < view_.order[r].size(); ++i) {
-        for (const Action* part : ComputeParts(*view_.order[r][i])) {
-          const double end = schedule_.times[r][i].end;
+    for (size_t r = 0; r < programs_.size(); ++r) {
+      size_t compute = 0;
+      for (const Action& action : programs_[r].actions) {
+        if (!IsCompute(action.kind)) continue;
+        const double end = schedule_->At(static_cast<int>(r), compute++).end;
+        for (const Action* part : ComputeParts(action)) {
           if (part->kind == ActionKind::kForward)
             forward_end_->At(part->stage, part->microbatch) = end;
           if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
@@ -80,11 +88,14 @@ class PostValidationInserter {
     for (int r = ranks - 1; r >= 0; --r) {
       const StageId stage = ChunkZero(r);
       const int target = std::min(2 * (ranks - 1 - r), stages_.MicrobatchesOf(stage) - 1);
-      for (size_t i = 0; i < view_.order[r].size(); ++i) {
-        const Action& a = *view_.order[r][i];
+      size_t compute = 0;
+      for (const Action& a : programs_[r].actions) {
+        if (!IsCompute(a.kind)) continue;
         if (a.kind == ActionKind::kForward && a.stage == stage && a.microbatch.value == target) {
-          running = std::max(running, schedule_.times[r][i].start - LatencyInto(stage));
+          running = std::max(
+              running, schedule_->At(static_cast<int>(r), compute).start - LatencyInto(stage));
         }
+        ++compute;
       }
       times[r] = running;
     }
@@ -109,7 +120,7 @@ class PostValidationInserter {
       case ActionKind::kBackwardInput:
       case ActionKind::kBackwardWeight:
       case ActionKind::kOverlapFB:
-        return schedule_.times[rank][compute_index].start;
+        return schedule_->At(rank, compute_index).start;
       case ActionKind::kPostValidation:
       case ActionKind::kSendPostValidation:
       case ActionKind::kRecvPostValidation:
@@ -147,33 +158,32 @@ class PostValidationInserter {
     return kind == ActionKind::kRecvForward || kind == ActionKind::kRecvBackward;
   }
 
-  // partner_[r][i]: (rank, index) of the other end of transfer i on rank r (k-th send on a link
-  // pairs with the k-th receive, as the comm pass built them).
+  // send_of_[r][i], for receive i on rank r: the index of its send on the sender's program
+  // (the k-th send on a link pairs with the k-th receive, as the comm pass built them).
   void PairTransfers() {
-    const size_t ranks = programs_.size();
-    partner_.assign(ranks, {});
-    std::vector<std::vector<std::vector<size_t>>> sends(ranks,
-                                                        std::vector<std::vector<size_t>>(ranks));
-    for (size_t r = 0; r < ranks; ++r) {
-      partner_[r].assign(programs_[r].actions.size(), {-1, 0});
-      const auto& actions = programs_[r].actions;
-      for (size_t i = 0; i < actions.size(); ++i) {
-        const ActionKind k = actions[i].kind;
-        if (k == ActionKind::kSendForward || k == ActionKind::kSendBackward)
-          sends[r][actions[i].peer.value].push_back(i);
+    const TransferLinks links(programs_);
+    send_of_.resize(programs_.size());
+    for (size_t r = 0; r < programs_.size(); ++r)
+      send_of_[r].assign(programs_[r].actions.size(), 0);
+    for (size_t from = 0; from < programs_.size(); ++from) {
+      for (const TransferLinks::Link& link : links.SendLinks(static_cast<int>(from))) {
+        const TransferLinks::Link* back = links.FindReceiveLink(link.peer, static_cast<int>(from));
+        if (back == nullptr) continue;
+        const std::span<const TransferRef> sends = links.Refs(link);
+        const std::span<const TransferRef> receives = links.Refs(*back);
+        for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
+          send_of_[link.peer][receives[k].index] = sends[k].index;
+        }
       }
     }
-    std::vector<std::vector<size_t>> taken(ranks, std::vector<size_t>(ranks, 0));
-    for (size_t r = 0; r < ranks; ++r) {
-      const auto& actions = programs_[r].actions;
-      for (size_t i = 0; i < actions.size(); ++i) {
-        if (!IsReceive(actions[i].kind)) continue;
-        const int from = actions[i].peer.value;
-        const size_t send = sends[from][r][taken[from][r]++];
-        partner_[r][i] = {from, send};
-        partner_[from][send] = {static_cast<int>(r), i};
-      }
-    }
+  }
+
+  // Whether action i of `rank` runs before the rank's PV under the current cuts: compute and
+  // sends when they are before the cut, receives when their send is before the sender's.
+  bool BeforePv(const std::vector<size_t>& cut, int rank, size_t i) const {
+    const Action& a = programs_[rank].actions[i];
+    if (!IsReceive(a.kind)) return i < cut[rank];
+    return static_cast<size_t>(send_of_[rank][i]) < cut[a.peer.value];
   }
 
   // Decides which actions of each rank run before its PV. Compute and sends: the longest
@@ -182,53 +192,53 @@ class PostValidationInserter {
   // ends up after it cuts the prefix there. Prefixes only shrink, so this settles.
   void ChoosePrefixes(const std::vector<double>& pv_times) {
     const size_t ranks = programs_.size();
-    before_.assign(ranks, {});
     std::vector<size_t> cut(ranks);
     for (size_t r = 0; r < ranks; ++r) {
       const auto& actions = programs_[r].actions;
-      before_[r].assign(actions.size(), 0);
-      const std::vector<size_t> compute = ComputeIndexAt(static_cast<int>(r));
       cut[r] = actions.size();
+      size_t compute = 0;
       for (size_t i = 0; i < actions.size(); ++i) {
         if (IsReceive(actions[i].kind)) continue;
         if (!AllowedBeforePv(static_cast<int>(r), actions[i]) ||
-            TimeOf(static_cast<int>(r), i, compute[i]) >= pv_times[r]) {
+            TimeOf(static_cast<int>(r), i, compute) >= pv_times[r]) {
           cut[r] = i;
           break;
         }
+        if (IsCompute(actions[i].kind)) ++compute;
       }
     }
     bool changed = true;
     while (changed) {
       changed = false;
       for (size_t r = 0; r < ranks; ++r) {
-        const auto& actions = programs_[r].actions;
-        for (size_t i = 0; i < actions.size(); ++i) {
-          if (IsReceive(actions[i].kind)) {
-            const auto [from, send] = partner_[r][i];
-            before_[r][i] = send < cut[from] ? 1 : 0;
-          } else {
-            before_[r][i] = i < cut[r] ? 1 : 0;
-          }
-        }
         // A consumer before PV needs its receive before PV too.
-        for (size_t i = 0; i < std::min(cut[r], actions.size()); ++i) {
-          if (!IsCompute(actions[i].kind) || ReceivedBefore(static_cast<int>(r), i)) continue;
+        for (size_t i = 0; i < std::min(cut[r], programs_[r].actions.size()); ++i) {
+          if (!IsCompute(programs_[r].actions[i].kind) ||
+              ReceivedBefore(cut, static_cast<int>(r), i)) {
+            continue;
+          }
           cut[r] = i;
           changed = true;
           break;
         }
       }
     }
+    before_.resize(ranks);
+    for (size_t r = 0; r < ranks; ++r) {
+      before_[r].resize(programs_[r].actions.size());
+      for (size_t i = 0; i < before_[r].size(); ++i) {
+        before_[r][i] = BeforePv(cut, static_cast<int>(r), i) ? 1 : 0;
+      }
+    }
   }
 
   // Whether every receive feeding compute action `index` on `rank` is before PV.
-  bool ReceivedBefore(int rank, size_t index) const {
+  bool ReceivedBefore(const std::vector<size_t>& cut, int rank, size_t index) const {
     const auto& actions = programs_[rank].actions;
     const Action& consumer = actions[index];
     for (size_t i = 0; i < index; ++i) {
       const Action& a = actions[i];
-      if (!IsReceive(a.kind) || before_[rank][i]) continue;
+      if (!IsReceive(a.kind) || BeforePv(cut, rank, i)) continue;
       for (const Action* part : ComputeParts(consumer)) {
         const bool feeds =
             a.stage == part->stage && a.microbatch == part->microbatch &&
@@ -239,23 +249,13 @@ class PostValidationInserter {
     return true;
   }
 
-  std::vector<size_t> ComputeIndexAt(int rank) const {
-    std::vector<size_t> index;
-    size_t next = 0;
-    for (const Action& a : programs_[rank].actions) {
-      index.push_back(next);
-      if (IsCompute(a.kind)) ++next;
-    }
-    return index;
-  }
-
   // Stable partition: actions before PV (in their order), the PV group, then the rest.
   void Rebuild(int rank) {
     auto& actions = programs_[rank].actions;
     std::vector<Action> rebuilt;
     rebuilt.reserve(actions.size() + 3);
     for (size_t i = 0; i < actions.size(); ++i) {
-      if (before_[rank][i]) rebuilt.push_back(actions[i]);
+      if (before_[rank][i]) rebuilt.push_back(std::move(actions[i]));
     }
     const int last = static_cast<int>(programs_.size()) - 1;
     const StageId stage = ChunkZero(rank);
@@ -264,7 +264,7 @@ class PostValidationInserter {
     if (rank > 0) rebuilt.push_back(MakePvAction(ActionKind::kSendPostValidation, stage, rank - 1));
     rebuilt.push_back(MakePvAction(ActionKind::kPostValidation, stage, rank));
     for (size_t i = 0; i < actions.size(); ++i) {
-      if (!before_[rank][i]) rebuilt.push_back(actions[i]);
+      if (!before_[rank][i]) rebuilt.push_back(std::move(actions[i]));
     }
     actions = std::move(rebuilt);
   }
@@ -291,11 +291,11 @@ class PostValidationInserter {
   std::vector<RankProgram> programs_;
   const StageMap& stages_;
   const CostModel& costs_;
-  ProgramComputeView view_;
-  ListScheduleResult schedule_;
+  const ListScheduleResult* schedule_;
+  ListScheduleResult own_schedule_;  // when none was given
   std::optional<StageMbTable<double>> forward_end_;
   std::optional<StageMbTable<double>> input_grad_end_;
-  std::vector<std::vector<std::pair<int, size_t>>> partner_;
+  std::vector<std::vector<int>> send_of_;     // [rank][receive index]: its send's index
   std::vector<std::vector<uint8_t>> before_;  // [rank][action]: runs before the rank's PV
 };
 
@@ -309,7 +309,14 @@ bool SupportsPostValidation(std::string_view strategy) {
 StatusOr<std::vector<RankProgram>> InsertPostValidation(std::vector<RankProgram> programs,
                                                         const StageMap& stages,
                                                         const CostModel& costs) {
-  return PostValidationInserter(std::move(programs), stages, costs).Run();
+  return PostValidationInserter(std::move(programs), stages, costs, nullptr).Run();
+}
+
+StatusOr<std::vector<RankProgram>> InsertPostValidation(std::vector<RankProgram> programs,
+                                                        const StageMap& stages,
+                                                        const CostModel& costs,
+                                                        const ListScheduleResult& schedule) {
+  return PostValidationInserter(std::move(programs), stages, costs, &schedule).Run();
 }
 
 int CountRollbackReceives(const Plan& plan) {

@@ -25,7 +25,7 @@ ProducerEnds CollectProducerEnds(const ProgramComputeView& view, const ListSched
   for (size_t r = 0; r < view.order.size(); ++r) {
     for (size_t i = 0; i < view.order[r].size(); ++i) {
       for (const Action* part : ComputeParts(*view.order[r][i])) {
-        const double end = schedule.times[r][i].end;
+        const double end = schedule.At(static_cast<int>(r), i).end;
         if (part->kind == ActionKind::kForward)
           ends.forward.At(part->stage, part->microbatch) = end;
         if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
@@ -77,12 +77,13 @@ ActionTiming CommTiming(const Action& action, double rank_time, const ProducerEn
 
 RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
                                const ListScheduleResult& schedule, const ProducerEnds& ends,
-                               const CostModel& costs, const MemoryModel& memory,
-                               int stages_per_rank) {
+                               const CostModel& costs, const MemoryChangeTable& changes) {
+  const MemoryModel& memory = changes.memory();
   RankTimeline out;
   out.rank = RankId(rank);
   out.actions.resize(program.actions.size());
-  RankMemoryTracker tracker(memory, stages_per_rank);
+  out.memory.reserve(2 * schedule.Rank(rank).size() + 1);
+  RankMemoryTracker tracker(changes);
   out.memory.push_back({0.0, memory.static_per_rank});
   double rank_time = 0.0;
   size_t compute = 0;
@@ -93,7 +94,7 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
       if (IsComm(action.kind)) out.actions[i].thread = kCommThread;
       continue;
     }
-    const ScheduledCompute& t = schedule.times[rank][compute];
+    const ScheduledCompute& t = schedule.At(rank, compute);
     out.actions[i] = {t.start, t.end};
     if (compute == 0) out.first_start = t.start;
     out.last_end = t.end;
@@ -230,11 +231,13 @@ StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const Memo
                             RunListSchedule(view.order, stages, costs));
   const ProducerEnds ends = CollectProducerEnds(view, schedule, topology);
 
+  const MemoryChangeTable changes(memory, ChunksPerShare(topology), topology.num_stages());
   Timeline timeline;
   timeline.source = TimelineSource::kSimulated;
+  timeline.ranks.reserve(plan.programs.size());
   for (size_t r = 0; r < plan.programs.size(); ++r) {
-    timeline.ranks.push_back(BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule,
-                                               ends, costs, memory, ChunksPerShare(topology)));
+    timeline.ranks.push_back(
+        BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule, ends, costs, changes));
   }
   timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan, costs));
   return timeline;

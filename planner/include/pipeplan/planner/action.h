@@ -2,6 +2,9 @@
 // transfer (SEND/RECV of activations or gradients) or a post-validation step.
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,16 +41,59 @@ constexpr bool IsComm(ActionKind kind) {
 std::string_view KindToken(ActionKind kind);
 std::optional<ActionKind> KindFromToken(std::string_view token);
 
+struct Action;
+
+// The sub-actions of an overlap cell ({forward, backward}); empty for every other action. A
+// vector-like value held through one pointer that is null when empty: almost every action of
+// a plan has none, and those copy, move and destroy as cheaply as plain data.
+class SubActions {
+ public:
+  SubActions() = default;
+  SubActions(std::initializer_list<Action> actions);
+  SubActions(const SubActions& other);
+  SubActions(SubActions&& other) noexcept = default;
+  SubActions& operator=(const SubActions& other);
+  SubActions& operator=(SubActions&& other) noexcept = default;
+  ~SubActions() = default;
+
+  bool empty() const { return items_ == nullptr; }
+  size_t size() const;
+  const Action* begin() const;
+  const Action* end() const;
+  Action* begin();
+  Action* end();
+  const Action* data() const { return begin(); }
+  const Action& operator[](size_t index) const;
+  Action& operator[](size_t index);
+  void push_back(Action action);
+  void clear() { items_.reset(); }
+
+  bool operator==(const SubActions& other) const;
+
+ private:
+  std::unique_ptr<std::vector<Action>> items_;  // null when empty, never an empty vector
+};
+
 struct Action {
   ActionKind kind = ActionKind::kForward;
-  StageId stage;                    // the stage on this rank the action belongs to
-  MicrobatchId microbatch;          // unused for PV actions
-  RankId peer;                      // comm only: the other rank
-  bool rollback = false;            // RECV_F only: must be drained and replayed if validation fails
-  std::vector<Action> sub_actions;  // kOverlapFB only: {forward, backward}
+  StageId stage;            // the stage on this rank the action belongs to
+  MicrobatchId microbatch;  // unused for PV actions
+  RankId peer;              // comm only: the other rank
+  bool rollback = false;    // RECV_F only: must be drained and replayed if validation fails
+  SubActions sub_actions;   // kOverlapFB only: {forward, backward}
 
   bool operator==(const Action&) const = default;
 };
+
+inline size_t SubActions::size() const { return items_ == nullptr ? 0 : items_->size(); }
+inline const Action* SubActions::begin() const {
+  return items_ == nullptr ? nullptr : items_->data();
+}
+inline const Action* SubActions::end() const { return begin() + size(); }
+inline Action* SubActions::begin() { return items_ == nullptr ? nullptr : items_->data(); }
+inline Action* SubActions::end() { return begin() + size(); }
+inline const Action& SubActions::operator[](size_t index) const { return begin()[index]; }
+inline Action& SubActions::operator[](size_t index) { return begin()[index]; }
 
 Action MakeCompute(ActionKind kind, StageId stage, MicrobatchId mb);
 Action MakeOverlap(const Action& forward, const Action& backward);

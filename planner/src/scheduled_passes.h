@@ -1,0 +1,25 @@
+// The passes BuildPlan chains, sharing one list schedule: the schedule depends only on the
+// compute order and the costs, and comm insertion leaves the compute order as it is, so
+// post-validation reuses the one comm insertion ran instead of running its own.
+#pragma once
+
+#include <vector>
+
+#include "list_schedule.h"
+#include "pipeplan/planner/cost_model.h"
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/topology.h"
+
+namespace pipeplan {
+
+// InsertComm that also hands back the list schedule of `order` under `costs`.
+StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
+                                              const CostModel& costs, ListScheduleResult& schedule);
+
+// InsertPostValidation on programs whose compute order has `schedule` under `costs`.
+StatusOr<std::vector<RankProgram>> InsertPostValidation(std::vector<RankProgram> programs,
+                                                        const StageMap& stages,
+                                                        const CostModel& costs,
+                                                        const ListScheduleResult& schedule);
+
+}  // namespace pipeplan
