@@ -11,14 +11,11 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/runtime/inproc_transport.h"
-#include "pipeplan/runtime/local_run.h"
-#include "pipeplan/runtime/synthetic_executor.h"
+#include "pipeplan/runtime/synthetic_run.h"
 
 namespace pipeplan::runtime {
 namespace {
@@ -43,16 +40,6 @@ void BM_Budget_RuntimeOverheadPerAction_1F1B(benchmark::State& state) {
     busiest = std::max(busiest, program.actions.size());
   }
 
-  std::vector<std::unique_ptr<Transport>> transports = MakeInProcTransports(ranks);
-  std::vector<std::unique_ptr<OpExecutor>> executors;
-  std::vector<OpExecutor*> executor_ptrs;
-  std::vector<Transport*> transport_ptrs;
-  for (int r = 0; r < ranks; ++r) {
-    executors.push_back(std::make_unique<SyntheticExecutor>(
-        *plan, RankId(r), SyntheticOptions{.seconds_per_unit = 0.0}));
-    executor_ptrs.push_back(executors.back().get());
-    transport_ptrs.push_back(transports[r].get());
-  }
   LocalRunOptions options;
   options.steps = kStepsPerIteration;
   options.warmup = 1;
@@ -64,7 +51,8 @@ void BM_Budget_RuntimeOverheadPerAction_1F1B(benchmark::State& state) {
   double total_seconds = 0.0;
   for (auto _ : state) {
     measured_seconds = 0.0;
-    const auto steps = RunLocal(*plan, executor_ptrs, transport_ptrs, options);
+    const auto steps =
+        RunSyntheticInProcess(*plan, SyntheticOptions{.seconds_per_unit = 0.0}, options);
     if (!steps.ok()) {
       state.SkipWithError(steps.status().message().c_str());
       return;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,9 +16,7 @@
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/timeline_diff.h"
 #include "pipeplan/runtime/fault_injection.h"
-#include "pipeplan/runtime/inproc_transport.h"
-#include "pipeplan/runtime/local_run.h"
-#include "pipeplan/runtime/synthetic_executor.h"
+#include "pipeplan/runtime/synthetic_run.h"
 #include "request_flags.h"
 
 namespace pipeplan::cli {
@@ -177,22 +174,6 @@ std::string Significant(double value) {
 
 StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& options,
                                          double time_scale) {
-  const int ranks = static_cast<int>(plan.programs.size());
-  std::vector<std::unique_ptr<runtime::Transport>> transports =
-      runtime::MakeInProcTransports(ranks);
-  std::vector<std::unique_ptr<runtime::OpExecutor>> executors;
-  std::vector<runtime::OpExecutor*> executor_ptrs;
-  std::vector<runtime::Transport*> transport_ptrs;
-  for (int r = 0; r < ranks; ++r) {
-    executors.push_back(std::make_unique<runtime::SyntheticExecutor>(
-        plan, RankId(r), runtime::SyntheticOptions{.seconds_per_unit = time_scale}));
-    if (options.fault) {
-      executors.back() = std::make_unique<runtime::FaultInjectingExecutor>(
-          std::move(executors.back()), RankId(r), *options.fault);
-    }
-    executor_ptrs.push_back(executors.back().get());
-    transport_ptrs.push_back(transports[r].get());
-  }
   runtime::LocalRunOptions run;
   run.steps = options.steps;
   run.warmup = options.warmup;
@@ -203,7 +184,8 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
     std::cerr << "step " << report.step + 1 << "/" << total << (report.warmup ? " (warm-up)" : "")
               << ": " << Milliseconds(report.seconds) << "\n";
   };
-  return runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run);
+  return runtime::RunSyntheticInProcess(
+      plan, runtime::SyntheticOptions{.seconds_per_unit = time_scale}, run, options.fault);
 }
 
 Status ExecuteRun(const RunOptions& options) {

@@ -118,4 +118,9 @@ std::string ToString(const Action& action) {
   return out;
 }
 
+std::string Where(int rank, size_t index, const Action& action) {
+  return "rank " + std::to_string(rank) + ", action " + std::to_string(index) + " (" +
+         ToString(action) + ")";
+}
+
 }  // namespace pipeplan

@@ -32,12 +32,6 @@ class ComputePartRange {
 
 inline ComputePartRange ComputeParts(const Action& action) { return ComputePartRange(action); }
 
-// "rank 2, action 17 (3B5)": the prefix of every error about one action.
-inline std::string Where(int rank, size_t index, const Action& action) {
-  return "rank " + std::to_string(rank) + ", action " + std::to_string(index) + " (" +
-         ToString(action) + ")";
-}
-
 // Compute actions of every program, in order (pointers into the programs), and their
 // indices in the full program.
 struct ProgramComputeView {

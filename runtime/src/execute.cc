@@ -8,39 +8,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include "comm_key.h"
 #include "pipeplan/planner/validator.h"
-#include "where.h"
 
 namespace pipeplan::runtime {
 namespace {
-
-// The receive a compute part consumes: (receive kind, stage, microbatch) packed in one key.
-uint64_t InputKey(ActionKind recv_kind, StageId stage, MicrobatchId mb) {
-  return (static_cast<uint64_t>(recv_kind) << 56) |
-         (static_cast<uint64_t>(static_cast<uint32_t>(stage.value) & 0xFFFFFFu) << 32) |
-         static_cast<uint32_t>(mb.value);
-}
-
-std::optional<ActionKind> InputKindOf(ActionKind compute) {
-  switch (compute) {
-    case ActionKind::kForward:
-      return ActionKind::kRecvForward;
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-      return ActionKind::kRecvBackward;
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kOverlapFB:
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-    case ActionKind::kPostValidation:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      break;
-  }
-  return std::nullopt;
-}
 
 // Calls into the executor with its exceptions turned into errors.
 template <typename Call>
@@ -63,8 +35,7 @@ class StepRunner {
         executor_(executor),
         transport_(transport),
         options_(options),
-        pending_(actions_.size()),
-        timeline_() {
+        pending_(actions_.size()) {
     timeline_.rank = prepared.program().rank;
     timeline_.actions.resize(actions_.size());
   }
@@ -166,7 +137,7 @@ class StepRunner {
   // Errors from elsewhere (an abort) keep their message; our own get the rank and action.
   Status AtAction(size_t index, const Status& status) const {
     if (status.code() == StatusCode::kAborted) return status;
-    return status.WithContext(Where(timeline_.rank, index, actions_[index]));
+    return status.WithContext(Where(timeline_.rank.value, index, actions_[index]));
   }
   Status AtStepLevel(const Status& status) const {
     if (status.ok() || status.code() == StatusCode::kAborted) return status;
@@ -209,7 +180,7 @@ PreparedProgram::PreparedProgram(const RankProgram& program)
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& action = actions[i];
     if (action.kind == ActionKind::kRecvForward || action.kind == ActionKind::kRecvBackward) {
-      unconsumed[InputKey(action.kind, action.stage, action.microbatch)] = i;
+      unconsumed[CommKey(action.kind, action.stage, action.microbatch)] = i;
     } else if (action.kind == ActionKind::kRecvPostValidation) {
       validation_inputs.push_back(i);
     } else if (action.kind == ActionKind::kPostValidation) {
@@ -217,9 +188,9 @@ PreparedProgram::PreparedProgram(const RankProgram& program)
       validation_inputs.clear();
     } else if (IsCompute(action.kind)) {
       auto consume = [&](const Action& part) {
-        const std::optional<ActionKind> input = InputKindOf(part.kind);
+        const std::optional<ActionKind> input = InputReceiveOf(part.kind);
         if (!input) return;
-        const auto found = unconsumed.find(InputKey(*input, part.stage, part.microbatch));
+        const auto found = unconsumed.find(CommKey(*input, part.stage, part.microbatch));
         if (found == unconsumed.end()) return;  // a local hand-off, or the first stage
         inputs_[i].push_back(found->second);
         unconsumed.erase(found);

@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "comm_key.h"
+
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -26,12 +28,6 @@ struct MessageHeader {
   int64_t ready_at = 0;  // steady clock, nanoseconds since its epoch
 };
 
-uint64_t SlotKey(ActionKind kind, StageId stage, MicrobatchId mb) {
-  return (static_cast<uint64_t>(kind) << 56) |
-         (static_cast<uint64_t>(static_cast<uint32_t>(stage.value) & 0xFFFFFFu) << 32) |
-         static_cast<uint32_t>(mb.value);
-}
-
 int64_t Nanos(TimePoint t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -44,28 +40,15 @@ struct ExpectedInput {
 };
 
 std::optional<ExpectedInput> InputOf(const Action& part) {
-  switch (part.kind) {
-    case ActionKind::kForward:
-      return ExpectedInput{ActionKind::kRecvForward, ActionKind::kSendForward,
-                           StageId(part.stage.value - 1)};
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-      return ExpectedInput{ActionKind::kRecvBackward, ActionKind::kSendBackward,
-                           StageId(part.stage.value + 1)};
-    case ActionKind::kPostValidation:
-      return ExpectedInput{ActionKind::kRecvPostValidation, ActionKind::kSendPostValidation,
-                           part.stage};
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kOverlapFB:
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      break;
+  const std::optional<ActionKind> recv = InputReceiveOf(part.kind);
+  if (!recv) return std::nullopt;
+  if (*recv == ActionKind::kRecvForward) {
+    return ExpectedInput{*recv, ActionKind::kSendForward, StageId(part.stage.value - 1)};
   }
-  return std::nullopt;
+  if (*recv == ActionKind::kRecvBackward) {
+    return ExpectedInput{*recv, ActionKind::kSendBackward, StageId(part.stage.value + 1)};
+  }
+  return ExpectedInput{*recv, ActionKind::kSendPostValidation, part.stage};
 }
 
 std::string Describe(const MessageHeader& h) {
@@ -82,7 +65,7 @@ SyntheticExecutor::SyntheticExecutor(const Plan& plan, RankId rank, const Synthe
   if (rank.value < 0 || static_cast<size_t>(rank.value) >= plan.programs.size()) return;
   for (const Action& action : plan.programs[static_cast<size_t>(rank.value)].actions) {
     if (!IsComm(action.kind)) continue;
-    slots_[SlotKey(action.kind, action.stage, action.microbatch)].resize(options_.message_bytes);
+    slots_[CommKey(action.kind, action.stage, action.microbatch)].resize(options_.message_bytes);
   }
 }
 
@@ -92,14 +75,14 @@ Status SyntheticExecutor::BeginStep(int step) {
   return Status::Ok();
 }
 
-std::vector<std::byte>* SyntheticExecutor::Slot(const Action& comm) {
-  const auto found = slots_.find(SlotKey(comm.kind, comm.stage, comm.microbatch));
+std::vector<std::byte>* SyntheticExecutor::Slot(ActionKind kind, StageId stage, MicrobatchId mb) {
+  const auto found = slots_.find(CommKey(kind, stage, mb));
   return found == slots_.end() ? nullptr : &found->second;
 }
 
 StatusOr<std::span<std::byte>> SyntheticExecutor::SendBuffer(const Action& send,
                                                              const OpContext& /*context*/) {
-  std::vector<std::byte>* slot = Slot(send);
+  std::vector<std::byte>* slot = Slot(send.kind, send.stage, send.microbatch);
   if (slot == nullptr) return Internal("no buffer for " + ToString(send));
   double transfer = 0.0;
   if (send.kind == ActionKind::kSendForward) {
@@ -119,7 +102,7 @@ StatusOr<std::span<std::byte>> SyntheticExecutor::SendBuffer(const Action& send,
 
 StatusOr<std::span<std::byte>> SyntheticExecutor::RecvBuffer(const Action& recv,
                                                              const OpContext& /*context*/) {
-  std::vector<std::byte>* slot = Slot(recv);
+  std::vector<std::byte>* slot = Slot(recv.kind, recv.stage, recv.microbatch);
   if (slot == nullptr) return Internal("no buffer for " + ToString(recv));
   std::fill(slot->begin(), slot->end(), std::byte{0});  // a stale message must not pass
   return std::span<std::byte>(*slot);
@@ -130,7 +113,7 @@ Status SyntheticExecutor::CheckInput(const Action& part, TimePoint& ready) {
   if (!input) return Status::Ok();
   const MicrobatchId mb =
       part.kind == ActionKind::kPostValidation ? MicrobatchId(0) : part.microbatch;
-  const std::vector<std::byte>* slot = Slot(MakeCompute(input->recv, part.stage, mb));
+  const std::vector<std::byte>* slot = Slot(input->recv, part.stage, mb);
   if (slot == nullptr) return Status::Ok();  // a local hand-off, or the first stage
   MessageHeader got;
   std::memcpy(&got, slot->data(), sizeof got);

@@ -5,8 +5,6 @@
 #include <optional>
 #include <utility>
 
-#include "where.h"
-
 namespace pipeplan::runtime {
 namespace {
 
@@ -44,13 +42,13 @@ std::string DescribeStall(const WatchedRank& rank, const ProgressSnapshot& state
   const auto& actions = rank.program->actions;
   if (const Action* comm = WaitedComm(rank, state)) {
     const std::string where = state.activity == Activity::kWaiting
-                                  ? Where(id, state.action_index, actions[state.action_index])
+                                  ? Where(id.value, state.action_index, actions[state.action_index])
                                   : "rank " + std::to_string(id.value) + ", end of step";
     return where + " waits for " + DescribeWait(*comm) + " (action " +
            std::to_string(state.waited_index) + "): nothing for " + stuck_for;
   }
   const std::string where = state.action_index < actions.size()
-                                ? Where(id, state.action_index, actions[state.action_index])
+                                ? Where(id.value, state.action_index, actions[state.action_index])
                                 : "rank " + std::to_string(id.value) + ", end of step";
   return where + " has been running for " + stuck_for;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipeplan/planner/simulator.h"
+#include "pipeplan/runtime/synthetic_run.h"
 #include "runtime_test_support.h"
 
 namespace pipeplan::runtime {
@@ -17,7 +18,6 @@ namespace {
 
 using testing::AllStrategyCases;
 using testing::CaseName;
-using testing::RunSynthetic;
 using testing::RuntimeRequest;
 using testing::StrategyCase;
 
@@ -50,8 +50,8 @@ TEST_P(SimulatorFidelity, MeasuredStepTimeIsWithinFivePercentOfSimulated) {
   // A second attempt only when the first misses: a burst of load from outside the test can
   // push one median over, while a runtime that cannot keep up misses both.
   for (int attempt = 1; attempt <= kAttempts; ++attempt) {
-    const auto measured =
-        RunSynthetic(*plan, {.seconds_per_unit = kSecondsPerUnit, .message_bytes = 64}, options);
+    const auto measured = RunSyntheticInProcess(
+        *plan, {.seconds_per_unit = kSecondsPerUnit, .message_bytes = 64}, options);
     ASSERT_TRUE(measured.ok()) << measured.status().message();
     ASSERT_EQ(measured->size(), 5u);
     std::vector<double> makespans;

@@ -11,6 +11,8 @@
 
 #include "pipeplan/planner/validator.h"
 #include "pipeplan/runtime/execute.h"
+#include "pipeplan/runtime/inproc_transport.h"
+#include "pipeplan/runtime/synthetic_run.h"
 #include "pipeplan/runtime/watchdog.h"
 #include "runtime_test_support.h"
 
@@ -19,7 +21,6 @@ namespace {
 
 using testing::AllStrategyCases;
 using testing::CaseName;
-using testing::RunSynthetic;
 using testing::RuntimeRequest;
 using testing::StrategyCase;
 
@@ -80,7 +81,7 @@ class RuntimeExecutesEveryStrategy : public ::testing::TestWithParam<StrategyCas
 TEST_P(RuntimeExecutesEveryStrategy, RunsWithDependenciesHoldingInMeasuredTime) {
   const Plan plan = BuildOrFail(RuntimeRequest(GetParam(), 4, 8, 0.2));
   ASSERT_FALSE(plan.programs.empty());
-  const StatusOr<std::vector<Timeline>> steps = RunSynthetic(plan, Fast(), Steps(2));
+  const StatusOr<std::vector<Timeline>> steps = RunSyntheticInProcess(plan, Fast(), Steps(2));
   ASSERT_TRUE(steps.ok()) << steps.status().message();
   ASSERT_EQ(steps->size(), 2u);
   const StageMap stages(plan.request.topology);
@@ -154,7 +155,8 @@ Plan DeadlockingPlan() {
 }
 
 TEST(RuntimeLaunch, RefusesAPlanThatWouldDeadlockNamingTheCycle) {
-  const StatusOr<std::vector<Timeline>> run = RunSynthetic(DeadlockingPlan(), Fast(), Steps(1));
+  const StatusOr<std::vector<Timeline>> run =
+      RunSyntheticInProcess(DeadlockingPlan(), Fast(), Steps(1));
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(run.status().message().find("refusing to launch"), std::string::npos);
@@ -166,7 +168,7 @@ TEST(RuntimeLaunch, RefusesAPlanThatWouldDeadlockNamingTheCycle) {
 TEST(RuntimeLaunch, RefusesAnIncompletePlan) {
   Plan plan = BuildOrFail(RuntimeRequest({"1f1b"}, 2, 2, 0.0));
   plan.programs[1].actions.pop_back();
-  const StatusOr<std::vector<Timeline>> run = RunSynthetic(plan, Fast(), Steps(1));
+  const StatusOr<std::vector<Timeline>> run = RunSyntheticInProcess(plan, Fast(), Steps(1));
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), StatusCode::kFailedPrecondition);
 }
@@ -180,7 +182,7 @@ TEST(RuntimeLaunch, RejectsMismatchedExecutorsAndOptions) {
   EXPECT_NE(run.status().message().find("2 ranks but 0 executors"), std::string::npos);
   LocalRunOptions zero = Steps(1);
   zero.steps = 0;
-  EXPECT_FALSE(RunSynthetic(plan, Fast(), zero).ok());
+  EXPECT_FALSE(RunSyntheticInProcess(plan, Fast(), zero).ok());
 }
 
 // The index of the n-th compute action of `rank` in `plan`.
@@ -208,7 +210,7 @@ TEST_P(RuntimeFaults, OneRankFailingStopsEveryRankWithItsError) {
   const size_t index = ComputeIndex(plan, 2, 3);
   const Fault fault{GetParam().fault, RankId(2), index, 1};
   const TimePoint begin = Clock::now();
-  const auto run = RunSynthetic(plan, Fast(), Steps(3, /*timeout=*/0.5), fault);
+  const auto run = RunSyntheticInProcess(plan, Fast(), Steps(3, /*timeout=*/0.5), fault);
   const double took = SecondsBetween(begin, Clock::now());
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), GetParam().code) << run.status().message();
@@ -245,8 +247,8 @@ TEST(RuntimeWatchdog, FollowsWaitsToTheRankThatStopped) {
   const Plan plan = BuildOrFail(RuntimeRequest({"gpipe"}, 2, 4, 0.0));
   const size_t index = ComputeIndex(plan, 0, 2);  // F of mb 2
   const TimePoint begin = Clock::now();
-  const auto run =
-      RunSynthetic(plan, Fast(), Steps(1, 0.3), Fault{FaultKind::kStall, RankId(0), index, 0});
+  const auto run = RunSyntheticInProcess(plan, Fast(), Steps(1, 0.3),
+                                         Fault{FaultKind::kStall, RankId(0), index, 0});
   ASSERT_FALSE(run.ok());
   EXPECT_LT(SecondsBetween(begin, Clock::now()), 10.0);
   const std::string message = run.status().message();

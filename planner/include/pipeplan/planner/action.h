@@ -101,4 +101,8 @@ Action MakeOverlap(const Action& forward, const Action& backward);
 // "3B5", "2SEND_F1", "(0F1;1B0)OVERLAP_F_B", "1PV": the token torch's CSV grammar uses.
 std::string ToString(const Action& action);
 
+// "rank 2, action 17 (3B5)": how every error about one action of a program names it
+// (validator, simulator, runtime).
+std::string Where(int rank, size_t index, const Action& action);
+
 }  // namespace pipeplan

@@ -36,7 +36,7 @@ class SyntheticExecutor final : public OpExecutor {
   std::vector<OpSpan> TakeOpSpans() override;
 
  private:
-  std::vector<std::byte>* Slot(const Action& comm);
+  std::vector<std::byte>* Slot(ActionKind kind, StageId stage, MicrobatchId mb);
   // Checks the message a compute part consumes, if it came from another rank; raises
   // `ready` to when its data lands.
   Status CheckInput(const Action& part, TimePoint& ready);
