@@ -67,5 +67,7 @@ int RunCompareCommand(const std::vector<std::string>& args);
 int RunDemoCommand(const std::vector<std::string>& args);
 int RunRunCommand(const std::vector<std::string>& args);
 int RunDiffCommand(const std::vector<std::string>& args);
+int RunProfileCommand(const std::vector<std::string>& args);
+int RunCalibrateCommand(const std::vector<std::string>& args);
 
 }  // namespace pipeplan::cli

@@ -28,6 +28,10 @@ constexpr Subcommand kSubcommands[] = {
      pipeplan::cli::RunRunCommand},
     {"diff", "compare two timelines of a plan (simulated vs measured)",
      pipeplan::cli::RunDiffCommand},
+    {"profile", "per stage and kind the spread of measured durations, from timelines",
+     pipeplan::cli::RunProfileCommand},
+    {"calibrate", "a profile to a cost model for 'plan --costs'",
+     pipeplan::cli::RunCalibrateCommand},
     {"demo", "the comparison on the Zero Bubble paper's setting + HTML report",
      pipeplan::cli::RunDemoCommand},
 };
@@ -84,7 +88,9 @@ int main(int argc, char** argv) {
   }
   const std::string what = first.starts_with("-") ? "unknown option '" : "unknown command '";
   return pipeplan::cli::ReportUsageError(
-      "", pipeplan::InvalidArgument(
-              what + first +
-              "' (expected plan, simulate, export, import, compare, run, diff or demo)"));
+      "",
+      pipeplan::InvalidArgument(
+          what + first +
+          "' (expected plan, simulate, export, import, compare, run, diff, profile, calibrate or "
+          "demo)"));
 }

@@ -47,8 +47,9 @@ Options:
   --time-scale S        wall-clock seconds per unit of the plan's costs (default: chosen so
                         the mean compute action lasts 3 ms)
   --timeout SEC         watchdog: seconds without progress before a step fails (default 30)
-  --timeline FILE       write the measured timeline of the median step, with the plan
-                        (binary, text or JSON protobuf by extension; read by 'pipeplan diff')
+  --timeline FILE       write the measured timeline of the median step, with the plan and
+                        the time scale (binary, text or JSON protobuf by extension; read by
+                        'pipeplan diff' and 'pipeplan profile')
   --html FILE           write an HTML report: simulated and measured timelines one above the
                         other on one time axis
   --inject-fault F      testing aid: make one compute action misbehave, to see the watchdog
@@ -111,33 +112,6 @@ StatusOr<RunOptions> ParseRunOptions(const Flags& flags) {
   return options;
 }
 
-// The fault must hit a compute action of the plan in a step that runs.
-Status CheckFault(const Plan& plan, const runtime::Fault& fault, int total_steps) {
-  const auto rank = static_cast<size_t>(fault.rank.value);
-  if (rank >= plan.programs.size()) {
-    return InvalidArgument("--inject-fault: rank " + std::to_string(rank) +
-                           " is not in the plan (" + std::to_string(plan.programs.size()) +
-                           " ranks)");
-  }
-  const auto& actions = plan.programs[rank].actions;
-  if (fault.action_index >= actions.size()) {
-    return InvalidArgument("--inject-fault: rank " + std::to_string(rank) + " has " +
-                           std::to_string(actions.size()) + " actions, not " +
-                           std::to_string(fault.action_index + 1));
-  }
-  const Action& action = actions[fault.action_index];
-  if (!IsCompute(action.kind)) {
-    return InvalidArgument("--inject-fault: rank " + std::to_string(rank) + ", action " +
-                           std::to_string(fault.action_index) + " is " + ToString(action) +
-                           ", not a compute action");
-  }
-  if (fault.step >= total_steps) {
-    return InvalidArgument("--inject-fault: step " + std::to_string(fault.step) +
-                           " does not run (steps 0.." + std::to_string(total_steps - 1) + ")");
-  }
-  return Status::Ok();
-}
-
 // Seconds per unit so that the plan's mean compute action lasts kAutoOpSeconds.
 double AutoTimeScale(const Plan& plan) {
   double total = 0.0;
@@ -191,7 +165,14 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
 Status ExecuteRun(const RunOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, ReadPlanFile(options.plan_path));
   if (options.fault) {
-    PIPEPLAN_RETURN_IF_ERROR(CheckFault(plan, *options.fault, options.warmup + options.steps));
+    PIPEPLAN_RETURN_IF_ERROR(
+        runtime::CheckFault(plan, *options.fault, options.warmup + options.steps)
+            .WithContext("--inject-fault"));
+    if (options.fault->kind == runtime::FaultKind::kCrash) {
+      return InvalidArgument(
+          "--inject-fault: a crash needs one process per rank (pipeplan-torch run "
+          "--local-ranks P); here every rank is a thread of this process");
+    }
   }
   const double time_scale = options.time_scale.value_or(AutoTimeScale(plan));
   const Topology& t = plan.request.topology;
@@ -210,9 +191,9 @@ Status ExecuteRun(const RunOptions& options) {
 
   std::vector<std::pair<std::string, std::string>> files;  // rendered before anything is written
   if (options.timeline) {
-    PIPEPLAN_ASSIGN_OR_RETURN(
-        std::string content,
-        SerializeTimelineFile({measured, plan}, DetectProtoFormat(*options.timeline, "")));
+    PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
+                              SerializeTimelineFile({measured, plan, time_scale},
+                                                    DetectProtoFormat(*options.timeline, "")));
     files.emplace_back(*options.timeline, std::move(content));
   }
   if (options.html) {

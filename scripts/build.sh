@@ -2,6 +2,8 @@
 # Configures (once) and builds pipeplan with CMake + Ninja in a reusable build directory.
 #   BUILD dir: scripts/build_dir.sh ($PIPEPLAN_BUILD_DIR, or one per checkout in ~/.cache/pipeplan)
 #   jobs:      $PIPEPLAN_JOBS, default $(nproc)
+#   LibTorch:  found in the venv scripts/setup_torch.sh made (the extension builds when it is
+#              there); PIPEPLAN_TORCH=OFF leaves it out
 # Extra arguments go to the CMake configure step (e.g. -DPIPEPLAN_WERROR=ON); without them
 # an existing build directory is reused as it is.
 set -euo pipefail
@@ -31,6 +33,20 @@ cache_has_args() {
     [[ "$cached" == "$value" ]] || return 1
   done
 }
+
+torch_args=()
+if [[ "${PIPEPLAN_TORCH:-AUTO}" == "OFF" ]]; then
+  torch_args=(-DPIPEPLAN_TORCH=OFF)
+else
+  torch_version=${PIPEPLAN_TORCH_VERSION:-2.11.0}
+  torch_venv=${PIPEPLAN_TORCH_VENV:-$HOME/.cache/pipeplan/venv-torch-$torch_version}
+  if [[ -x "$torch_venv/bin/python" ]]; then
+    torch_prefix=$("$torch_venv/bin/python" -c \
+      "import torch.utils; print(torch.utils.cmake_prefix_path)" 2>/dev/null || true)
+    [[ -n "$torch_prefix" ]] && torch_args=(-DCMAKE_PREFIX_PATH="$torch_prefix")
+  fi
+fi
+set -- "${torch_args[@]}" "$@"
 
 if [[ ! -f "$build_dir/build.ninja" ]] || ! cache_has_args "$@"; then
   echo "build: configuring $build_dir (Ninja, RelWithDebInfo${*:+, $*})"

@@ -3,9 +3,10 @@
 # Idempotent: a second run checks and exits without touching apt.
 set -euo pipefail
 
-# clang-format and clang-tidy are for scripts/lint.sh, which CI runs.
+# clang-format and clang-tidy are for scripts/lint.sh, which CI runs. libgloo-dev: the headers
+# c10d's ProcessGroupGloo.hpp includes, which the torch wheel does not ship.
 packages=(cmake ninja-build g++ protobuf-compiler libprotobuf-dev libgtest-dev libgmock-dev
-          libbenchmark-dev clang-format clang-tidy)
+          libbenchmark-dev clang-format clang-tidy python3-venv libgloo-dev)
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -3,6 +3,8 @@
 #   --bench     also run the benchmarks afterwards (scripts/bench.sh)
 # $PIPEPLAN_BUILD_DIR picks the build directory (default: one per checkout in ~/.cache/pipeplan);
 # $PIPEPLAN_TEST_TIMEOUT caps the whole ctest run in seconds (default 1800).
+# LibTorch is installed (scripts/setup_torch.sh) and the torch extension built and tested,
+# unless PIPEPLAN_TORCH=OFF.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +28,9 @@ for arg in "$@"; do
 done
 
 bash "$repo/scripts/setup.sh"
+if [[ "${PIPEPLAN_TORCH:-AUTO}" != "OFF" ]]; then
+  bash "$repo/scripts/setup_torch.sh" >/dev/null
+fi
 bash "$repo/scripts/build.sh" -DPIPEPLAN_WERROR=ON -DPIPEPLAN_BUILD_TESTS=ON
 
 echo "test: ctest --test-dir $build_dir --output-on-failure -j2 (timeout ${timeout_s}s)"

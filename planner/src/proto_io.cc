@@ -16,6 +16,7 @@
 #include <array>
 #include <cctype>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include <utility>
 
 #include "pipeplan.pb.h"
+#include "pipeplan/planner/text_format.h"
 
 namespace pipeplan {
 namespace {
@@ -209,6 +211,41 @@ void ToProto(const Timeline& timeline, v1::Timeline* out) {
   metrics->set_bubble_fraction_mean(timeline.metrics.bubble_fraction_mean);
   metrics->set_lower_bound(timeline.metrics.lower_bound);
   metrics->set_gap_to_lower_bound(timeline.metrics.gap_to_lower_bound);
+}
+
+void ToProto(const DurationStats& stats, v1::DurationStats* out) {
+  out->set_samples(stats.samples);
+  out->set_median(stats.median);
+  out->set_min(stats.min);
+  out->set_max(stats.max);
+  out->set_p10(stats.p10);
+  out->set_p90(stats.p90);
+}
+
+// Kinds with no samples are left out: an absent message reads back as nothing measured.
+void ToProto(const Profile& profile, v1::Profile* out) {
+  out->set_source(profile.source);
+  out->set_steps(profile.steps);
+  for (const StageProfile& stage : profile.stages) {
+    v1::StageProfile* entry = out->add_stages();
+    if (stage.forward.samples > 0) ToProto(stage.forward, entry->mutable_forward());
+    if (stage.backward.samples > 0) ToProto(stage.backward, entry->mutable_backward());
+    if (stage.backward_input.samples > 0) {
+      ToProto(stage.backward_input, entry->mutable_backward_input());
+    }
+    if (stage.backward_weight.samples > 0) {
+      ToProto(stage.backward_weight, entry->mutable_backward_weight());
+    }
+    if (stage.overlap.samples > 0) ToProto(stage.overlap, entry->mutable_overlap());
+  }
+  for (const BoundaryProfile& boundary : profile.boundaries) {
+    v1::BoundaryProfile* entry = out->add_boundaries();
+    if (boundary.transfer.samples > 0) ToProto(boundary.transfer, entry->mutable_transfer());
+    entry->set_late_receives(boundary.late_receives);
+    entry->set_latency(boundary.latency);
+    entry->set_bandwidth(boundary.bandwidth);
+    entry->set_activation_bytes(boundary.activation_bytes);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -468,6 +505,37 @@ StatusOr<Timeline> FromProto(const v1::Timeline& proto) {
   return timeline;
 }
 
+DurationStats FromProto(const v1::DurationStats& proto) {
+  return {.samples = proto.samples(),
+          .median = proto.median(),
+          .min = proto.min(),
+          .max = proto.max(),
+          .p10 = proto.p10(),
+          .p90 = proto.p90()};
+}
+
+StatusOr<Profile> FromProto(const v1::Profile& proto) {
+  Profile profile;
+  profile.source = proto.source();
+  profile.steps = proto.steps();
+  for (const v1::StageProfile& stage : proto.stages()) {
+    profile.stages.push_back({.forward = FromProto(stage.forward()),
+                              .backward = FromProto(stage.backward()),
+                              .backward_input = FromProto(stage.backward_input()),
+                              .backward_weight = FromProto(stage.backward_weight()),
+                              .overlap = FromProto(stage.overlap())});
+  }
+  for (const v1::BoundaryProfile& boundary : proto.boundaries()) {
+    profile.boundaries.push_back({.transfer = FromProto(boundary.transfer()),
+                                  .late_receives = boundary.late_receives(),
+                                  .latency = boundary.latency(),
+                                  .bandwidth = boundary.bandwidth(),
+                                  .activation_bytes = boundary.activation_bytes()});
+  }
+  PIPEPLAN_RETURN_IF_ERROR(ValidateProfile(profile));
+  return profile;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Serialisation.
 
@@ -688,6 +756,7 @@ StatusOr<std::string> SerializeTimelineFile(const TimelineFile& file, ProtoForma
   v1::Timeline proto;
   ToProto(file.timeline, &proto);
   if (file.plan) ToProto(*file.plan, proto.mutable_plan());
+  if (file.seconds_per_unit) proto.set_seconds_per_unit(*file.seconds_per_unit);
   return Serialize(proto, format);
 }
 
@@ -701,8 +770,29 @@ StatusOr<TimelineFile> ParseTimelineFile(std::string_view data, ProtoFormat form
                                    if (!plan.ok()) return plan.status().WithContext("plan");
                                    file.plan = std::move(plan).value();
                                  }
+                                 const double scale = proto.seconds_per_unit();
+                                 if (scale != 0) {
+                                   if (!std::isfinite(scale) || scale < 0) {
+                                     return FieldError("seconds_per_unit",
+                                                       "must be a finite number > 0 (or 0 for "
+                                                       "not recorded), got " +
+                                                           FormatNumber(scale));
+                                   }
+                                   file.seconds_per_unit = scale;
+                                 }
                                  return file;
                                });
+}
+
+StatusOr<std::string> SerializeProfile(const Profile& profile, ProtoFormat format) {
+  v1::Profile proto;
+  ToProto(profile, &proto);
+  return Serialize(proto, format);
+}
+
+StatusOr<Profile> ParseProfile(std::string_view data, ProtoFormat format) {
+  return ParseAs<v1::Profile>(data, format, "profile file",
+                              [](const v1::Profile& proto) { return FromProto(proto); });
 }
 
 }  // namespace pipeplan

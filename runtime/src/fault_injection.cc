@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -34,8 +36,9 @@ std::optional<long long> NonNegative(std::string_view text) {
 
 StatusOr<Fault> ParseFault(std::string_view text) {
   const auto usage = [&](const std::string& what) {
-    return InvalidArgument("fault '" + std::string(text) + "': " + what +
-                           " (expected KIND@RANK:ACTION[:STEP], KIND one of fail, throw, stall)");
+    return InvalidArgument(
+        "fault '" + std::string(text) + "': " + what +
+        " (expected KIND@RANK:ACTION[:STEP], KIND one of fail, throw, stall, crash)");
   };
   const size_t at = text.find('@');
   if (at == std::string_view::npos) return usage("no '@'");
@@ -47,6 +50,8 @@ StatusOr<Fault> ParseFault(std::string_view text) {
     fault.kind = FaultKind::kThrow;
   } else if (kind == "stall") {
     fault.kind = FaultKind::kStall;
+  } else if (kind == "crash") {
+    fault.kind = FaultKind::kCrash;
   } else {
     return usage("unknown kind '" + std::string(kind) + "'");
   }
@@ -60,6 +65,31 @@ StatusOr<Fault> ParseFault(std::string_view text) {
   fault.action_index = static_cast<size_t>(*action);
   fault.step = static_cast<int>(*step);
   return fault;
+}
+
+Status CheckFault(const Plan& plan, const Fault& fault, int total_steps) {
+  const auto rank = static_cast<size_t>(fault.rank.value);
+  if (rank >= plan.programs.size()) {
+    return InvalidArgument("rank " + std::to_string(rank) + " is not in the plan (" +
+                           std::to_string(plan.programs.size()) + " ranks)");
+  }
+  const auto& actions = plan.programs[rank].actions;
+  if (fault.action_index >= actions.size()) {
+    return InvalidArgument("rank " + std::to_string(rank) + " has " +
+                           std::to_string(actions.size()) + " actions, not " +
+                           std::to_string(fault.action_index + 1));
+  }
+  const Action& action = actions[fault.action_index];
+  if (!IsCompute(action.kind)) {
+    return InvalidArgument("rank " + std::to_string(rank) + ", action " +
+                           std::to_string(fault.action_index) + " is " + ToString(action) +
+                           ", not a compute action");
+  }
+  if (fault.step >= total_steps) {
+    return InvalidArgument("step " + std::to_string(fault.step) + " does not run (steps 0.." +
+                           std::to_string(total_steps - 1) + ")");
+  }
+  return Status::Ok();
 }
 
 Status FaultInjectingExecutor::Run(const Action& action, const OpContext& context) {
@@ -78,6 +108,11 @@ Status FaultInjectingExecutor::Run(const Action& action, const OpContext& contex
       never.wait(lock, context.stop, [] { return false; });
       return Aborted("stopped while stalled (injected)");
     }
+    case FaultKind::kCrash:
+      std::fprintf(stderr, "rank %d: crashing at action %zu of step %d (injected)\n",
+                   fault_.rank.value, fault_.action_index, fault_.step);
+      std::fflush(stderr);
+      std::_Exit(kCrashExitCode);
   }
   return Status::Ok();
 }

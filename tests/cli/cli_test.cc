@@ -128,7 +128,7 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Usage("",
              "unknown command 'frobnicate' (expected plan, simulate, export, import, compare, "
-             "run, diff or demo)"),
+             "run, diff, profile, calibrate or demo)"),
        2},
       {"UnknownFlag",
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--frobnicate", "1"},
@@ -457,8 +457,8 @@ TEST(CliTest, HelpForToolAndEverySubcommand) {
   EXPECT_EQ(top.exit_code, 0);
   EXPECT_TRUE(top.out.starts_with("usage: pipeplan <command>")) << top.out;
   EXPECT_EQ(top.err, "");
-  for (const std::string command :
-       {"plan", "simulate", "export", "import", "compare", "run", "diff", "demo"}) {
+  for (const std::string command : {"plan", "simulate", "export", "import", "compare", "run",
+                                    "diff", "profile", "calibrate", "demo"}) {
     SCOPED_TRACE(command);
     for (const std::string flag : {"--help", "-h"}) {
       const RunResult result = RunPipeplan({command, flag}, dir.path());

@@ -188,7 +188,7 @@ TEST(CliRun, RejectsBadFlagsAsUsageErrors) {
       {{"run", "plan.pb", "--timeout", "0"}, "--timeout must be positive"},
       {{"run", "plan.pb", "--inject-fault", "hang@1:2"},
        "--inject-fault: fault 'hang@1:2': unknown kind 'hang' (expected KIND@RANK:ACTION[:STEP], "
-       "KIND one of fail, throw, stall)"},
+       "KIND one of fail, throw, stall, crash)"},
   };
   for (const auto& [args, message] : cases) {
     const RunResult run = RunPipeplan(args, dir.path());
@@ -201,6 +201,10 @@ TEST(CliRun, RejectsBadFlagsAsUsageErrors) {
   EXPECT_EQ(not_compute.err,
             "pipeplan run: error: --inject-fault: rank 0, action 1 is 0SEND_F0, not a compute "
             "action\n");
+  const RunResult crash =
+      RunPipeplan({"run", "plan.pb", "--inject-fault", "crash@0:0"}, dir.path());
+  EXPECT_EQ(crash.exit_code, 1);
+  EXPECT_NE(crash.err.find("a crash needs one process per rank"), std::string::npos) << crash.err;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,35 @@ Timeline MakeTimeline() {
   return timeline;
 }
 
+// Two stages: F and B on one, the split and overlap on the other; a measured boundary.
+Profile MakeProfile() {
+  Profile profile;
+  profile.source = "torch cuda: NVIDIA H100";
+  profile.steps = 10;
+  profile.stages = {
+      {.forward =
+           {.samples = 20, .median = 0.1, .min = 0.05, .max = 1.0 / 3, .p10 = 0.07, .p90 = 0.2},
+       .backward = {.samples = 20, .median = 0.2, .min = 0.2, .max = 0.2, .p10 = 0.2, .p90 = 0.2},
+       .backward_input = {},
+       .backward_weight = {},
+       .overlap = {}},
+      {.forward =
+           {.samples = 1, .median = 1e-9, .min = 1e-9, .max = 1e-9, .p10 = 1e-9, .p90 = 1e-9},
+       .backward = {},
+       .backward_input = {.samples = 3, .median = 2, .min = 1, .max = 3, .p10 = 1.2, .p90 = 2.8},
+       .backward_weight = {.samples = 3, .median = 1, .min = 1, .max = 1, .p10 = 1, .p90 = 1},
+       .overlap = {.samples = 2, .median = 2.5, .min = 2, .max = 3, .p10 = 2.1, .p90 = 2.9}},
+  };
+  profile.boundaries = {
+      {.transfer =
+           {.samples = 7, .median = 1.0 / 7, .min = 0.125, .max = 0.25, .p10 = 0.13, .p90 = 0.2},
+       .late_receives = 13,
+       .latency = 5e-6,
+       .bandwidth = 2.5e10,
+       .activation_bytes = 1 << 20}};
+  return profile;
+}
+
 std::string FormatName(ProtoFormat format) {
   switch (format) {
     case ProtoFormat::kBinary:
@@ -193,6 +223,29 @@ TEST_P(ProtoRoundTripTest, Timeline) {
     ASSERT_TRUE(parsed.ok()) << parsed.status().message();
     EXPECT_EQ(*parsed, timeline);
   }
+}
+
+TEST_P(ProtoRoundTripTest, TimelineFileWithPlanAndTimeScale) {
+  for (const std::optional<double> scale : {std::optional<double>(), std::optional<double>(2e-3)}) {
+    const TimelineFile file{MakeTimeline(), MakePlan(), scale};
+    const StatusOr<std::string> data = SerializeTimelineFile(file, GetParam());
+    ASSERT_TRUE(data.ok()) << data.status().message();
+    const StatusOr<TimelineFile> parsed = ParseTimelineFile(*data, GetParam());
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(parsed->timeline, file.timeline);
+    EXPECT_EQ(parsed->plan, file.plan);
+    EXPECT_EQ(parsed->seconds_per_unit, scale);
+  }
+}
+
+TEST_P(ProtoRoundTripTest, Profile) {
+  const Profile profile = MakeProfile();
+  ASSERT_TRUE(ValidateProfile(profile).ok()) << ValidateProfile(profile).message();
+  const StatusOr<std::string> data = SerializeProfile(profile, GetParam());
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  const StatusOr<Profile> parsed = ParseProfile(*data, GetParam());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, profile);
 }
 
 TEST_P(ProtoRoundTripTest, SerialisingTwiceGivesIdenticalBytes) {
@@ -337,7 +390,7 @@ TEST(ProtoIoTest, DetectsFormatFromNameThenContent) {
 // ---------------------------------------------------------------------------------------------
 // Parse errors: each names what was parsed, then where (line/column or field path), then why.
 
-enum class Parsed : uint8_t { kPlan, kRequest, kCostModel, kTimeline };
+enum class Parsed : uint8_t { kPlan, kRequest, kCostModel, kTimeline, kTimelineFile, kProfile };
 
 struct ParseErrorCase {
   std::string name;
@@ -357,6 +410,10 @@ Status ParseStatus(const ParseErrorCase& c) {
       return ParseCostModel(c.input, c.format).status();
     case Parsed::kTimeline:
       return ParseTimeline(c.input, c.format).status();
+    case Parsed::kTimelineFile:
+      return ParseTimelineFile(c.input, c.format).status();
+    case Parsed::kProfile:
+      return ParseProfile(c.input, c.format).status();
   }
   return Status::Ok();
 }
@@ -500,7 +557,21 @@ INSTANTIATE_TEST_SUITE_P(
                        R"({"ranks": [{"rank": 0}, {"rank": -1}]})",
                        "timeline file: ranks[1].rank: must be >= 0, got -1"},
         ParseErrorCase{"TimelineUnknownSource", Parsed::kTimeline, ProtoFormat::kText,
-                       "source: 5\n", "timeline file: source: unknown timeline source 5"}),
+                       "source: 5\n", "timeline file: source: unknown timeline source 5"},
+        ParseErrorCase{"TimelineFileNegativeTimeScale", Parsed::kTimelineFile, ProtoFormat::kText,
+                       "seconds_per_unit: -0.5\n",
+                       "timeline file: seconds_per_unit: must be a finite number > 0 (or 0 for "
+                       "not recorded), got -0.5"},
+        ParseErrorCase{"ProfileWithoutStages", Parsed::kProfile, ProtoFormat::kText,
+                       "source: \"x\"\n", "profile file: stages: the profile has no stages"},
+        ParseErrorCase{"ProfileQuantilesOutOfOrder", Parsed::kProfile, ProtoFormat::kJson,
+                       R"({"stages": [{"forward": {"samples": 3, "median": 2, "min": 1,)"
+                       R"( "max": 3, "p10": 1.5, "p90": 1.8}}]})",
+                       "profile file: stages[0].forward: median 2 is above p90 1.8"},
+        ParseErrorCase{"ProfileBoundaryCount", Parsed::kProfile, ProtoFormat::kText,
+                       "stages {} stages {} stages {} boundaries {}\n",
+                       "profile file: boundaries: expected 2 entries (one between each two of "
+                       "the 3 stages), got 1"}),
     [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace

@@ -237,6 +237,8 @@ INSTANTIATE_TEST_SUITE_P(
           return std::string("Throw");
         case FaultKind::kStall:
           return std::string("Stall");
+        case FaultKind::kCrash:
+          return std::string("Crash");
       }
       return std::string("Unknown");
     });

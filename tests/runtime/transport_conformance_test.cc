@@ -1,7 +1,10 @@
 // One conformance suite for every Transport backend (DESIGN.md §9.6): ordering per peer,
 // groups, large and empty messages, size mismatches, abort and timeout. A backend joins by
-// adding its factory to kBackends. Every wait here has a deadline, so a broken backend fails
-// the test instead of hanging it.
+// listing its factory in ConformanceBackends() (transport_conformance.h), defined once per
+// test executable that links this file. Every wait here has a deadline, so a broken backend
+// fails the test instead of hanging it.
+#include "transport_conformance.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,22 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/transport.h"
 
 namespace pipeplan::runtime {
 namespace {
-
-using Transports = std::vector<std::unique_ptr<Transport>>;
-
-struct Backend {
-  std::string name;
-  std::function<Transports(int ranks)> make;
-};
-
-const Backend kBackends[] = {
-    {"inproc", [](int ranks) { return MakeInProcTransports(ranks); }},
-};
 
 TimePoint Soon(double seconds = 20.0) { return AfterSeconds(Clock::now(), seconds); }
 
@@ -153,7 +144,9 @@ TEST_P(TransportConformance, CarriesLargeAndEmptyMessagesIntact) {
   }
 }
 
-// A message that does not fit its receive fails both sides with a message naming the sizes.
+// A message that does not fit its receive fails both sides with a message naming the sizes:
+// the receive when waited, the send at the latest once the receive has been waited (a
+// backend may only learn of the mismatch on the receiving side).
 TEST_P(TransportConformance, RejectsASizeMismatchOnBothSides) {
   const Transports t = Make(2);
   std::vector<std::byte> sent(16), received(8);
@@ -161,7 +154,7 @@ TEST_P(TransportConformance, RejectsASizeMismatchOnBothSides) {
   auto recv = PostOne(*t[1], P2PKind::kRecv, 0, received);
   ASSERT_NE(send, nullptr);
   ASSERT_NE(recv, nullptr);
-  for (PendingOp* op : {send.get(), recv.get()}) {
+  for (PendingOp* op : {recv.get(), send.get()}) {
     const Status status = op->Wait(Soon());
     EXPECT_FALSE(status.ok());
     EXPECT_NE(status.message().find("16"), std::string::npos) << status.message();
@@ -221,7 +214,7 @@ TEST_P(TransportConformance, AbortWakesEveryRankWithTheReason) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportConformance, ::testing::ValuesIn(kBackends),
+INSTANTIATE_TEST_SUITE_P(Backends, TransportConformance, ::testing::ValuesIn(ConformanceBackends()),
                          [](const ::testing::TestParamInfo<Backend>& param) {
                            return param.param.name;
                          });

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/profile.h"
 #include "pipeplan/planner/timeline.h"
 
 namespace pipeplan {
@@ -31,11 +32,17 @@ StatusOr<Timeline> ParseTimeline(std::string_view data, ProtoFormat format);
 
 // A timeline file may carry the plan it is a timeline of ('simulate --timeline' and 'run
 // --timeline' write it), so that it can be read, diffed and drawn on its own.
+// 'run --timeline' also records its time scale, so that the times can be read as seconds.
 struct TimelineFile {
   Timeline timeline;
   std::optional<Plan> plan;
+  std::optional<double> seconds_per_unit = std::nullopt;  // wall-clock s per unit of the times
 };
 StatusOr<std::string> SerializeTimelineFile(const TimelineFile& file, ProtoFormat format);
 StatusOr<TimelineFile> ParseTimelineFile(std::string_view data, ProtoFormat format);
+
+// Parsing checks the result with ValidateProfile.
+StatusOr<std::string> SerializeProfile(const Profile& profile, ProtoFormat format);
+StatusOr<Profile> ParseProfile(std::string_view data, ProtoFormat format);
 
 }  // namespace pipeplan

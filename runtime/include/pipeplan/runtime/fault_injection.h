@@ -6,6 +6,7 @@
 #include <memory>
 #include <string_view>
 
+#include "pipeplan/planner/plan.h"
 #include "pipeplan/runtime/op_executor.h"
 
 namespace pipeplan::runtime {
@@ -14,6 +15,7 @@ enum class FaultKind : uint8_t {
   kFail,   // Run returns an error
   kThrow,  // Run throws std::runtime_error
   kStall,  // Run blocks until the step is stopped, as a hung kernel would
+  kCrash,  // the process exits at once, as a dying peer would (one process per rank only)
 };
 
 struct Fault {
@@ -24,7 +26,12 @@ struct Fault {
 };
 
 // "stall@2:17" or "fail@1:5:3" (KIND@RANK:ACTION[:STEP]); errors say what is wrong.
+// A crash exits with kCrashExitCode.
+inline constexpr int kCrashExitCode = 86;
 StatusOr<Fault> ParseFault(std::string_view text);
+
+// The fault must hit a compute action of `plan` in one of the `total_steps` steps that run.
+Status CheckFault(const Plan& plan, const Fault& fault, int total_steps);
 
 class FaultInjectingExecutor final : public OpExecutor {
  public:

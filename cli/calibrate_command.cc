@@ -1,0 +1,120 @@
+// pipeplan calibrate: turn a profile ('pipeplan profile') into a cost model file that
+// 'pipeplan plan --costs' reads.
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "files.h"
+#include "pipeplan/planner/calibrate.h"
+#include "pipeplan/planner/proto_io.h"
+#include "profile_table.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan calibrate PROFILE [-o FILE] [--unit s|ms|us|ns] [--uniform]
+                           [--input-share X] [-q]
+
+Turns a profile ('pipeplan profile', binary, text or JSON protobuf) into a CostModel file for
+'pipeplan plan --costs', 'import --costs' and 'compare --costs'. Every figure is a median of
+the profile converted to --unit. Per stage:
+  F        measured (a stage without F, or without any sample, is an error naming it)
+  B        measured; else I + W
+  I, W     measured, both or neither; neither: I = X B (--input-share), W = B - I
+  overlap  measured; else 0, which the cost model reads as F + B of the cell
+Per boundary: latency = the median clean transfer and bandwidth 0 (infinite), since one
+message size per boundary cannot separate the two; a profiler's own latency and bandwidth
+where the profile has them. A boundary without a clean transfer (a same-rank hand-off, or
+only late receives) gets the mean of the measured boundaries, 0 if none.
+Unless the cost model goes to standard output or -q is given, prints the costs per stage
+(with the spread of the measured ones) and per boundary, marking what was derived.
+
+Options:
+  -o, --output FILE     where to write the cost model: .pb/.bin binary, .json JSON,
+                        anything else text format (default: text format on stdout, no table)
+  --unit U              time unit of the cost model: s, ms, us or ns (default us, the unit
+                        of the demo)
+  --uniform             one stage entry and one boundary entry: the means over the stages
+                        (overlap: over the stages that measured one) and over the measured
+                        boundaries, for 'compare' and 'plan' at other topologies
+  --input-share X       the share of B that is I when the profile has no I and W, in [0, 1]
+                        (default 0.5, what a cost file with only B means too)
+  -q, --quiet           print nothing on success
+  -h, --help            show this help
+
+Examples:
+  pipeplan profile measured.pb -o profile.txtpb
+  pipeplan calibrate profile.txtpb -o costs.txtpb
+  pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --costs costs.txtpb -o plan.pb
+  pipeplan calibrate profile.txtpb --uniform --unit ms -o share.json
+)";
+
+struct CalibrateCommandOptions {
+  std::string profile_path;
+  std::optional<std::string> output;
+  CalibrateOptions calibrate;
+  bool quiet = false;
+};
+
+StatusOr<CalibrateCommandOptions> ParseCalibrateOptions(const Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(
+      ExpectPositional(flags, 1, "the profile file (pipeplan calibrate PROFILE)"));
+  CalibrateCommandOptions options;
+  options.profile_path = flags.positional().front();
+  options.output = flags.GetString("output");
+  if (const std::optional<std::string> unit = flags.GetString("unit")) {
+    const std::optional<TimeUnit> parsed = TimeUnitFromName(*unit);
+    if (!parsed) return InvalidArgument("--unit: unknown unit '" + *unit + "' (s, ms, us or ns)");
+    options.calibrate.unit = *parsed;
+  }
+  options.calibrate.uniform = flags.GetBool("uniform");
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> share,
+                            flags.GetNonNegativeDouble("input-share"));
+  if (share && *share > 1) return InvalidArgument("--input-share must be in [0, 1]");
+  options.calibrate.input_share = share.value_or(options.calibrate.input_share);
+  options.quiet = flags.GetBool("quiet");
+  return options;
+}
+
+Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(options.profile_path));
+  StatusOr<Profile> profile =
+      ParseProfile(content, DetectProtoFormat(options.profile_path, content));
+  if (!profile.ok()) return profile.status().WithContext(options.profile_path);
+  StatusOr<CostModel> costs = Calibrate(*profile, options.calibrate);
+  if (!costs.ok()) return costs.status().WithContext(options.profile_path);
+
+  const bool to_stdout = !options.output.has_value() || *options.output == "-";
+  const ProtoFormat format =
+      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeCostModel(*costs, format));
+  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  if (to_stdout || options.quiet) return Status::Ok();
+  std::cout << options.profile_path << ": " << profile->stages.size() << " stages, "
+            << profile->steps << (profile->steps == 1 ? " step" : " steps") << ", source \""
+            << profile->source << "\"\n"
+            << RenderCalibrationTable(*profile, *costs, options.calibrate) << "\nwrote "
+            << (options.calibrate.uniform ? "uniform" : "per-stage") << " cost model to "
+            << *options.output << "\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunCalibrateCommand(const std::vector<std::string>& args) {
+  static const CommandSpec<CalibrateCommandOptions> kSpec = {"calibrate",
+                                                             kHelp,
+                                                             {{"output", FlagKind::kValue, 'o'},
+                                                              {"unit"},
+                                                              {"uniform", FlagKind::kBool},
+                                                              {"input-share"},
+                                                              {"quiet", FlagKind::kBool, 'q'}},
+                                                             ParseCalibrateOptions,
+                                                             ExecuteCalibrate};
+  return RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

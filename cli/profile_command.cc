@@ -1,0 +1,181 @@
+// pipeplan profile: per stage and compute kind the spread of measured durations, and per stage
+// boundary the transfer times, from timeline files of one plan ('pipeplan run --timeline').
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "files.h"
+#include "format.h"
+#include "pipeplan/planner/proto_io.h"
+#include "profile_table.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan profile TIMELINE... [-o FILE] [--time-scale S] [--source TEXT] [-q]
+
+Profiles timeline files of one plan, as 'pipeplan run PLAN --timeline FILE' writes them
+(binary, text or JSON protobuf; each carries its plan and its time scale). Several files pool
+their steps; files of different plans are refused. The profile holds, in seconds:
+  per stage and compute kind (F, B, I, W, and F&B overlap cells, which count for the stage
+  of their forward half): the number of samples, median, min, max, p10 and p90 of the
+  durations (quantiles interpolate linearly between the closest ranks);
+  per stage boundary (s to s + 1, both directions): the transfer times. A transfer is timed
+  from its send's start to its receive's end, and only when the receive was posted no later
+  than the send started (its end is then when the data landed); the others are counted as
+  late receives. Post-validation transfers are left out.
+'pipeplan calibrate' turns the profile into a cost model. Unless the profile goes to
+standard output or -q is given, prints the medians and spreads per stage (in us) and the
+transfers per boundary.
+
+Options:
+  -o, --output FILE     where to write the Profile: .pb/.bin binary, .json JSON, anything
+                        else text format (default: text format on stdout, no table)
+  --time-scale S        seconds per unit of timelines that record no time scale (those of
+                        'pipeplan simulate --timeline' are in the plan's cost unit); files
+                        that record one keep theirs
+  --source TEXT         what was measured, kept in the profile (default: "measured" or
+                        "simulated", after the timelines)
+  -q, --quiet           print nothing on success
+  -h, --help            show this help
+
+Examples:
+  pipeplan run plan.pb --timeline run1.pb && pipeplan run plan.pb --timeline run2.pb
+  pipeplan profile run1.pb run2.pb -o profile.txtpb
+  pipeplan simulate plan.pb --timeline sim.pb
+  pipeplan profile sim.pb --time-scale 1e-6 -o predicted.txtpb
+)";
+
+struct ProfileCommandOptions {
+  std::vector<std::string> timelines;
+  std::optional<std::string> output;
+  std::optional<double> time_scale;
+  std::optional<std::string> source;
+  bool quiet = false;
+};
+
+StatusOr<ProfileCommandOptions> ParseProfileOptions(const Flags& flags) {
+  if (flags.positional().empty()) {
+    return InvalidArgument("missing the timeline files (pipeplan profile TIMELINE...)");
+  }
+  ProfileCommandOptions options;
+  options.timelines = flags.positional();
+  options.output = flags.GetString("output");
+  PIPEPLAN_ASSIGN_OR_RETURN(options.time_scale, flags.GetNonNegativeDouble("time-scale"));
+  if (options.time_scale && *options.time_scale <= 0) {
+    return InvalidArgument("--time-scale must be positive");
+  }
+  options.source = flags.GetString("source");
+  options.quiet = flags.GetBool("quiet");
+  return options;
+}
+
+struct LoadedTimeline {
+  std::string path;
+  TimelineFile file;
+  double seconds_per_unit = 0.0;
+};
+
+StatusOr<LoadedTimeline> LoadTimeline(const std::string& path,
+                                      const std::optional<double>& time_scale) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
+  StatusOr<TimelineFile> file = ParseTimelineFile(content, DetectProtoFormat(path, content));
+  if (!file.ok()) return file.status().WithContext(path);
+  if (!file->plan) {
+    return InvalidArgument(path +
+                           ": the timeline carries no plan; write it with 'pipeplan run PLAN "
+                           "--timeline FILE'");
+  }
+  const std::optional<double> scale = file->seconds_per_unit ? file->seconds_per_unit : time_scale;
+  if (!scale) {
+    return InvalidArgument(path +
+                           ": the timeline records no time scale (a simulated timeline is in "
+                           "the plan's cost unit); give --time-scale S, the seconds per unit");
+  }
+  return LoadedTimeline{path, *std::move(file), *scale};
+}
+
+// Every file must be of the first one's plan and time scale.
+Status CheckSamePlanAndScale(const std::vector<LoadedTimeline>& loaded) {
+  const LoadedTimeline& first = loaded.front();
+  for (const LoadedTimeline& other : loaded) {
+    if (other.file.plan->programs != first.file.plan->programs) {
+      return InvalidArgument(first.path + " and " + other.path +
+                             " are timelines of different plans (their action lists differ)");
+    }
+    if (other.seconds_per_unit != first.seconds_per_unit) {
+      return InvalidArgument(first.path + " and " + other.path + " have different time scales (" +
+                             FormatNumber(first.seconds_per_unit) + " and " +
+                             FormatNumber(other.seconds_per_unit) +
+                             " s per unit): profile the runs of one time scale together");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string DefaultSource(const std::vector<LoadedTimeline>& loaded) {
+  bool measured = false;
+  bool simulated = false;
+  for (const LoadedTimeline& timeline : loaded) {
+    switch (timeline.file.timeline.source) {
+      case TimelineSource::kMeasured:
+        measured = true;
+        break;
+      case TimelineSource::kSimulated:
+        simulated = true;
+        break;
+    }
+  }
+  if (measured && simulated) return "measured and simulated";
+  return measured ? "measured" : "simulated";
+}
+
+Status ExecuteProfile(const ProfileCommandOptions& options) {
+  std::vector<LoadedTimeline> loaded;
+  for (const std::string& path : options.timelines) {
+    PIPEPLAN_ASSIGN_OR_RETURN(LoadedTimeline timeline, LoadTimeline(path, options.time_scale));
+    loaded.push_back(std::move(timeline));
+  }
+  PIPEPLAN_RETURN_IF_ERROR(CheckSamePlanAndScale(loaded));
+  std::vector<Timeline> steps;
+  ProfileOptions profile_options;
+  profile_options.seconds_per_unit = loaded.front().seconds_per_unit;
+  profile_options.source = options.source.value_or(DefaultSource(loaded));
+  for (const LoadedTimeline& timeline : loaded) {
+    steps.push_back(timeline.file.timeline);
+    profile_options.step_names.push_back(timeline.path);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile,
+                            BuildProfile(*loaded.front().file.plan, steps, profile_options));
+
+  const bool to_stdout = !options.output.has_value() || *options.output == "-";
+  const ProtoFormat format =
+      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeProfile(profile, format));
+  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  if (to_stdout || options.quiet) return Status::Ok();
+  std::cout << RenderProfileTable(profile, TimeUnit::kMicroseconds) << "\nwrote profile ("
+            << profile.stages.size() << " stages, " << profile.steps
+            << (profile.steps == 1 ? " step" : " steps") << ", source \"" << profile.source
+            << "\") to " << *options.output << "\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunProfileCommand(const std::vector<std::string>& args) {
+  static const CommandSpec<ProfileCommandOptions> kSpec = {"profile",
+                                                           kHelp,
+                                                           {{"output", FlagKind::kValue, 'o'},
+                                                            {"time-scale"},
+                                                            {"source"},
+                                                            {"quiet", FlagKind::kBool, 'q'}},
+                                                           ParseProfileOptions,
+                                                           ExecuteProfile};
+  return RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,159 @@
+#include "profile_table.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "format.h"
+
+namespace pipeplan::cli {
+namespace {
+
+// A compute kind's column: its stats in a profile and its figure in a cost model.
+struct KindColumn {
+  const char* name;
+  DurationStats StageProfile::*stats;
+  double StageCosts::*cost;
+};
+
+constexpr KindColumn kOverlap = {"overlap", &StageProfile::overlap, &StageCosts::overlap};
+constexpr KindColumn kKinds[] = {
+    {"F", &StageProfile::forward, &StageCosts::forward},
+    {"B", &StageProfile::backward, &StageCosts::backward},
+    {"I", &StageProfile::backward_input, &StageCosts::backward_input},
+    {"W", &StageProfile::backward_weight, &StageCosts::backward_weight},
+    kOverlap,
+};
+
+bool MeasuredOnAnyStage(const Profile& profile, const KindColumn& kind) {
+  return std::any_of(profile.stages.begin(), profile.stages.end(),
+                     [&](const StageProfile& stage) { return (stage.*kind.stats).samples > 0; });
+}
+
+bool MissingOnAnyStage(const Profile& profile, const KindColumn& kind) {
+  return std::any_of(profile.stages.begin(), profile.stages.end(),
+                     [&](const StageProfile& stage) { return (stage.*kind.stats).samples == 0; });
+}
+
+// " (0.4%)": p90 - p10 as a share of the median.
+std::string Spread(const DurationStats& stats) {
+  if (stats.median <= 0) return "";
+  return " (" + FormatPercent((stats.p90 - stats.p10) / stats.median) + ")";
+}
+
+std::string InUnit(double seconds, TimeUnit unit) {
+  return FormatCompact(seconds / SecondsPer(unit));
+}
+
+std::string BoundaryName(size_t boundary) {
+  return std::to_string(boundary) + "-" + std::to_string(boundary + 1);
+}
+
+bool BoundaryMeasured(const BoundaryProfile& boundary) {
+  return boundary.transfer.samples > 0 || boundary.latency > 0 || boundary.bandwidth > 0;
+}
+
+std::string RenderTransfers(const Profile& profile, TimeUnit unit) {
+  TextTable table({"boundary", "clean transfers", "late receives", "median", "p10", "p90"});
+  for (size_t b = 0; b < profile.boundaries.size(); ++b) {
+    const BoundaryProfile& boundary = profile.boundaries[b];
+    const DurationStats& t = boundary.transfer;
+    const bool measured = t.samples > 0;
+    table.AddRow({BoundaryName(b), std::to_string(t.samples),
+                  std::to_string(boundary.late_receives), measured ? InUnit(t.median, unit) : "-",
+                  measured ? InUnit(t.p10, unit) : "-", measured ? InUnit(t.p90, unit) : "-"});
+  }
+  return table.Render();
+}
+
+}  // namespace
+
+std::string RenderProfileTable(const Profile& profile, TimeUnit unit) {
+  std::vector<const KindColumn*> kinds;
+  std::vector<std::string> header = {"stage"};
+  for (const KindColumn& kind : kKinds) {
+    if (!MeasuredOnAnyStage(profile, kind)) continue;
+    kinds.push_back(&kind);
+    header.emplace_back(kind.name);
+  }
+  TextTable table(header);
+  for (size_t s = 0; s < profile.stages.size(); ++s) {
+    std::vector<std::string> row = {std::to_string(s)};
+    for (const KindColumn* kind : kinds) {
+      const DurationStats& stats = profile.stages[s].*kind->stats;
+      row.push_back(stats.samples > 0 ? InUnit(stats.median, unit) + Spread(stats) : "-");
+    }
+    table.AddRow(std::move(row));
+  }
+  std::string out = "times in " + std::string(TimeUnitName(unit)) +
+                    ": median (p90 - p10 as a share of the median); - = not measured\n\n" +
+                    table.Render();
+  if (!profile.boundaries.empty()) out += "\n" + RenderTransfers(profile, unit);
+  return out;
+}
+
+std::string RenderCalibrationTable(const Profile& profile, const CostModel& costs,
+                                   const CalibrateOptions& options) {
+  const bool has_overlap = MeasuredOnAnyStage(profile, kOverlap);
+  std::vector<std::string> header = {"stage", "F", "B", "I", "W"};
+  if (has_overlap) header.emplace_back("overlap");
+  TextTable table(header);
+  bool derived_backward = false;
+  bool derived_split = false;
+  for (size_t s = 0; s < costs.stages.size(); ++s) {
+    std::vector<std::string> row = {options.uniform ? "all" : std::to_string(s)};
+    for (const KindColumn& kind : kKinds) {
+      if (kind.stats == kOverlap.stats && !has_overlap) continue;
+      const double cost = costs.stages[s].*kind.cost;
+      const bool measured = options.uniform ? !MissingOnAnyStage(profile, kind)
+                                            : (profile.stages[s].*kind.stats).samples > 0;
+      if (measured) {
+        row.push_back(FormatCompact(cost) +
+                      (options.uniform ? "" : Spread(profile.stages[s].*kind.stats)));
+      } else if (kind.stats == kOverlap.stats) {
+        row.push_back(cost > 0 ? FormatCompact(cost) + "*" : "F+B");
+      } else {
+        row.push_back(FormatCompact(cost) + "*");
+        derived_backward |= kind.stats == &StageProfile::backward;
+        derived_split |= kind.stats == &StageProfile::backward_input;
+      }
+    }
+    table.AddRow(std::move(row));
+  }
+  std::string out =
+      "costs in " + std::string(TimeUnitName(options.unit)) +
+      (options.uniform ? ", uniform: the mean over the stages"
+                       : " per stage: the measured medians (p90 - p10 as a share of the median)") +
+      "; * = derived\n\n" + table.Render();
+  if (derived_backward) out += "* B not measured: B = I + W\n";
+  if (derived_split) {
+    out += "* I and W not measured: I = " + FormatCompact(options.input_share) +
+           " B (--input-share), W = B - I\n";
+  }
+  if (has_overlap && MissingOnAnyStage(profile, kOverlap)) {
+    out += options.uniform ? "* overlap: the mean over the stages that measured one\n"
+                           : "F+B: no overlap cell measured; a cell costs F + B\n";
+  }
+  if (profile.boundaries.empty()) return out;
+
+  TextTable boundaries({"boundary", "latency", "bandwidth (bytes/" + std::string(TimeUnitName(options.unit)) + ")"});
+  bool derived_boundary = false;
+  for (size_t b = 0; b < costs.boundaries.size(); ++b) {
+    const BoundaryCosts& c = costs.boundaries[b];
+    const bool measured = options.uniform ? std::any_of(profile.boundaries.begin(),
+                                                        profile.boundaries.end(), BoundaryMeasured)
+                                          : BoundaryMeasured(profile.boundaries[b]);
+    derived_boundary |= !measured;
+    boundaries.AddRow({options.uniform ? "all" : BoundaryName(b),
+                       FormatCompact(c.latency) + (measured ? "" : "*"),
+                       c.bandwidth > 0 ? FormatCompact(c.bandwidth) : "infinite"});
+  }
+  out += "\n" + boundaries.Render();
+  if (derived_boundary) {
+    out +=
+        "* no clean transfer measured (a same-rank hand-off, or only late receives): the mean "
+        "of the measured boundaries, 0 if none\n";
+  }
+  return out;
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,97 @@
+// Profile: what measured steps of a plan say about its costs, in seconds: per stage and compute
+// kind the distribution of durations, per stage boundary the transfer times. BuildProfile makes
+// one from measured Timelines; Calibrate (calibrate.h) turns it into a CostModel.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/status.h"
+#include "pipeplan/planner/timeline.h"
+
+namespace pipeplan {
+
+// The distribution of one measured duration, in seconds. samples = 0: nothing was measured,
+// and every figure is 0.
+struct DurationStats {
+  int samples = 0;
+  double median = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+  double p10 = 0.0;
+  double p90 = 0.0;
+
+  bool operator==(const DurationStats&) const = default;
+};
+
+// Quantiles interpolate linearly between the closest ranks (numpy's default): the q-quantile
+// of n sorted values v[0..n-1] is v[i] + f (v[i+1] - v[i]) with i + f = q (n - 1). So the
+// median of an even count is the mean of the middle two.
+DurationStats SummarizeDurations(std::vector<double> samples);
+
+// Compute durations of one stage, by kind.
+struct StageProfile {
+  DurationStats forward;
+  DurationStats backward;
+  DurationStats backward_input;
+  DurationStats backward_weight;
+  // F&B overlap cells count for the stage of their forward half (in every plan pipeplan
+  // builds or imports, the cell's own stage, which CostModel::ComputeTime prices it on).
+  DurationStats overlap;
+
+  bool operator==(const StageProfile&) const = default;
+};
+
+// Transfers across the boundary between stage s and s + 1, in both directions (activations
+// s -> s + 1, gradients back). A transfer is measured from the send's start to the end of its
+// receive, and only when the receive was posted no later than the send started: the receive's
+// end is then when the data landed. A receive posted after the send started ends when the
+// receiver got there plus whatever remained, which says nothing clean about the wire, so
+// those transfers are only counted (late_receives).
+struct BoundaryProfile {
+  DurationStats transfer;
+  int late_receives = 0;
+  // Where a profiler could fit them (a transfer timeline alone cannot: every message of a
+  // boundary has the same size); 0 = not measured. Seconds, bytes per second, bytes.
+  double latency = 0.0;
+  double bandwidth = 0.0;
+  double activation_bytes = 0.0;
+
+  bool operator==(const BoundaryProfile&) const = default;
+};
+
+struct Profile {
+  std::string source;  // what was measured: "synthetic", "torch cpu", a device name, ...
+  int steps = 0;       // measured steps the figures come from
+  std::vector<StageProfile> stages;         // one per stage, index = stage
+  std::vector<BoundaryProfile> boundaries;  // index s: stage s <-> s + 1; S - 1 entries
+
+  bool operator==(const Profile&) const = default;
+};
+
+struct ProfileOptions {
+  double seconds_per_unit = 1.0;  // the timelines' time unit, in seconds
+  std::string source;             // copied into Profile::source
+  // How errors name steps[i] (e.g. the file it came from); "timeline i" where not given.
+  std::vector<std::string> step_names;
+};
+
+// Profiles `steps`, measured timelines of `plan` (one per step, index-aligned with the plan's
+// programs, as the runtime writes them). Every compute action contributes end - start to its
+// stage and kind; every cross-rank SEND_F/SEND_B its transfer (see BoundaryProfile) to the
+// boundary it crosses; post-validation transfers are left out. Sends and receives pair up as
+// the transport matches them: in order per pair of ranks. Errors name the timeline (see
+// step_names), the rank and the action: shapes that do not fit the plan, times that
+// are not finite or run backwards, a receive that ends before its send started. An invalid
+// plan (ValidatePlan) is refused first.
+StatusOr<Profile> BuildProfile(const Plan& plan, std::span<const Timeline> steps,
+                               const ProfileOptions& options);
+
+// Checks what would mislead a consumer: counts >= 0, figures finite and >= 0, quantiles in
+// order (min <= p10 <= median <= p90 <= max), S - 1 boundary entries for S stages (none for
+// one stage). Errors name the field ("stages[2].backward.p90").
+Status ValidateProfile(const Profile& profile);
+
+}  // namespace pipeplan

@@ -1,0 +1,37 @@
+// Running one rank of a plan in a process of its own (torchrun, or 'pipeplan-torch run
+// --local-ranks'): warm-up plus measured steps, each opened by a barrier with the other
+// processes, under a watchdog that sees this rank only. The multi-process counterpart of
+// RunLocal; the caller gathers the ranks' timelines (AssembleTimeline).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/status.h"
+#include "pipeplan/planner/timeline.h"
+#include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/runtime/transport.h"
+
+namespace pipeplan::runtime {
+
+struct RankRunOptions {
+  int steps = 5;
+  int warmup = 1;
+  double timeout_seconds = 30.0;  // no progress for this long fails the step
+  double seconds_per_unit = 1.0;  // the unit of the returned timelines, in seconds
+  // Called before each step; returns once every rank is there. Time zero of the step's
+  // timeline is taken right after it (ranks on one host share the steady clock).
+  std::function<Status(int step)> barrier;
+};
+
+// Validates and dry-runs the plan, then runs rank `rank`'s program: one RankTimeline per
+// measured step. On failure the transport is aborted (so the other ranks stop) and the
+// error names this rank and action, or the stall.
+StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExecutor& executor,
+                                            Transport& transport, const RankRunOptions& options);
+
+// One step's Timeline from every rank's RankTimeline (index = rank), with its metrics.
+StatusOr<Timeline> AssembleTimeline(const Plan& plan, std::vector<RankTimeline> ranks);
+
+}  // namespace pipeplan::runtime

@@ -1,0 +1,84 @@
+#include "pipeplan/runtime/rank_run.h"
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "pipeplan/planner/simulator.h"
+#include "pipeplan/planner/timeline_metrics.h"
+#include "pipeplan/runtime/execute.h"
+#include "pipeplan/runtime/rank_progress.h"
+#include "pipeplan/runtime/watchdog.h"
+
+namespace pipeplan::runtime {
+
+StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExecutor& executor,
+                                            Transport& transport, const RankRunOptions& options) {
+  if (rank.value < 0 || rank.value >= static_cast<int>(plan.programs.size())) {
+    return InvalidArgument("rank " + std::to_string(rank.value) + " is outside the plan's " +
+                           std::to_string(plan.programs.size()) + " ranks");
+  }
+  if (options.steps < 1) return InvalidArgument("steps must be at least 1");
+  if (options.warmup < 0) return InvalidArgument("warm-up steps must be 0 or more");
+  if (!(options.timeout_seconds > 0)) return InvalidArgument("the timeout must be positive");
+  if (!(options.seconds_per_unit > 0)) return InvalidArgument("the time unit must be positive");
+  PIPEPLAN_RETURN_IF_ERROR(CheckBeforeLaunch(plan));
+
+  const PreparedProgram program(plan.programs[rank.value]);
+  RankProgress progress;
+  StepOptions step_options;
+  step_options.seconds_per_unit = options.seconds_per_unit;
+  step_options.progress = &progress;
+  std::mutex stall_mutex;
+  std::optional<Status> stall;
+  const Watchdog watchdog({{&program.program(), &progress}}, options.timeout_seconds,
+                          [&](const Status& diagnosis) {
+                            {
+                              const std::lock_guard lock(stall_mutex);
+                              stall = diagnosis;
+                            }
+                            step_options.stop.request_stop();
+                            transport.Abort(diagnosis);
+                          });
+  std::vector<RankTimeline> measured;
+  for (int step = 0; step < options.warmup + options.steps; ++step) {
+    if (options.barrier) {
+      if (Status status = options.barrier(step); !status.ok()) {
+        transport.Abort(status);
+        return status;
+      }
+    }
+    step_options.step = step;
+    step_options.epoch = Clock::now();
+    StatusOr<RankTimeline> timeline = ExecuteStep(program, executor, transport, step_options);
+    if (!timeline.ok()) {
+      const std::lock_guard lock(stall_mutex);
+      return stall ? *stall : timeline.status();
+    }
+    if (step >= options.warmup) measured.push_back(*std::move(timeline));
+  }
+  return measured;
+}
+
+StatusOr<Timeline> AssembleTimeline(const Plan& plan, std::vector<RankTimeline> ranks) {
+  if (ranks.size() != plan.programs.size()) {
+    return InvalidArgument("got timelines of " + std::to_string(ranks.size()) +
+                           " ranks for a plan of " + std::to_string(plan.programs.size()));
+  }
+  Timeline timeline;
+  timeline.source = TimelineSource::kMeasured;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].rank.value != static_cast<int>(r) ||
+        ranks[r].actions.size() != plan.programs[r].actions.size()) {
+      return InvalidArgument("the timeline given for rank " + std::to_string(r) +
+                             " does not match that rank's program");
+    }
+    timeline.ranks.push_back(std::move(ranks[r]));
+    SummarizeComputeTimes(plan.programs[r], timeline.ranks.back());
+  }
+  timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan, plan.request.costs));
+  return timeline;
+}
+
+}  // namespace pipeplan::runtime

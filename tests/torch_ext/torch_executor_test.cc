@@ -1,0 +1,113 @@
+// The pieces under the torch executor: the I/W split gives B's gradients, and a run whose
+// peer dies mid-step ends every rank with an error within the timeout.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/runtime/fault_injection.h"
+#include "pipeplan/torch_ext/transformer_stage.h"
+#include "torch_test_support.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+struct Grads {
+  std::vector<at::Tensor> params;
+  at::Tensor input;
+};
+
+// One stage, one microbatch, a fixed output gradient: backward as one B, or as I then W.
+Grads Backward(bool split) {
+  ModelConfig config;
+  config.hidden = 32;
+  config.sequence = 8;
+  const TransformerStage stage_const(config, 3, at::kCPU);
+  TransformerStage stage = stage_const;
+  for (const at::Tensor& p : stage.parameters()) p.mutable_grad().reset();
+  WeightGradStash stash;
+  const at::Tensor x = MicrobatchInput(config, 0, at::kCPU).requires_grad_(true);
+  const at::Tensor y = stage.Forward(x, LinearMode::kDeferred, &stash);
+  const at::Tensor grad = MicrobatchTarget(config, 0, at::kCPU);
+  if (split) {
+    std::vector<at::Tensor> inputs = stage.NormParameters();
+    inputs.push_back(x);
+    torch::autograd::backward({y}, {grad}, false, false, inputs);
+    EXPECT_FALSE(stash.empty());
+    for (size_t i = 0; i < stage.parameters().size(); ++i) {
+      const std::string& name = stage.parameter_names()[i];
+      const bool is_norm = name.find(".ln") != std::string::npos;
+      EXPECT_EQ(stage.parameters()[i].grad().defined(), is_norm) << name << " after I";
+    }
+    stage.ApplyWeightGrads(stash);
+    EXPECT_TRUE(stash.empty());
+  } else {
+    torch::autograd::backward({y}, {grad});
+    EXPECT_TRUE(stash.empty());
+  }
+  Grads out;
+  for (const at::Tensor& p : stage.parameters()) out.params.push_back(p.grad().clone());
+  out.input = x.grad().clone();
+  return out;
+}
+
+TEST(WeightGradSplit, IThenWGivesTheGradientsOfB) {
+  const Grads b = Backward(false);
+  const Grads iw = Backward(true);
+  ASSERT_EQ(b.params.size(), iw.params.size());
+  EXPECT_TRUE(at::allclose(iw.input, b.input, 1e-6, 1e-8));
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    ASSERT_TRUE(iw.params[i].defined()) << i;
+    EXPECT_TRUE(at::allclose(iw.params[i], b.params[i], 1e-6, 1e-8)) << "parameter " << i;
+  }
+}
+
+// Stages built for the same (seed, stage) are the same model wherever they are built.
+TEST(TransformerStage, IsDeterministicPerSeedAndStage) {
+  ModelConfig config;
+  const TransformerStage a(config, 2, at::kCPU), b(config, 2, at::kCPU), c(config, 3, at::kCPU);
+  ASSERT_EQ(a.parameters().size(), b.parameters().size());
+  for (size_t i = 0; i < a.parameters().size(); ++i) {
+    EXPECT_TRUE(at::equal(a.parameters()[i], b.parameters()[i]));
+  }
+  EXPECT_FALSE(at::equal(a.parameters()[2], c.parameters()[2]));  // a qkv weight
+}
+
+// Rank 1 exits mid-step (its process dies); rank 0, waiting on it, must fail within the
+// timeout, and the launcher reports both.
+TEST(PeerFailure, ADyingPeerEndsTheRunWithAnError) {
+  PlanRequest request;
+  request.strategy = "1f1b";
+  request.topology.ranks = 2;
+  request.topology.microbatches = 4;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok());
+  size_t compute = 0;
+  int seen = 0;
+  for (size_t i = 0; i < plan->programs[1].actions.size(); ++i) {
+    if (IsCompute(plan->programs[1].actions[i].kind) && ++seen == 3) compute = i;
+  }
+  const testing::TempDir dir("peer");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(*plan, ProtoFormat::kBinary);
+  constexpr int kTimeout = 10;
+  const testing::CommandResult run = testing::RunTorchTool(
+      {"run", "--plan", path, "--local-ranks", "2", "--steps", "2", "--timeout",
+       std::to_string(kTimeout), "--inject-fault", "crash@1:" + std::to_string(compute) + ":1"},
+      120);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("rank 1 exited with code " + std::to_string(runtime::kCrashExitCode)),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("rank 0: "), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("killing it"), std::string::npos) << run.output;
+  EXPECT_LT(run.seconds, kTimeout + 20) << run.output;
+}
+
+}  // namespace
+}  // namespace pipeplan::torch_ext

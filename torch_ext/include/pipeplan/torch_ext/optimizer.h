@@ -1,0 +1,39 @@
+// The optimizer step EndStep applies after the step's last W: SGD or AdamW over one rank's
+// parameters, written with plain tensor ops (no torch::optim, to keep compile times down).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/planner/status.h"
+
+namespace pipeplan::torch_ext {
+
+enum class OptimizerKind : uint8_t { kSgd, kAdamW };
+
+StatusOr<OptimizerKind> ParseOptimizerKind(std::string_view name);
+
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double learning_rate = 1e-3;
+  double weight_decay = 0.0;  // AdamW: decoupled decay
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Updates every parameter from its grad (those without a grad are left alone), then
+  // clears the grads.
+  virtual void Step() = 0;
+};
+
+std::unique_ptr<Optimizer> MakeOptimizer(std::vector<at::Tensor> parameters,
+                                         const OptimizerOptions& options);
+
+}  // namespace pipeplan::torch_ext

@@ -1,0 +1,94 @@
+// The LibTorch OpExecutor: runs one rank's stages of the built-in transformer on real
+// tensors. F keeps the autograd graph; B runs the full backward; I takes the input gradients
+// only (weight GEMMs stashed, see deferred_linear.h) and W runs the stashed GEMMs; an F&B
+// overlap cell runs its two halves in turn. Gradients accumulate over the step's
+// microbatches and EndStep applies the optimizer. Messages are the tensors themselves.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/topology.h"
+#include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/torch_ext/optimizer.h"
+#include "pipeplan/torch_ext/transformer_stage.h"
+
+namespace pipeplan::torch_ext {
+
+// One stage's gradients at the end of a step, before the optimizer uses them.
+struct StageGradients {
+  int stage = 0;
+  const std::vector<std::string>* names = nullptr;
+  std::vector<at::Tensor> grads;  // parallel to names; zeros where none accumulated
+};
+
+struct TorchExecutorOptions {
+  ModelConfig model;
+  OptimizerOptions optimizer;
+  std::string device = "cpu";  // "cpu" or "cuda:N"
+  // Called in EndStep, before the optimizer step, with this rank's stages' gradients and,
+  // on the rank holding the last stage, the step's loss (else NaN). An error fails the step.
+  std::function<Status(int step, double loss, const std::vector<StageGradients>&)> on_gradients;
+};
+
+class TorchExecutor final : public runtime::OpExecutor {
+ public:
+  // Builds the stages `plan` places on `rank`. Dual placement (two model copies) is refused.
+  static StatusOr<std::unique_ptr<TorchExecutor>> Create(const Plan& plan, RankId rank,
+                                                         const TorchExecutorOptions& options);
+
+  Status BeginStep(int step) override;
+  Status Run(const Action& action, const runtime::OpContext& context) override;
+  StatusOr<std::span<std::byte>> SendBuffer(const Action& send,
+                                            const runtime::OpContext& context) override;
+  StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv,
+                                            const runtime::OpContext& context) override;
+  Status EndStep(const runtime::OpContext& context) override;
+
+  // The loss of the last step ended (NaN unless this rank holds the last stage).
+  double last_loss() const { return last_loss_; }
+
+ private:
+  // What one (stage, microbatch) keeps between its F, backward and W.
+  struct Microbatch {
+    at::Tensor input;       // leaf the stage ran on; its grad is the gradient to pass back
+    at::Tensor root;        // the output (or the loss on the last stage), with its graph
+    at::Tensor output;      // detached output: the next stage's input
+    at::Tensor input_grad;  // after B / I
+    at::Tensor received_input;
+    at::Tensor received_grad;
+    WeightGradStash stash;
+  };
+  using Key = std::pair<int, int>;  // (stage, microbatch)
+
+  TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options);
+
+  Status Forward(StageId stage, MicrobatchId mb);
+  Status Backward(StageId stage, MicrobatchId mb, bool input_only);
+  Status Weight(StageId stage, MicrobatchId mb);
+  StatusOr<Microbatch*> Find(StageId stage, MicrobatchId mb, const char* needed_by);
+  TransformerStage* Local(StageId stage);
+  bool OnThisRank(int stage) const;
+  at::Tensor EmptyActivation() const;
+
+  StageMap map_;
+  RankId rank_;
+  int microbatches_;
+  TorchExecutorOptions options_;
+  at::Device device_;
+  std::vector<TransformerStage> stages_;  // this rank's, in chunk order
+  std::unique_ptr<Optimizer> optimizer_;
+  std::map<Key, Microbatch> live_;
+  at::Tensor validation_;  // the post-validation message (one float)
+  std::vector<at::Tensor> losses_;
+  double last_loss_;
+};
+
+}  // namespace pipeplan::torch_ext

@@ -1,0 +1,89 @@
+#include "pipeplan/torch_ext/optimizer.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace pipeplan::torch_ext {
+namespace {
+
+void ClearGrad(at::Tensor& parameter) { parameter.mutable_grad().reset(); }
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::vector<at::Tensor> parameters, const OptimizerOptions& options)
+      : parameters_(std::move(parameters)), options_(options) {}
+
+  void Step() override {
+    const c10::NoGradGuard no_grad;
+    for (at::Tensor& p : parameters_) {
+      if (!p.grad().defined()) continue;
+      p.add_(p.grad(), -options_.learning_rate);
+      ClearGrad(p);
+    }
+  }
+
+ private:
+  std::vector<at::Tensor> parameters_;
+  OptimizerOptions options_;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<at::Tensor> parameters, const OptimizerOptions& options)
+      : parameters_(std::move(parameters)), options_(options) {
+    for (const at::Tensor& p : parameters_) {
+      first_.push_back(at::zeros_like(p));
+      second_.push_back(at::zeros_like(p));
+    }
+  }
+
+  void Step() override {
+    const c10::NoGradGuard no_grad;
+    ++steps_;
+    const double correction1 = 1.0 - std::pow(options_.beta1, steps_);
+    const double correction2 = 1.0 - std::pow(options_.beta2, steps_);
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      at::Tensor& p = parameters_[i];
+      if (!p.grad().defined()) continue;
+      const at::Tensor& g = p.grad();
+      p.mul_(1.0 - options_.learning_rate * options_.weight_decay);
+      first_[i].mul_(options_.beta1).add_(g, 1.0 - options_.beta1);
+      second_[i].mul_(options_.beta2).addcmul_(g, g, 1.0 - options_.beta2);
+      const at::Tensor denom = (second_[i] / correction2).sqrt_().add_(options_.epsilon);
+      p.addcdiv_(first_[i], denom, -options_.learning_rate / correction1);
+      ClearGrad(p);
+    }
+  }
+
+ private:
+  std::vector<at::Tensor> parameters_;
+  OptimizerOptions options_;
+  std::vector<at::Tensor> first_;
+  std::vector<at::Tensor> second_;
+  int steps_ = 0;
+};
+
+}  // namespace
+
+StatusOr<OptimizerKind> ParseOptimizerKind(std::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adamw") return OptimizerKind::kAdamW;
+  return InvalidArgument("unknown optimizer '" + std::string(name) + "' (expected sgd or adamw)");
+}
+
+std::unique_ptr<Optimizer> MakeOptimizer(std::vector<at::Tensor> parameters,
+                                         const OptimizerOptions& options) {
+  switch (options.kind) {
+    case OptimizerKind::kSgd:
+      return std::make_unique<Sgd>(std::move(parameters), options);
+    case OptimizerKind::kAdamW:
+      return std::make_unique<AdamW>(std::move(parameters), options);
+  }
+  return nullptr;
+}
+
+}  // namespace pipeplan::torch_ext

@@ -1,0 +1,275 @@
+#include "pipeplan/torch_ext/torch_executor.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <limits>
+#include <string>
+
+namespace pipeplan::torch_ext {
+namespace {
+
+std::span<std::byte> BytesOf(const at::Tensor& t) {
+  return {static_cast<std::byte*>(t.data_ptr()), t.nbytes()};
+}
+
+std::string Name(StageId stage, MicrobatchId mb) {
+  return "stage " + std::to_string(stage.value) + " microbatch " + std::to_string(mb.value);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Create(
+    const Plan& plan, RankId rank, const TorchExecutorOptions& options) {
+  PIPEPLAN_RETURN_IF_ERROR(ValidateModelConfig(options.model));
+  const Topology& topology = plan.request.topology;
+  if (topology.placement == Placement::kDual) {
+    return InvalidArgument(
+        "the torch executor does not run dual placement (two model copies, as in dualpipe) "
+        "yet; use dualpipe-v");
+  }
+  if (rank.value < 0 || rank.value >= topology.ranks) {
+    return InvalidArgument("rank " + std::to_string(rank.value) + " is outside the plan's " +
+                           std::to_string(topology.ranks) + " ranks");
+  }
+  try {
+    (void)at::Device(options.device);
+  } catch (const std::exception&) {
+    return InvalidArgument("unknown device '" + options.device + "' (expected cpu or cuda:N)");
+  }
+  return std::unique_ptr<TorchExecutor>(new TorchExecutor(plan, rank, options));
+}
+
+TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options)
+    : map_(plan.request.topology),
+      rank_(rank),
+      microbatches_(plan.request.topology.microbatches),
+      options_(options),
+      device_(options.device),
+      last_loss_(std::numeric_limits<double>::quiet_NaN()) {
+  std::vector<at::Tensor> parameters;
+  for (const StageId stage : map_.StagesOf(rank)) {
+    stages_.emplace_back(options.model, stage.value, device_);
+    const auto& p = stages_.back().parameters();
+    parameters.insert(parameters.end(), p.begin(), p.end());
+  }
+  optimizer_ = MakeOptimizer(std::move(parameters), options.optimizer);
+  validation_ = at::zeros({1}, at::TensorOptions().device(device_));
+}
+
+TransformerStage* TorchExecutor::Local(StageId stage) {
+  for (TransformerStage& s : stages_) {
+    if (s.stage() == stage.value) return &s;
+  }
+  return nullptr;
+}
+
+bool TorchExecutor::OnThisRank(int stage) const {
+  return stage >= 0 && stage < map_.num_stages() && map_.RankOf(StageId(stage)) == rank_;
+}
+
+at::Tensor TorchExecutor::EmptyActivation() const {
+  const ModelConfig& m = options_.model;
+  return at::empty({m.microbatch_size, m.sequence, m.hidden},
+                   at::TensorOptions().dtype(at::kFloat).device(device_));
+}
+
+StatusOr<TorchExecutor::Microbatch*> TorchExecutor::Find(StageId stage, MicrobatchId mb,
+                                                         const char* needed_by) {
+  const auto it = live_.find({stage.value, mb.value});
+  if (it == live_.end()) {
+    return FailedPrecondition(std::string(needed_by) + " of " + Name(stage, mb) +
+                              " found nothing to work on (its forward has not run)");
+  }
+  return &it->second;
+}
+
+Status TorchExecutor::BeginStep(int /*step*/) {
+  live_.clear();
+  losses_.clear();
+  return Status::Ok();
+}
+
+Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
+  TransformerStage* model = Local(stage);
+  if (model == nullptr) return InvalidArgument(Name(stage, mb) + " is not on this rank");
+  Microbatch& state = live_[{stage.value, mb.value}];
+  at::Tensor input;
+  if (map_.IsFirst(stage)) {
+    input = MicrobatchInput(options_.model, mb.value, device_);
+  } else if (OnThisRank(stage.value - 1)) {
+    PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * previous, Find(StageId(stage.value - 1), mb, "F"));
+    input = previous->output;
+  } else {
+    input = state.received_input;
+  }
+  if (!input.defined()) {
+    return FailedPrecondition("F of " + Name(stage, mb) + " has no input: its RECV_F did not run");
+  }
+  state.input = input.detach().requires_grad_(true);
+  const at::Tensor output = model->Forward(state.input, LinearMode::kDeferred, &state.stash);
+  if (map_.IsLast(stage)) {
+    state.root =
+        MicrobatchLoss(output, MicrobatchTarget(options_.model, mb.value, device_), microbatches_);
+    losses_.push_back(state.root.detach());
+  } else {
+    state.root = output;
+    state.output = output.detach().contiguous();
+  }
+  return Status::Ok();
+}
+
+Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) {
+  TransformerStage* model = Local(stage);
+  if (model == nullptr) return InvalidArgument(Name(stage, mb) + " is not on this rank");
+  const char* kind = input_only ? "I" : "B";
+  PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(stage, mb, kind));
+  if (!state->root.defined()) {
+    return FailedPrecondition(std::string(kind) + " of " + Name(stage, mb) +
+                              " runs a second backward");
+  }
+  std::vector<at::Tensor> grads;
+  if (!map_.IsLast(stage)) {
+    at::Tensor grad;
+    if (OnThisRank(stage.value + 1)) {
+      PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * next, Find(StageId(stage.value + 1), mb, kind));
+      grad = next->input_grad;
+    } else {
+      grad = state->received_grad;
+    }
+    if (!grad.defined()) {
+      return FailedPrecondition(std::string(kind) + " of " + Name(stage, mb) +
+                                " has no output gradient (the next stage's backward or this "
+                                "stage's RECV_B has not run)");
+    }
+    grads.push_back(grad);
+  }
+  std::vector<at::Tensor> inputs;
+  if (input_only) {
+    inputs = model->NormParameters();
+    inputs.push_back(state->input);
+  }
+  torch::autograd::backward({state->root}, grads, /*retain_graph=*/false, /*create_graph=*/false,
+                            inputs);
+  state->root = at::Tensor();
+  state->input_grad = state->input.grad().contiguous();
+  state->input = at::Tensor();
+  state->received_input = at::Tensor();
+  state->received_grad = at::Tensor();
+  return Status::Ok();
+}
+
+Status TorchExecutor::Weight(StageId stage, MicrobatchId mb) {
+  TransformerStage* model = Local(stage);
+  if (model == nullptr) return InvalidArgument(Name(stage, mb) + " is not on this rank");
+  PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(stage, mb, "W"));
+  if (state->root.defined()) {
+    return FailedPrecondition("W of " + Name(stage, mb) + " runs before its I");
+  }
+  model->ApplyWeightGrads(state->stash);
+  return Status::Ok();
+}
+
+Status TorchExecutor::Run(const Action& action, const runtime::OpContext& context) {
+  switch (action.kind) {
+    case ActionKind::kForward:
+      return Forward(action.stage, action.microbatch);
+    case ActionKind::kBackward:
+      return Backward(action.stage, action.microbatch, /*input_only=*/false);
+    case ActionKind::kBackwardInput:
+      return Backward(action.stage, action.microbatch, /*input_only=*/true);
+    case ActionKind::kBackwardWeight:
+      return Weight(action.stage, action.microbatch);
+    case ActionKind::kOverlapFB:
+      // On CPU the two halves run in turn; the cell is timed as one op.
+      for (const Action& part : action.sub_actions) {
+        PIPEPLAN_RETURN_IF_ERROR(Run(part, context));
+      }
+      return Status::Ok();
+    case ActionKind::kPostValidation:
+      // The validation state (one float) travels as its own message; nothing to compute
+      // on this model, which has no inf/nan check to make.
+      return Status::Ok();
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      break;
+  }
+  return InvalidArgument("the executor was handed a comm action");
+}
+
+StatusOr<std::span<std::byte>> TorchExecutor::SendBuffer(const Action& send,
+                                                         const runtime::OpContext& /*context*/) {
+  switch (send.kind) {
+    case ActionKind::kSendForward: {
+      PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(send.stage, send.microbatch, "SEND_F"));
+      if (!state->output.defined()) {
+        return FailedPrecondition("SEND_F of " + Name(send.stage, send.microbatch) +
+                                  " has no activation (the stage is the last one)");
+      }
+      return BytesOf(state->output);
+    }
+    case ActionKind::kSendBackward: {
+      PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(send.stage, send.microbatch, "SEND_B"));
+      if (!state->input_grad.defined()) {
+        return FailedPrecondition("SEND_B of " + Name(send.stage, send.microbatch) +
+                                  " runs before its backward");
+      }
+      return BytesOf(state->input_grad);
+    }
+    case ActionKind::kSendPostValidation:
+      return BytesOf(validation_);
+    default:
+      return InvalidArgument(std::string(KindToken(send.kind)) + " is not a send");
+  }
+}
+
+StatusOr<std::span<std::byte>> TorchExecutor::RecvBuffer(const Action& recv,
+                                                         const runtime::OpContext& /*context*/) {
+  switch (recv.kind) {
+    case ActionKind::kRecvForward: {
+      Microbatch& state = live_[{recv.stage.value, recv.microbatch.value}];
+      state.received_input = EmptyActivation();
+      return BytesOf(state.received_input);
+    }
+    case ActionKind::kRecvBackward: {
+      PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(recv.stage, recv.microbatch, "RECV_B"));
+      state->received_grad = EmptyActivation();
+      return BytesOf(state->received_grad);
+    }
+    case ActionKind::kRecvPostValidation:
+      return BytesOf(validation_);
+    default:
+      return InvalidArgument(std::string(KindToken(recv.kind)) + " is not a receive");
+  }
+}
+
+Status TorchExecutor::EndStep(const runtime::OpContext& context) {
+  last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  if (!losses_.empty()) last_loss_ = at::stack(losses_).sum().item<double>();
+  for (const auto& [key, state] : live_) {
+    if (!state.stash.empty()) {
+      return FailedPrecondition("the step ended with the W of " +
+                                Name(StageId(key.first), MicrobatchId(key.second)) + " never run");
+    }
+  }
+  if (options_.on_gradients) {
+    std::vector<StageGradients> all;
+    for (const TransformerStage& stage : stages_) {
+      StageGradients g{stage.stage(), &stage.parameter_names(), {}};
+      for (const at::Tensor& p : stage.parameters()) {
+        g.grads.push_back(p.grad().defined() ? p.grad().detach().clone() : at::zeros_like(p));
+      }
+      all.push_back(std::move(g));
+    }
+    PIPEPLAN_RETURN_IF_ERROR(options_.on_gradients(context.step, last_loss_, all));
+  }
+  optimizer_->Step();
+  live_.clear();
+  return Status::Ok();
+}
+
+}  // namespace pipeplan::torch_ext

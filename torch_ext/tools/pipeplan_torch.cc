@@ -1,0 +1,529 @@
+// pipeplan-torch: runs pipeplan plans on the built-in transformer with LibTorch, every op
+// timed. 'run' executes and writes the measured timeline (and, on request, the gradients of
+// the first step); 'profile' does the same and writes a Profile for 'pipeplan calibrate'.
+// Ranks are processes (Gloo via c10d; torchrun, or --local-ranks P to spawn them) or threads
+// of this process (--transport inproc).
+#include <ATen/Parallel.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "command.h"
+#include "files.h"
+#include "pipeplan/planner/profile.h"
+#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/runtime/fault_injection.h"
+#include "pipeplan/runtime/inproc_transport.h"
+#include "pipeplan/runtime/local_run.h"
+#include "pipeplan/runtime/rank_run.h"
+#include "pipeplan/torch_ext/gloo_transport.h"
+#include "pipeplan/torch_ext/gradient_dump.h"
+#include "pipeplan/torch_ext/torch_executor.h"
+#include "request_flags.h"
+
+extern char** environ;
+
+namespace pipeplan::torch_ext {
+namespace {
+
+using cli::FlagKind;
+using cli::Flags;
+using cli::FlagSpec;
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan-torch run --plan PLAN [options]
+       pipeplan-torch profile --plan PLAN -o PROFILE [options]
+       torchrun --no-python --nproc-per-node P pipeplan-torch run --plan PLAN [options]
+
+Runs a pipeplan plan on the built-in model (pre-norm transformer blocks, attention + MLP,
+synthetic data, mean-squared-error loss on the last stage) with LibTorch, timing every op.
+F keeps the autograd graph, B is the full backward, I takes input gradients only and W runs
+the deferred weight GEMMs, F&B overlap cells run their halves in turn (CPU), and the
+optimizer steps after the last W. Ranks are separate processes talking over Gloo (c10d):
+launched by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or spawned here with
+--local-ranks P on 127.0.0.1; or threads of this process with --transport inproc.
+
+'profile' runs the same way and writes the measured F/B/I/W/overlap durations and transfer
+times per stage (medians and spread) for 'pipeplan calibrate PROFILE -o COSTS'.
+
+Options:
+  --plan FILE             the plan (from 'pipeplan plan'); required
+  --local-ranks P         spawn the plan's P ranks as processes of this machine
+  --transport NAME        gloo (processes; default) or inproc (threads of this process)
+  --steps N               measured steps (default 3; profile: 5)
+  --warmup K              steps run first and not measured (default 1; profile: 2)
+  --timeout SEC           a rank with no progress for this long fails the step, and a
+                          rendezvous that does not complete in it fails the run (default 60)
+  --timeline FILE         write the median measured step (with the plan; times in
+                          microseconds) for 'pipeplan diff' and 'pipeplan profile'
+  --dump-grads DIR        write each stage's gradients of the first step, before the
+                          optimizer uses them (and the loss), as DIR/stage-S.grads
+  -o, --output FILE       profile: where the Profile goes (.json, .pb or text)
+  --layers-per-stage N    transformer blocks per stage (default 2)
+  --hidden N              hidden size (default 64)
+  --heads N               attention heads (default 4; must divide --hidden)
+  --sequence N            tokens per sample (default 16)
+  --microbatch-size N     samples per microbatch (default 2)
+  --seed N                parameters and data are drawn from it (default 1)
+  --optimizer NAME        sgd (default) or adamw
+  --lr X                  learning rate (default 0.001)
+  --threads N             intra-op threads per process (default 1)
+  --inject-fault F        testing aid: KIND@RANK:ACTION[:STEP], KIND fail, throw, stall or
+                          crash (the process exits at once, as a dying peer would)
+  -h, --help              show this help
+
+Exit code 0 on success, 1 when a rank fails (its error names the rank and the action; the
+other ranks stop with an error within --timeout), 2 for a usage error.
+)";
+
+constexpr double kMicroseconds = 1e-6;  // the timelines' unit
+
+enum class TransportKind : uint8_t { kGloo, kInProc };
+
+struct Options {
+  bool profile = false;
+  std::string plan_path;
+  std::optional<int> local_ranks;
+  TransportKind transport = TransportKind::kGloo;
+  int steps = 3;
+  int warmup = 1;
+  double timeout = 60;
+  std::optional<std::string> timeline;
+  std::optional<std::string> dump_grads;
+  std::optional<std::string> output;
+  ModelConfig model;
+  OptimizerOptions optimizer;
+  int threads = 1;
+  std::optional<runtime::Fault> fault;
+};
+
+const std::vector<FlagSpec>& Specs() {
+  static const std::vector<FlagSpec> specs = {{"plan"},
+                                              {"local-ranks"},
+                                              {"transport"},
+                                              {"steps"},
+                                              {"warmup"},
+                                              {"timeout"},
+                                              {"timeline"},
+                                              {"dump-grads"},
+                                              {"output", FlagKind::kValue, 'o'},
+                                              {"layers-per-stage"},
+                                              {"hidden"},
+                                              {"heads"},
+                                              {"sequence"},
+                                              {"microbatch-size"},
+                                              {"seed"},
+                                              {"optimizer"},
+                                              {"lr"},
+                                              {"threads"},
+                                              {"inject-fault"}};
+  return specs;
+}
+
+StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
+  Options o;
+  o.profile = profile;
+  if (profile) {
+    o.steps = 5;
+    o.warmup = 2;
+  }
+  if (!flags.positional().empty()) {
+    return InvalidArgument("unexpected argument '" + flags.positional().front() + "'");
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(o.plan_path, flags.RequireString("plan"));
+  PIPEPLAN_ASSIGN_OR_RETURN(o.local_ranks, flags.GetInt("local-ranks", 1));
+  if (auto transport = flags.GetString("transport")) {
+    if (*transport == "gloo") {
+      o.transport = TransportKind::kGloo;
+    } else if (*transport == "inproc") {
+      o.transport = TransportKind::kInProc;
+    } else {
+      return InvalidArgument("--transport: unknown transport '" + *transport +
+                             "' (expected gloo or inproc)");
+    }
+  }
+  const auto int_flag = [&](std::string_view name, int min, int& target) -> Status {
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> value, flags.GetInt(name, min));
+    if (value) target = *value;
+    return Status::Ok();
+  };
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("steps", 1, o.steps));
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("warmup", 0, o.warmup));
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("layers-per-stage", 1, o.model.layers_per_stage));
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("hidden", 1, o.model.hidden));
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("heads", 1, o.model.heads));
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("sequence", 1, o.model.sequence));
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("microbatch-size", 1, o.model.microbatch_size));
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("threads", 1, o.threads));
+  int seed = 1;
+  PIPEPLAN_RETURN_IF_ERROR(int_flag("seed", 0, seed));
+  o.model.seed = static_cast<uint64_t>(seed);
+  PIPEPLAN_RETURN_IF_ERROR(ValidateModelConfig(o.model));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> timeout,
+                            flags.GetNonNegativeDouble("timeout"));
+  if (timeout) {
+    if (*timeout <= 0) return InvalidArgument("--timeout must be positive");
+    o.timeout = *timeout;
+  }
+  if (auto optimizer = flags.GetString("optimizer")) {
+    PIPEPLAN_ASSIGN_OR_RETURN(o.optimizer.kind, ParseOptimizerKind(*optimizer));
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> lr, flags.GetNonNegativeDouble("lr"));
+  if (lr) o.optimizer.learning_rate = *lr;
+  o.timeline = flags.GetString("timeline");
+  o.dump_grads = flags.GetString("dump-grads");
+  o.output = flags.GetString("output");
+  if (profile && !o.output) return InvalidArgument("profile needs -o PROFILE");
+  if (!profile && o.output) return InvalidArgument("-o is for 'profile'; 'run' writes --timeline");
+  if (auto fault = flags.GetString("inject-fault")) {
+    StatusOr<runtime::Fault> parsed = runtime::ParseFault(*fault);
+    if (!parsed.ok()) return parsed.status().WithContext("--inject-fault");
+    o.fault = *parsed;
+  }
+  return o;
+}
+
+// ---- what every rank does --------------------------------------------------------------
+
+Status DumpGradients(const std::string& dir, double loss,
+                     const std::vector<StageGradients>& stages) {
+  for (const StageGradients& stage : stages) {
+    GradientDump dump;
+    dump.stage = stage.stage;
+    dump.loss = loss;
+    for (size_t i = 0; i < stage.grads.size(); ++i) {
+      const at::Tensor g = stage.grads[i].to(at::kCPU).contiguous();
+      NamedValues values{(*stage.names)[i], g.sizes().vec(), {}};
+      values.values.assign(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+      dump.gradients.push_back(std::move(values));
+    }
+    PIPEPLAN_RETURN_IF_ERROR(
+        cli::WriteFileAtomic((std::filesystem::path(dir) / GradientDumpName(stage.stage)).string(),
+                             EncodeGradientDump(dump), /*create_parents=*/true));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, RankId rank,
+                                                            const Options& o) {
+  TorchExecutorOptions options;
+  options.model = o.model;
+  options.optimizer = o.optimizer;
+  if (o.dump_grads) {
+    const std::string dir = *o.dump_grads;
+    options.on_gradients = [dir](int step, double loss, const std::vector<StageGradients>& g) {
+      return step == 0 ? DumpGradients(dir, loss, g) : Status::Ok();
+    };
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<TorchExecutor> executor,
+                            TorchExecutor::Create(plan, rank, options));
+  if (!o.fault) return std::unique_ptr<runtime::OpExecutor>(std::move(executor));
+  return std::unique_ptr<runtime::OpExecutor>(
+      std::make_unique<runtime::FaultInjectingExecutor>(std::move(executor), rank, *o.fault));
+}
+
+const Timeline& MedianStep(const std::vector<Timeline>& steps) {
+  std::vector<const Timeline*> sorted;
+  for (const Timeline& t : steps) sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(), [](const Timeline* a, const Timeline* b) {
+    return a->metrics.makespan < b->metrics.makespan;
+  });
+  return *sorted[(sorted.size() - 1) / 2];
+}
+
+// Writes the timeline and profile the run asked for, then prints a summary.
+Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps) {
+  const Timeline& median = MedianStep(steps);
+  std::vector<std::pair<std::string, std::string>> files;
+  if (o.timeline) {
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        std::string content,
+        SerializeTimelineFile({median, plan, kMicroseconds}, DetectProtoFormat(*o.timeline, "")));
+    files.emplace_back(*o.timeline, std::move(content));
+  }
+  if (o.profile) {
+    ProfileOptions options;
+    options.seconds_per_unit = kMicroseconds;
+    options.source = "pipeplan-torch cpu, " + Describe(o.model, plan.request.topology.num_stages());
+    PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile, BuildProfile(plan, steps, options));
+    PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
+                              SerializeProfile(profile, DetectProtoFormat(*o.output, "")));
+    files.emplace_back(*o.output, std::move(content));
+  }
+  for (const auto& [path, content] : files) {
+    PIPEPLAN_RETURN_IF_ERROR(cli::WriteFileAtomic(path, content, true));
+  }
+  char line[160];
+  std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
+                o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3,
+                o.transport == TransportKind::kGloo ? "gloo" : "inproc");
+  std::cout << line;
+  for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";
+  return Status::Ok();
+}
+
+Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
+  if (o.fault) {
+    PIPEPLAN_RETURN_IF_ERROR(
+        runtime::CheckFault(plan, *o.fault, o.warmup + o.steps).WithContext("--inject-fault"));
+    if (o.fault->kind == runtime::FaultKind::kCrash && o.transport == TransportKind::kInProc) {
+      return InvalidArgument("--inject-fault: a crash needs one process per rank (gloo)");
+    }
+  }
+  if (o.local_ranks && *o.local_ranks != plan.request.topology.ranks) {
+    return InvalidArgument("--local-ranks " + std::to_string(*o.local_ranks) +
+                           " but the plan has " + std::to_string(plan.request.topology.ranks) +
+                           " ranks");
+  }
+  return Status::Ok();
+}
+
+Status RunInProcess(const Plan& plan, const Options& o) {
+  const int ranks = plan.request.topology.ranks;
+  std::vector<std::unique_ptr<runtime::OpExecutor>> executors;
+  for (int r = 0; r < ranks; ++r) {
+    PIPEPLAN_ASSIGN_OR_RETURN(auto executor, MakeExecutor(plan, RankId(r), o));
+    executors.push_back(std::move(executor));
+  }
+  std::vector<std::unique_ptr<runtime::Transport>> transports =
+      runtime::MakeInProcTransports(ranks);
+  std::vector<runtime::OpExecutor*> executor_ptrs;
+  std::vector<runtime::Transport*> transport_ptrs;
+  for (int r = 0; r < ranks; ++r) {
+    executor_ptrs.push_back(executors[r].get());
+    transport_ptrs.push_back(transports[r].get());
+  }
+  runtime::LocalRunOptions run;
+  run.steps = o.steps;
+  run.warmup = o.warmup;
+  run.timeout_seconds = o.timeout;
+  run.seconds_per_unit = kMicroseconds;
+  run.on_step = [&](const runtime::StepReport& report) {
+    std::cerr << "step " << report.step + 1 << "/" << o.steps + o.warmup
+              << (report.warmup ? " (warm-up)" : "") << ": " << report.seconds * 1e3 << " ms\n";
+  };
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
+                            runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run));
+  return Report(plan, o, steps);
+}
+
+std::chrono::milliseconds TimeoutOf(const Options& o) {
+  return std::chrono::milliseconds(static_cast<int64_t>(o.timeout * 1000));
+}
+
+// One rank of a multi-process run (torchrun or a child spawned by --local-ranks).
+Status RunAsRank(const Plan& plan, const Options& o) {
+  PIPEPLAN_ASSIGN_OR_RETURN(Rendezvous rendezvous, RendezvousFromEnvironment());
+  if (rendezvous.world_size != plan.request.topology.ranks) {
+    return InvalidArgument("WORLD_SIZE is " + std::to_string(rendezvous.world_size) +
+                           " but the plan has " + std::to_string(plan.request.topology.ranks) +
+                           " ranks");
+  }
+  rendezvous.timeout = TimeoutOf(o);
+  const RankId rank(rendezvous.rank);
+  PIPEPLAN_ASSIGN_OR_RETURN(GlooConnection connection, ConnectGloo(rendezvous));
+  PIPEPLAN_ASSIGN_OR_RETURN(auto executor, MakeExecutor(plan, rank, o));
+  runtime::RankRunOptions run;
+  run.steps = o.steps;
+  run.warmup = o.warmup;
+  run.timeout_seconds = o.timeout;
+  run.seconds_per_unit = kMicroseconds;
+  Coordinator& coordinator = *connection.coordinator;
+  run.barrier = [&](int step) {
+    return coordinator.Barrier("step-" + std::to_string(step), TimeoutOf(o));
+  };
+  PIPEPLAN_ASSIGN_OR_RETURN(std::vector<RankTimeline> mine,
+                            runtime::RunRank(plan, rank, *executor, *connection.transport, run));
+  // Every rank hands its timelines to rank 0, which assembles and reports them.
+  for (size_t step = 0; step < mine.size(); ++step) {
+    Timeline carrier;
+    carrier.ranks.push_back(std::move(mine[step]));
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
+                              SerializeTimeline(carrier, ProtoFormat::kBinary));
+    PIPEPLAN_RETURN_IF_ERROR(coordinator.Put(
+        "timeline/" + std::to_string(rank.value) + "/" + std::to_string(step), bytes));
+  }
+  Status reported = Status::Ok();
+  if (rank.value == 0) {
+    std::vector<Timeline> steps;
+    for (int step = 0; step < o.steps && reported.ok(); ++step) {
+      std::vector<RankTimeline> ranks;
+      for (int r = 0; r < rendezvous.world_size && reported.ok(); ++r) {
+        StatusOr<std::string> bytes = coordinator.Get(
+            "timeline/" + std::to_string(r) + "/" + std::to_string(step), TimeoutOf(o));
+        StatusOr<Timeline> carrier = bytes.ok() ? ParseTimeline(*bytes, ProtoFormat::kBinary)
+                                                : StatusOr<Timeline>(bytes.status());
+        if (!carrier.ok() || carrier->ranks.size() != 1) {
+          reported = carrier.ok() ? Internal("rank " + std::to_string(r) + " sent no timeline")
+                                  : carrier.status();
+          break;
+        }
+        ranks.push_back(std::move(carrier->ranks.front()));
+      }
+      if (!reported.ok()) break;
+      StatusOr<Timeline> timeline = runtime::AssembleTimeline(plan, std::move(ranks));
+      if (!timeline.ok()) {
+        reported = timeline.status();
+        break;
+      }
+      steps.push_back(*std::move(timeline));
+    }
+    if (reported.ok()) reported = Report(plan, o, steps);
+  }
+  // Rank 0 serves the store: everyone leaves together.
+  PIPEPLAN_RETURN_IF_ERROR(coordinator.Barrier("done", TimeoutOf(o)));
+  return reported;
+}
+
+// ---- the --local-ranks launcher ------------------------------------------------------------
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended";
+}
+
+// Spawns one process per rank (this program, same arguments, torchrun's variables set) and
+// waits for all. Once one fails the others get the timeout to stop by themselves, then are
+// killed, so the launcher never hangs.
+int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>& argv) {
+  const int port = FreeLocalPort();
+  if (port == 0) {
+    std::cerr << "pipeplan-torch: error: no free TCP port on 127.0.0.1 for the rendezvous\n";
+    return cli::kExitInvalidInput;
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::map<pid_t, int> running;  // pid -> rank
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view entry(*e);
+      if (entry.starts_with("RANK=") || entry.starts_with("WORLD_SIZE=") ||
+          entry.starts_with("MASTER_ADDR=") || entry.starts_with("MASTER_PORT=") ||
+          entry.starts_with("LOCAL_RANK=")) {
+        continue;
+      }
+      env.emplace_back(entry);
+    }
+    env.push_back("RANK=" + std::to_string(r));
+    env.push_back("LOCAL_RANK=" + std::to_string(r));
+    env.push_back("WORLD_SIZE=" + std::to_string(ranks));
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back("MASTER_PORT=" + std::to_string(port));
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), envp.data()) != 0) {
+      std::cerr << "pipeplan-torch: error: could not start rank " << r << "\n";
+      for (const auto& [child, rank] : running) kill(child, SIGKILL);
+      for (const auto& [child, rank] : running) waitpid(child, nullptr, 0);
+      return cli::kExitInvalidInput;
+    }
+    running[pid] = r;
+  }
+  int exit_code = cli::kExitOk;
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  while (!running.empty()) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0 && running.count(pid) != 0) {
+      const int rank = running[pid];
+      running.erase(pid);
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        std::cerr << "pipeplan-torch: rank " << rank << " " << DescribeExit(status) << "\n";
+        exit_code = cli::kExitInvalidInput;
+        if (!kill_at) {
+          kill_at = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(o.timeout * 1000) + 5000);
+        }
+      }
+      continue;
+    }
+    if (kill_at && std::chrono::steady_clock::now() > *kill_at) {
+      for (const auto& [child, rank] : running) {
+        std::cerr << "pipeplan-torch: rank " << rank << " did not stop within the timeout; "
+                  << "killing it\n";
+        kill(child, SIGKILL);
+      }
+      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return exit_code;
+}
+
+int Main(int argc, char** argv) {
+  const std::vector<std::string> all(argv, argv + argc);
+  const std::vector<std::string> args(all.begin() + std::min<size_t>(2, all.size()), all.end());
+  const std::string command = argc >= 2 ? all[1] : "";
+  if (command == "-h" || command == "--help" || command.empty()) {
+    std::cout << kHelp;
+    return command.empty() ? cli::kExitUsage : cli::kExitOk;
+  }
+  if (command != "run" && command != "profile") {
+    std::cerr << "pipeplan-torch: error: unknown command '" << command
+              << "' (expected run or profile; see --help)\n";
+    return cli::kExitUsage;
+  }
+  const auto usage_error = [&](const Status& status) {
+    std::cerr << "pipeplan-torch " << command << ": error: " << status.message()
+              << "\n(see 'pipeplan-torch --help')\n";
+    return cli::kExitUsage;
+  };
+  const auto input_error = [&](const Status& status) {
+    std::cerr << "pipeplan-torch " << command << ": error: " << status.message() << "\n";
+    return cli::kExitInvalidInput;
+  };
+  StatusOr<Flags> flags = Flags::Parse(args, Specs());
+  if (!flags.ok()) return usage_error(flags.status());
+  if (flags->help()) {
+    std::cout << kHelp;
+    return cli::kExitOk;
+  }
+  StatusOr<Options> options = ParseOptions(*flags, command == "profile");
+  if (!options.ok()) return usage_error(options.status());
+  StatusOr<Plan> plan = cli::ReadPlanFile(options->plan_path);
+  Status status = plan.ok() ? CheckOptionsAgainstPlan(*plan, *options) : plan.status();
+  if (!status.ok()) return input_error(status);
+  at::set_num_threads(options->threads);
+
+  const bool is_child = std::getenv("RANK") != nullptr;
+  if (options->transport == TransportKind::kInProc) {
+    status = RunInProcess(*plan, *options);
+  } else if (!is_child && options->local_ranks) {
+    return LaunchLocalRanks(*options->local_ranks, *options, all);
+  } else if (!is_child && plan->request.topology.ranks == 1) {
+    status = RunInProcess(*plan, *options);
+  } else {
+    status = RunAsRank(*plan, *options);
+    if (!status.ok()) {
+      const char* rank = std::getenv("RANK");
+      status = status.WithContext("rank " + std::string(rank == nullptr ? "?" : rank));
+    }
+  }
+  if (!status.ok()) return input_error(status);
+  return cli::kExitOk;
+}
+
+}  // namespace
+}  // namespace pipeplan::torch_ext
+
+int main(int argc, char** argv) { return pipeplan::torch_ext::Main(argc, argv); }
