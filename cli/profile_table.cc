@@ -135,7 +135,8 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
   }
   if (profile.boundaries.empty()) return out;
 
-  TextTable boundaries({"boundary", "latency", "bandwidth (bytes/" + std::string(TimeUnitName(options.unit)) + ")"});
+  TextTable boundaries(
+      {"boundary", "latency", "bandwidth (bytes/" + std::string(TimeUnitName(options.unit)) + ")"});
   bool derived_boundary = false;
   for (size_t b = 0; b < costs.boundaries.size(); ++b) {
     const BoundaryCosts& c = costs.boundaries[b];

@@ -2,7 +2,6 @@
 // stage boundary costs. Uniform (one entry) or per stage / per boundary.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "pipeplan/planner/action.h"
