@@ -1,6 +1,5 @@
 // pipeplan run: execute a plan with the runtime (every rank a thread of this process), time
 // every action, and compare the measured step with the simulated one.
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -15,6 +14,7 @@
 #include "pipeplan/planner/proto_io.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/timeline_diff.h"
+#include "pipeplan/planner/timeline_metrics.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/synthetic_run.h"
 #include "request_flags.h"
@@ -124,17 +124,6 @@ double AutoTimeScale(const Plan& plan) {
     }
   }
   return count > 0 && total > 0 ? kAutoOpSeconds / (total / count) : kAutoOpSeconds;
-}
-
-// The measured step with the median makespan (the lower one of the middle two).
-const Timeline& MedianStep(const std::vector<Timeline>& steps) {
-  std::vector<const Timeline*> sorted;
-  sorted.reserve(steps.size());
-  for (const Timeline& step : steps) sorted.push_back(&step);
-  std::stable_sort(sorted.begin(), sorted.end(), [](const Timeline* a, const Timeline* b) {
-    return a->metrics.makespan < b->metrics.makespan;
-  });
-  return *sorted[(sorted.size() - 1) / 2];
 }
 
 std::string Milliseconds(double seconds) { return FormatFixed(seconds * 1e3, 1) + " ms"; }

@@ -43,4 +43,14 @@ Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_boun
   return metrics;
 }
 
+const Timeline& MedianStep(std::span<const Timeline> steps) {
+  std::vector<const Timeline*> sorted;
+  sorted.reserve(steps.size());
+  for (const Timeline& step : steps) sorted.push_back(&step);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Timeline* a, const Timeline* b) {
+    return a->metrics.makespan < b->metrics.makespan;
+  });
+  return *sorted[(sorted.size() - 1) / 2];
+}
+
 }  // namespace pipeplan

@@ -27,6 +27,7 @@
 #include "files.h"
 #include "pipeplan/planner/profile.h"
 #include "pipeplan/planner/proto_io.h"
+#include "pipeplan/planner/timeline_metrics.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
@@ -237,15 +238,6 @@ StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, Ra
       std::make_unique<runtime::FaultInjectingExecutor>(std::move(executor), rank, *o.fault));
 }
 
-const Timeline& MedianStep(const std::vector<Timeline>& steps) {
-  std::vector<const Timeline*> sorted;
-  for (const Timeline& t : steps) sorted.push_back(&t);
-  std::sort(sorted.begin(), sorted.end(), [](const Timeline* a, const Timeline* b) {
-    return a->metrics.makespan < b->metrics.makespan;
-  });
-  return *sorted[(sorted.size() - 1) / 2];
-}
-
 // Writes the timeline and profile the run asked for, then prints a summary.
 Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps) {
   const Timeline& median = MedianStep(steps);
@@ -326,6 +318,52 @@ std::chrono::milliseconds TimeoutOf(const Options& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(o.timeout * 1000));
 }
 
+std::string TimelineKey(int rank, int step) {
+  return "timeline/" + std::to_string(rank) + "/" + std::to_string(step);
+}
+
+// Every rank hands its measured steps to rank 0 through the store, one per key.
+Status PublishTimelines(Coordinator& coordinator, RankId rank, std::vector<RankTimeline> steps) {
+  for (size_t step = 0; step < steps.size(); ++step) {
+    Timeline carrier;
+    carrier.ranks.push_back(std::move(steps[step]));
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
+                              SerializeTimeline(carrier, ProtoFormat::kBinary));
+    PIPEPLAN_RETURN_IF_ERROR(
+        coordinator.Put(TimelineKey(rank.value, static_cast<int>(step)), bytes));
+  }
+  return Status::Ok();
+}
+
+StatusOr<RankTimeline> FetchTimeline(Coordinator& coordinator, int rank, int step,
+                                     std::chrono::milliseconds timeout) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
+                            coordinator.Get(TimelineKey(rank, step), timeout));
+  PIPEPLAN_ASSIGN_OR_RETURN(Timeline carrier, ParseTimeline(bytes, ProtoFormat::kBinary));
+  if (carrier.ranks.size() != 1) {
+    return Internal("rank " + std::to_string(rank) + " sent no timeline for step " +
+                    std::to_string(step));
+  }
+  return std::move(carrier.ranks.front());
+}
+
+// Rank 0: every rank's steps, assembled into one Timeline per measured step.
+StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const Plan& plan,
+                                                int steps, std::chrono::milliseconds timeout) {
+  std::vector<Timeline> gathered;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<RankTimeline> ranks;
+    for (int r = 0; r < plan.request.topology.ranks; ++r) {
+      PIPEPLAN_ASSIGN_OR_RETURN(RankTimeline timeline,
+                                FetchTimeline(coordinator, r, step, timeout));
+      ranks.push_back(std::move(timeline));
+    }
+    PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, runtime::AssembleTimeline(plan, std::move(ranks)));
+    gathered.push_back(std::move(timeline));
+  }
+  return gathered;
+}
+
 // One rank of a multi-process run (torchrun or a child spawned by --local-ranks).
 Status RunAsRank(const Plan& plan, const Options& o) {
   PIPEPLAN_ASSIGN_OR_RETURN(Rendezvous rendezvous, RendezvousFromEnvironment());
@@ -349,41 +387,12 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   };
   PIPEPLAN_ASSIGN_OR_RETURN(std::vector<RankTimeline> mine,
                             runtime::RunRank(plan, rank, *executor, *connection.transport, run));
-  // Every rank hands its timelines to rank 0, which assembles and reports them.
-  for (size_t step = 0; step < mine.size(); ++step) {
-    Timeline carrier;
-    carrier.ranks.push_back(std::move(mine[step]));
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
-                              SerializeTimeline(carrier, ProtoFormat::kBinary));
-    PIPEPLAN_RETURN_IF_ERROR(coordinator.Put(
-        "timeline/" + std::to_string(rank.value) + "/" + std::to_string(step), bytes));
-  }
+  PIPEPLAN_RETURN_IF_ERROR(PublishTimelines(coordinator, rank, std::move(mine)));
   Status reported = Status::Ok();
   if (rank.value == 0) {
-    std::vector<Timeline> steps;
-    for (int step = 0; step < o.steps && reported.ok(); ++step) {
-      std::vector<RankTimeline> ranks;
-      for (int r = 0; r < rendezvous.world_size && reported.ok(); ++r) {
-        StatusOr<std::string> bytes = coordinator.Get(
-            "timeline/" + std::to_string(r) + "/" + std::to_string(step), TimeoutOf(o));
-        StatusOr<Timeline> carrier = bytes.ok() ? ParseTimeline(*bytes, ProtoFormat::kBinary)
-                                                : StatusOr<Timeline>(bytes.status());
-        if (!carrier.ok() || carrier->ranks.size() != 1) {
-          reported = carrier.ok() ? Internal("rank " + std::to_string(r) + " sent no timeline")
-                                  : carrier.status();
-          break;
-        }
-        ranks.push_back(std::move(carrier->ranks.front()));
-      }
-      if (!reported.ok()) break;
-      StatusOr<Timeline> timeline = runtime::AssembleTimeline(plan, std::move(ranks));
-      if (!timeline.ok()) {
-        reported = timeline.status();
-        break;
-      }
-      steps.push_back(*std::move(timeline));
-    }
-    if (reported.ok()) reported = Report(plan, o, steps);
+    StatusOr<std::vector<Timeline>> steps =
+        GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o));
+    reported = steps.ok() ? Report(plan, o, *steps) : steps.status();
   }
   // Rank 0 serves the store: everyone leaves together.
   PIPEPLAN_RETURN_IF_ERROR(coordinator.Barrier("done", TimeoutOf(o)));
@@ -441,6 +450,7 @@ int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>
   }
   int exit_code = cli::kExitOk;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
+  bool killed = false;
   while (!running.empty()) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -457,13 +467,13 @@ int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>
       }
       continue;
     }
-    if (kill_at && std::chrono::steady_clock::now() > *kill_at) {
+    if (kill_at && !killed && std::chrono::steady_clock::now() > *kill_at) {
       for (const auto& [child, rank] : running) {
         std::cerr << "pipeplan-torch: rank " << rank << " did not stop within the timeout; "
                   << "killing it\n";
         kill(child, SIGKILL);
       }
-      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+      killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

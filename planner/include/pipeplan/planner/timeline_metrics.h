@@ -2,6 +2,7 @@
 // and measured timelines are summarised by the same definitions (timeline.h, DESIGN.md §6).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "pipeplan/planner/plan.h"
@@ -15,5 +16,9 @@ void SummarizeComputeTimes(const RankProgram& program, RankTimeline& timeline);
 
 // Makespan, bubble figures and the gap to `lower_bound` over summarised rank timelines.
 Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound);
+
+// The step with the median makespan (the lower of the middle two; the first of equals), the
+// one 'run' reports and writes. `steps` must not be empty.
+const Timeline& MedianStep(std::span<const Timeline> steps);
 
 }  // namespace pipeplan
