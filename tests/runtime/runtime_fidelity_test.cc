@@ -2,11 +2,17 @@
 // M=8 (V=2 where needed), with costs scaled so every F, I and W takes 2.0-2.5 ms and every B
 // 4.0-4.9 ms, the median measured step time of 5 steps (after one warm-up) is within 5% of
 // the simulated one. Runs on its own (RUN_SERIAL): other tests on the 2 cores would skew it.
+// A virtual machine's host can take the cores away as well (steal time): an attempt during
+// which it did counts neither way, and a case that never got a quiet attempt is skipped with
+// the steal figures, so the bar itself stays 5%.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeplan/planner/simulator.h"
@@ -24,7 +30,32 @@ using testing::StrategyCase;
 constexpr double kSecondsPerUnit = 2.05e-3;  // F = 1.0-1.2 units -> 2.05-2.46 ms
 constexpr double kLatency = 0.05;            // ~0.1 ms per transfer, modelled by the executor
 constexpr double kTolerance = 0.05;
-constexpr int kAttempts = 2;
+constexpr int kQuietAttempts = 2;     // misses on a quiet machine before the case fails
+constexpr int kMaxAttempts = 6;       // attempts in all, counting those the host disturbed
+constexpr double kQuietSteal = 0.02;  // more of the CPU time stolen than this: disturbed
+
+// The machine's CPU time so far, from /proc/stat: all of it and what the host stole.
+struct CpuTimes {
+  double total = 0;
+  double steal = 0;
+};
+
+std::optional<CpuTimes> ReadCpuTimes() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
+      cpu != "cpu") {
+    return std::nullopt;
+  }
+  return CpuTimes{user + nice + system + idle + iowait + irq + softirq + steal, steal};
+}
+
+// The share of CPU time the host stole between two readings (0 where it cannot be told).
+double StealShare(const std::optional<CpuTimes>& before, const std::optional<CpuTimes>& after) {
+  if (!before || !after || after->total <= before->total) return 0.0;
+  return (after->steal - before->steal) / (after->total - before->total);
+}
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -47,11 +78,15 @@ TEST_P(SimulatorFidelity, MeasuredStepTimeIsWithinFivePercentOfSimulated) {
   options.seconds_per_unit = kSecondsPerUnit;
   const double want = simulated->metrics.makespan;
   double error = 0.0;
-  // A second attempt only when the first misses: a burst of load from outside the test can
-  // push one median over, while a runtime that cannot keep up misses both.
-  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+  int quiet_misses = 0;
+  std::string disturbed;
+  // Another attempt only after a miss: a burst of load from outside the test can push one
+  // median over, while a runtime that cannot keep up misses every quiet attempt.
+  for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
+    const std::optional<CpuTimes> before = ReadCpuTimes();
     const auto measured = RunSyntheticInProcess(
         *plan, {.seconds_per_unit = kSecondsPerUnit, .message_bytes = 64}, options);
+    const double steal = StealShare(before, ReadCpuTimes());
     ASSERT_TRUE(measured.ok()) << measured.status().message();
     ASSERT_EQ(measured->size(), 5u);
     std::vector<double> makespans;
@@ -59,11 +94,21 @@ TEST_P(SimulatorFidelity, MeasuredStepTimeIsWithinFivePercentOfSimulated) {
     const double got = Median(makespans);
     error = (got - want) / want;
     std::printf(
-        "[ fidelity ] attempt %d: simulated %.3f units, measured median %.3f units: %+.2f%%\n",
-        attempt, want, got, 100 * error);
+        "[ fidelity ] attempt %d: simulated %.3f units, measured median %.3f units: %+.2f%% "
+        "(host steal %.1f%%)\n",
+        attempt, want, got, 100 * error, 100 * steal);
     if (std::abs(error) < kTolerance) break;
+    if (steal > kQuietSteal) {
+      disturbed += " " + std::to_string(100 * steal).substr(0, 4) + "%";
+      continue;
+    }
+    if (++quiet_misses == kQuietAttempts) break;
   }
   RecordProperty("relative_error_percent", std::to_string(100 * error));
+  if (std::abs(error) >= kTolerance && quiet_misses < kQuietAttempts) {
+    GTEST_SKIP() << "the host stole CPU time during every attempt that missed (steal" << disturbed
+                 << "); fidelity cannot be judged on this machine now";
+  }
   EXPECT_LT(std::abs(error), kTolerance) << "measured " << 100 * error << "% off the simulation";
 }
 
