@@ -22,11 +22,12 @@ namespace pipeplan::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    R"(usage: pipeplan simulate PLAN [--json] [--trace FILE] [--svg FILE] [--html FILE]
-                          [--timeline FILE]
+    R"(usage: pipeplan simulate PLAN [--costs FILE] [--json] [--trace FILE] [--svg FILE]
+                          [--html FILE] [--timeline FILE]
 
 Validates a plan file (binary, text or JSON protobuf, as written by 'pipeplan plan' or
-'pipeplan import') and simulates it with the costs and memory model stored in the plan.
+'pipeplan import') and simulates it with the costs and memory model stored in the plan,
+or with the costs of --costs FILE.
 Times are in the plan's time unit; memory in its memory unit.
 
 Metrics (DESIGN.md section 6):
@@ -40,6 +41,9 @@ A plan built with --post-validation adds the line "post-validation: PV on every 
 N receives tagged rollback" (receives a failed validation must still drain).
 
 Options:
+  --costs FILE          simulate the same actions with these costs instead of the plan's
+                        (e.g. from 'pipeplan calibrate': with --timeline, the simulated
+                        side of a 'pipeplan diff' against a measured run of this plan)
   --json                print one JSON object instead of the table: strategy, ranks,
                         stages_per_rank, microbatches, makespan, zb_bubble_rate,
                         bubble_fraction_max, bubble_fraction_mean, lower_bound,
@@ -59,10 +63,12 @@ Examples:
   pipeplan simulate plan.pb
   pipeplan simulate plan.pb --json
   pipeplan simulate plan.pb --trace trace.json --svg timeline.svg --html report.html
+  pipeplan simulate plan.pb --costs calibrated.json --timeline simulated.pb
 )";
 
 struct SimulateOptions {
   std::string plan_path;
+  std::optional<std::string> costs;
   bool json = false;
   std::optional<std::string> trace;
   std::optional<std::string> svg;
@@ -74,6 +80,7 @@ StatusOr<SimulateOptions> ParseSimulateOptions(const Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 1, "the plan file (pipeplan simulate PLAN)"));
   SimulateOptions options;
   options.plan_path = flags.positional().front();
+  options.costs = flags.GetString("costs");
   options.json = flags.GetBool("json");
   options.trace = flags.GetString("trace");
   options.svg = flags.GetString("svg");
@@ -148,7 +155,13 @@ std::string RenderText(const std::string& path, const Plan& plan, const Timeline
 }
 
 Status ExecuteSimulate(const SimulateOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, LoadPlanFile(options.plan_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(options.plan_path));
+  if (options.costs.has_value()) {
+    // The plan written with the timeline carries the costs it was simulated with.
+    PIPEPLAN_ASSIGN_OR_RETURN(plan.request.costs, LoadCosts(CostFlags{options.costs, {}, true}));
+    const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
+    if (!valid.ok()) return valid.WithContext(*options.costs);
+  }
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
 
   // Render everything first so that a failure leaves no output behind.
@@ -191,7 +204,7 @@ int RunSimulateCommand(const std::vector<std::string>& args) {
   static const CommandSpec<SimulateOptions> kSpec = {
       "simulate",
       kHelp,
-      {{"json", FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}, {"timeline"}},
+      {{"costs"}, {"json", FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}, {"timeline"}},
       ParseSimulateOptions,
       ExecuteSimulate};
   return RunCommand(kSpec, args);

@@ -170,6 +170,7 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
   const BoundaryCosts mean_boundary = MeanBoundary(measured);
 
   CostModel costs;
+  costs.time_unit = std::string(TimeUnitName(options.unit));
   if (options.uniform) {
     costs.stages = {MeanStage(stages)};
     costs.boundaries = {mean_boundary};

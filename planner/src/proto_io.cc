@@ -138,6 +138,7 @@ void ToProto(const BoundaryCosts& costs, v1::BoundaryCosts* out) {
 void ToProto(const CostModel& costs, v1::CostModel* out) {
   for (const StageCosts& stage : costs.stages) ToProto(stage, out->add_stages());
   for (const BoundaryCosts& boundary : costs.boundaries) ToProto(boundary, out->add_boundaries());
+  out->set_time_unit(costs.time_unit);
 }
 
 void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
@@ -315,6 +316,7 @@ CostModel FromProto(const v1::CostModel& proto) {
       costs.boundaries.push_back(FromProto(boundary));
     }
   }
+  costs.time_unit = proto.time_unit();
   return costs;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "pipeplan/planner/clock_alignment.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/timeline_metrics.h"
 #include "pipeplan/runtime/execute.h"
@@ -66,14 +67,18 @@ StatusOr<Timeline> AssembleTimeline(const Plan& plan, std::vector<RankTimeline> 
     return InvalidArgument("got timelines of " + std::to_string(ranks.size()) +
                            " ranks for a plan of " + std::to_string(plan.programs.size()));
   }
-  Timeline timeline;
-  timeline.source = TimelineSource::kMeasured;
   for (size_t r = 0; r < ranks.size(); ++r) {
     if (ranks[r].rank.value != static_cast<int>(r) ||
         ranks[r].actions.size() != plan.programs[r].actions.size()) {
       return InvalidArgument("the timeline given for rank " + std::to_string(r) +
                              " does not match that rank's program");
     }
+  }
+  // Each process started its clock when it left the step's barrier, not all at once.
+  AlignRankClocks(plan, ranks);
+  Timeline timeline;
+  timeline.source = TimelineSource::kMeasured;
+  for (size_t r = 0; r < ranks.size(); ++r) {
     timeline.ranks.push_back(std::move(ranks[r]));
     SummarizeComputeTimes(plan.programs[r], timeline.ranks.back());
   }

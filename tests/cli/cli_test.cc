@@ -596,6 +596,31 @@ TEST(CliTest, CostFlagsAndEqualsSyntax) {
   EXPECT_GE(JsonNumber(sim.out, "makespan"), 12 + 4 + 0.5);
 }
 
+TEST(CliTest, SimulateWithOtherCostsKeepsTheActionsAndWritesThoseCosts) {
+  ScratchDir dir;
+  ASSERT_EQ(RunPipeplan(
+                {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "p.pb"},
+                dir.path())
+                .exit_code,
+            0);
+  // 1F1B with uniform costs and no comm: (M + P - 1) (F + B) = 3 * (2 + 4).
+  dir.Write("costs.textproto",
+            "stages { forward: 2 backward: 4 backward_input: 2 backward_weight: 2 }\n");
+  const RunResult sim = RunPipeplan(
+      {"simulate", "p.pb", "--costs", "costs.textproto", "--json", "--timeline", "s.json"},
+      dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "makespan"), 18);
+  EXPECT_NE(dir.Read("s.json").find("\"forward\": 2"), std::string::npos);
+  const RunResult plain = RunPipeplan({"simulate", "p.pb", "--json"}, dir.path());
+  EXPECT_DOUBLE_EQ(JsonNumber(plain.out, "makespan"), 9);  // the plan's own F=1, B=2
+
+  dir.Write("bad.textproto", "stages { forward: -1 }\n");
+  const RunResult bad = RunPipeplan({"simulate", "p.pb", "--costs", "bad.textproto"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.textproto"), std::string::npos) << bad.err;
+}
+
 TEST(CliTest, SimulateTableAndReports) {
   ScratchDir dir;
   ASSERT_EQ(RunPipeplan({"plan", "--strategy", "zb-h1", "--ranks", "4", "--microbatches", "8", "-o",

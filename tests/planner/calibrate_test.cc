@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/planner/proto_io.h"
 #include "test_support.h"
 
 namespace pipeplan {
@@ -81,6 +82,14 @@ TEST(CalibrateTest, OtherUnitsAndInputShares) {
   ASSERT_TRUE(ms.ok()) << ms.status().message();
   EXPECT_DOUBLE_EQ(ms->stages[1].forward, 3);
   EXPECT_DOUBLE_EQ(ms->boundaries[0].latency, 0.02);
+  EXPECT_EQ(ms->time_unit, "ms");
+  // The unit travels with the cost file.
+  const StatusOr<std::string> text = SerializeCostModel(*ms, ProtoFormat::kText);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("time_unit: \"ms\""), std::string::npos) << *text;
+  const StatusOr<CostModel> read = ParseCostModel(*text, ProtoFormat::kText);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, *ms);
 
   const StatusOr<CostModel> quarter =
       Calibrate(FbProfile(), Options(TimeUnit::kSeconds, false, 0.25));

@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "host_steal.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/runtime/synthetic_run.h"
 #include "runtime_test_support.h"
@@ -22,6 +22,10 @@
 namespace pipeplan::runtime {
 namespace {
 
+using pipeplan::testing::CpuTimes;
+using pipeplan::testing::kQuietSteal;
+using pipeplan::testing::ReadCpuTimes;
+using pipeplan::testing::StealShare;
 using testing::AllStrategyCases;
 using testing::CaseName;
 using testing::RuntimeRequest;
@@ -30,32 +34,8 @@ using testing::StrategyCase;
 constexpr double kSecondsPerUnit = 2.05e-3;  // F = 1.0-1.2 units -> 2.05-2.46 ms
 constexpr double kLatency = 0.05;            // ~0.1 ms per transfer, modelled by the executor
 constexpr double kTolerance = 0.05;
-constexpr int kQuietAttempts = 2;     // misses on a quiet machine before the case fails
-constexpr int kMaxAttempts = 6;       // attempts in all, counting those the host disturbed
-constexpr double kQuietSteal = 0.02;  // more of the CPU time stolen than this: disturbed
-
-// The machine's CPU time so far, from /proc/stat: all of it and what the host stole.
-struct CpuTimes {
-  double total = 0;
-  double steal = 0;
-};
-
-std::optional<CpuTimes> ReadCpuTimes() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
-      cpu != "cpu") {
-    return std::nullopt;
-  }
-  return CpuTimes{user + nice + system + idle + iowait + irq + softirq + steal, steal};
-}
-
-// The share of CPU time the host stole between two readings (0 where it cannot be told).
-double StealShare(const std::optional<CpuTimes>& before, const std::optional<CpuTimes>& after) {
-  if (!before || !after || after->total <= before->total) return 0.0;
-  return (after->steal - before->steal) / (after->total - before->total);
-}
+constexpr int kQuietAttempts = 2;  // misses on a quiet machine before the case fails
+constexpr int kMaxAttempts = 6;    // attempts in all, counting those the host disturbed
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());

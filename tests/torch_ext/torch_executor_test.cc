@@ -35,7 +35,7 @@ Grads Backward(bool split) {
   const at::Tensor y = stage.Forward(x, LinearMode::kDeferred, &stash);
   const at::Tensor grad = MicrobatchTarget(config, 0, at::kCPU);
   if (split) {
-    std::vector<at::Tensor> inputs = stage.NormParameters();
+    std::vector<at::Tensor> inputs = stage.InputPhaseParameters();
     inputs.push_back(x);
     torch::autograd::backward({y}, {grad}, false, false, inputs);
     EXPECT_FALSE(stash.empty());

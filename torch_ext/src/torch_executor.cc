@@ -4,7 +4,10 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <limits>
+#include <optional>
 #include <string>
+
+#include "pipeplan/torch_ext/scripted_stage.h"
 
 namespace pipeplan::torch_ext {
 namespace {
@@ -15,6 +18,33 @@ std::span<std::byte> BytesOf(const at::Tensor& t) {
 
 std::string Name(StageId stage, MicrobatchId mb) {
   return "stage " + std::to_string(stage.value) + " microbatch " + std::to_string(mb.value);
+}
+
+std::string ShapeOf(const at::Tensor& t) {
+  std::string shape = "[";
+  for (const int64_t size : t.sizes()) {
+    shape += (shape.size() > 1 ? ", " : "") + std::to_string(size);
+  }
+  return shape + "]";
+}
+
+// This rank's stages, in chunk order: the built-in transformer or the user's modules.
+StatusOr<std::vector<std::unique_ptr<StageModule>>> MakeStages(const StageMap& map, RankId rank,
+                                                               const TorchExecutorOptions& options,
+                                                               at::Device device) {
+  std::vector<std::unique_ptr<StageModule>> stages;
+  for (const StageId stage : map.StagesOf(rank)) {
+    if (options.stage_modules.empty()) {
+      stages.push_back(std::make_unique<TransformerStage>(options.model, stage.value, device));
+      continue;
+    }
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        std::unique_ptr<ScriptedStage> scripted,
+        ScriptedStage::Load(ScriptedStagePath(options.stage_modules, stage.value), stage.value,
+                            device));
+    stages.push_back(std::move(scripted));
+  }
+  return stages;
 }
 
 }  // namespace
@@ -32,34 +62,36 @@ StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Create(
     return InvalidArgument("rank " + std::to_string(rank.value) + " is outside the plan's " +
                            std::to_string(topology.ranks) + " ranks");
   }
+  std::optional<at::Device> device;
   try {
-    (void)at::Device(options.device);
+    device = at::Device(options.device);
   } catch (const std::exception&) {
     return InvalidArgument("unknown device '" + options.device + "' (expected cpu or cuda:N)");
   }
-  return std::unique_ptr<TorchExecutor>(new TorchExecutor(plan, rank, options));
+  PIPEPLAN_ASSIGN_OR_RETURN(auto stages, MakeStages(StageMap(topology), rank, options, *device));
+  return std::unique_ptr<TorchExecutor>(new TorchExecutor(plan, rank, options, std::move(stages)));
 }
 
-TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options)
+TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options,
+                             std::vector<std::unique_ptr<StageModule>> stages)
     : map_(plan.request.topology),
       rank_(rank),
       microbatches_(plan.request.topology.microbatches),
       options_(options),
       device_(options.device),
+      stages_(std::move(stages)),
       last_loss_(std::numeric_limits<double>::quiet_NaN()) {
   std::vector<at::Tensor> parameters;
-  for (const StageId stage : map_.StagesOf(rank)) {
-    stages_.emplace_back(options.model, stage.value, device_);
-    const auto& p = stages_.back().parameters();
-    parameters.insert(parameters.end(), p.begin(), p.end());
+  for (const auto& stage : stages_) {
+    parameters.insert(parameters.end(), stage->parameters().begin(), stage->parameters().end());
   }
   optimizer_ = MakeOptimizer(std::move(parameters), options.optimizer);
   validation_ = at::zeros({1}, at::TensorOptions().device(device_));
 }
 
-TransformerStage* TorchExecutor::Local(StageId stage) {
-  for (TransformerStage& s : stages_) {
-    if (s.stage() == stage.value) return &s;
+StageModule* TorchExecutor::Local(StageId stage) {
+  for (const auto& s : stages_) {
+    if (s->stage() == stage.value) return s.get();
   }
   return nullptr;
 }
@@ -91,7 +123,7 @@ Status TorchExecutor::BeginStep(int /*step*/) {
 }
 
 Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
-  TransformerStage* model = Local(stage);
+  StageModule* model = Local(stage);
   if (model == nullptr) return InvalidArgument(Name(stage, mb) + " is not on this rank");
   Microbatch& state = live_[{stage.value, mb.value}];
   at::Tensor input;
@@ -107,7 +139,14 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
     return FailedPrecondition("F of " + Name(stage, mb) + " has no input: its RECV_F did not run");
   }
   state.input = input.detach().requires_grad_(true);
-  const at::Tensor output = model->Forward(state.input, LinearMode::kDeferred, &state.stash);
+  const at::Tensor output = model->Forward(state.input, &state.stash);
+  // Every message between stages, and the loss's target, has the activation's shape.
+  const at::Tensor expected = EmptyActivation();
+  if (output.sizes() != expected.sizes()) {
+    return InvalidArgument("F of " + Name(stage, mb) + " produced shape " + ShapeOf(output) +
+                           "; stage outputs must be " + ShapeOf(expected) +
+                           " ([microbatch size, sequence, hidden] from the model flags)");
+  }
   if (map_.IsLast(stage)) {
     state.root =
         MicrobatchLoss(output, MicrobatchTarget(options_.model, mb.value, device_), microbatches_);
@@ -120,7 +159,7 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
 }
 
 Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) {
-  TransformerStage* model = Local(stage);
+  StageModule* model = Local(stage);
   if (model == nullptr) return InvalidArgument(Name(stage, mb) + " is not on this rank");
   const char* kind = input_only ? "I" : "B";
   PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(stage, mb, kind));
@@ -145,12 +184,17 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
     grads.push_back(grad);
   }
   std::vector<at::Tensor> inputs;
+  bool keep_graph = false;
   if (input_only) {
-    inputs = model->NormParameters();
+    inputs = model->InputPhaseParameters();
     inputs.push_back(state->input);
+    keep_graph = model->split() == BackwardSplit::kGraphCut;
   }
-  torch::autograd::backward({state->root}, grads, /*retain_graph=*/false, /*create_graph=*/false,
-                            inputs);
+  torch::autograd::backward({state->root}, grads, keep_graph, /*create_graph=*/false, inputs);
+  if (keep_graph) {
+    state->weight_root = state->root;
+    state->weight_root_grad = grads;
+  }
   state->root = at::Tensor();
   state->input_grad = state->input.grad().contiguous();
   state->input = at::Tensor();
@@ -160,13 +204,29 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
 }
 
 Status TorchExecutor::Weight(StageId stage, MicrobatchId mb) {
-  TransformerStage* model = Local(stage);
+  StageModule* model = Local(stage);
   if (model == nullptr) return InvalidArgument(Name(stage, mb) + " is not on this rank");
   PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(stage, mb, "W"));
   if (state->root.defined()) {
     return FailedPrecondition("W of " + Name(stage, mb) + " runs before its I");
   }
-  model->ApplyWeightGrads(state->stash);
+  switch (model->split()) {
+    case BackwardSplit::kDeferredGemms:
+      model->ApplyWeightGrads(state->stash);
+      break;
+    case BackwardSplit::kGraphCut:
+      if (!state->weight_root.defined()) {
+        return FailedPrecondition("W of " + Name(stage, mb) + " runs twice or after a full B");
+      }
+      if (!model->parameters().empty()) {
+        torch::autograd::backward({state->weight_root}, state->weight_root_grad,
+                                  /*retain_graph=*/false, /*create_graph=*/false,
+                                  model->parameters());
+      }
+      state->weight_root = at::Tensor();
+      state->weight_root_grad.clear();
+      break;
+  }
   return Status::Ok();
 }
 
@@ -251,16 +311,16 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   last_loss_ = std::numeric_limits<double>::quiet_NaN();
   if (!losses_.empty()) last_loss_ = at::stack(losses_).sum().item<double>();
   for (const auto& [key, state] : live_) {
-    if (!state.stash.empty()) {
+    if (!state.stash.empty() || state.weight_root.defined()) {
       return FailedPrecondition("the step ended with the W of " +
                                 Name(StageId(key.first), MicrobatchId(key.second)) + " never run");
     }
   }
   if (options_.on_gradients) {
     std::vector<StageGradients> all;
-    for (const TransformerStage& stage : stages_) {
-      StageGradients g{stage.stage(), &stage.parameter_names(), {}};
-      for (const at::Tensor& p : stage.parameters()) {
+    for (const auto& stage : stages_) {
+      StageGradients g{stage->stage(), &stage->parameter_names(), {}};
+      for (const at::Tensor& p : stage->parameters()) {
         g.grads.push_back(p.grad().defined() ? p.grad().detach().clone() : at::zeros_like(p));
       }
       all.push_back(std::move(g));

@@ -109,7 +109,7 @@ void TransformerStage::ApplyWeightGrads(WeightGradStash& stash) {
   }
 }
 
-std::vector<at::Tensor> TransformerStage::NormParameters() const {
+std::vector<at::Tensor> TransformerStage::InputPhaseParameters() const {
   std::vector<at::Tensor> norms;
   for (const Block& block : blocks_) {
     norms.insert(norms.end(), {block.ln1_weight, block.ln1_bias, block.ln2_weight, block.ln2_bias});

@@ -52,7 +52,8 @@ constexpr std::string_view kHelp =
        torchrun --no-python --nproc-per-node P pipeplan-torch run --plan PLAN [options]
 
 Runs a pipeplan plan on the built-in model (pre-norm transformer blocks, attention + MLP,
-synthetic data, mean-squared-error loss on the last stage) with LibTorch, timing every op.
+synthetic data, mean-squared-error loss on the last stage), or on your TorchScript stages
+(--stage-modules), with LibTorch, timing every op.
 F keeps the autograd graph, B is the full backward, I takes input gradients only and W runs
 the deferred weight GEMMs, F&B overlap cells run their halves in turn (CPU), and the
 optimizer steps after the last W. Ranks are separate processes talking over Gloo (c10d):
@@ -81,6 +82,12 @@ Options:
   --sequence N            tokens per sample (default 16)
   --microbatch-size N     samples per microbatch (default 2)
   --seed N                parameters and data are drawn from it (default 1)
+  --stage-modules DIR     run the user's TorchScript modules DIR/stage-S.pt (one per
+                          stage; forward(x) -> y) instead of the built-in blocks; the data
+                          and every message between stages are [microbatch-size,
+                          sequence, hidden] (the flags above), the loss is MSE on the last
+                          stage's output; I and W split by cutting the graph (W repeats
+                          part of I), see docs/torch.md
   --optimizer NAME        sgd (default) or adamw
   --lr X                  learning rate (default 0.001)
   --threads N             intra-op threads per process (default 1)
@@ -108,6 +115,7 @@ struct Options {
   std::optional<std::string> dump_grads;
   std::optional<std::string> output;
   ModelConfig model;
+  std::string stage_modules;
   OptimizerOptions optimizer;
   int threads = 1;
   std::optional<runtime::Fault> fault;
@@ -129,6 +137,7 @@ const std::vector<FlagSpec>& Specs() {
                                               {"sequence"},
                                               {"microbatch-size"},
                                               {"seed"},
+                                              {"stage-modules"},
                                               {"optimizer"},
                                               {"lr"},
                                               {"threads"},
@@ -175,6 +184,12 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
   PIPEPLAN_RETURN_IF_ERROR(int_flag("seed", 0, seed));
   o.model.seed = static_cast<uint64_t>(seed);
   PIPEPLAN_RETURN_IF_ERROR(ValidateModelConfig(o.model));
+  if (auto dir = flags.GetString("stage-modules")) {
+    if (!std::filesystem::is_directory(*dir)) {
+      return InvalidArgument("--stage-modules: '" + *dir + "' is not a directory");
+    }
+    o.stage_modules = *dir;
+  }
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> timeout,
                             flags.GetNonNegativeDouble("timeout"));
   if (timeout) {
@@ -224,6 +239,7 @@ StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, Ra
                                                             const Options& o) {
   TorchExecutorOptions options;
   options.model = o.model;
+  options.stage_modules = o.stage_modules;
   options.optimizer = o.optimizer;
   if (o.dump_grads) {
     const std::string dir = *o.dump_grads;

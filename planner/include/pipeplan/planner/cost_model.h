@@ -2,6 +2,7 @@
 // stage boundary costs. Uniform (one entry) or per stage / per boundary.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "pipeplan/planner/action.h"
@@ -33,6 +34,7 @@ struct BoundaryCosts {
 struct CostModel {
   std::vector<StageCosts> stages = {StageCosts{}};            // size 1 (uniform) or S
   std::vector<BoundaryCosts> boundaries = {BoundaryCosts{}};  // size 1 (uniform) or S - 1
+  std::string time_unit;  // informational ("us" from calibrate); empty when not stated
 
   const StageCosts& Stage(StageId stage) const;
   // Duration of one compute action (F, B, I, W or an overlap cell) on its stage.

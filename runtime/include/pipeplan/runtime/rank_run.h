@@ -31,7 +31,8 @@ struct RankRunOptions {
 StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExecutor& executor,
                                             Transport& transport, const RankRunOptions& options);
 
-// One step's Timeline from every rank's RankTimeline (index = rank), with its metrics.
+// One step's Timeline from every rank's RankTimeline (index = rank), with its metrics. The
+// ranks' barrier-exit skew is corrected first (clock_alignment.h).
 StatusOr<Timeline> AssembleTimeline(const Plan& plan, std::vector<RankTimeline> ranks);
 
 }  // namespace pipeplan::runtime

@@ -1,8 +1,9 @@
-// The LibTorch OpExecutor: runs one rank's stages of the built-in transformer on real
-// tensors. F keeps the autograd graph; B runs the full backward; I takes the input gradients
-// only (weight GEMMs stashed, see deferred_linear.h) and W runs the stashed GEMMs; an F&B
-// overlap cell runs its two halves in turn. Gradients accumulate over the step's
-// microbatches and EndStep applies the optimizer. Messages are the tensors themselves.
+// The LibTorch OpExecutor: runs one rank's stages (the built-in transformer, or the user's
+// TorchScript modules) on real tensors. F keeps the autograd graph; B runs the full
+// backward; I takes the input gradients only and W the weight gradients, split as the stage
+// says (stage_module.h); an F&B overlap cell runs its two halves in turn. Gradients
+// accumulate over the step's microbatches and EndStep applies the optimizer. Messages are
+// the tensors themselves, [microbatch size, sequence, hidden] between stages.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,6 +19,7 @@
 #include "pipeplan/planner/topology.h"
 #include "pipeplan/runtime/op_executor.h"
 #include "pipeplan/torch_ext/optimizer.h"
+#include "pipeplan/torch_ext/stage_module.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 
 namespace pipeplan::torch_ext {
@@ -30,7 +32,12 @@ struct StageGradients {
 };
 
 struct TorchExecutorOptions {
+  // The built-in model's sizes; with stage_modules, the shape of the data (the first stage's
+  // input, the messages between stages, the last stage's output and target) and the seed.
   ModelConfig model;
+  // A directory of TorchScript modules, stage-S.pt per stage (scripted_stage.h); empty: the
+  // built-in transformer stages.
+  std::string stage_modules;
   OptimizerOptions optimizer;
   std::string device = "cpu";  // "cpu" or "cuda:N"
   // Called in EndStep, before the optimizer step, with this rank's stages' gradients and,
@@ -65,16 +72,20 @@ class TorchExecutor final : public runtime::OpExecutor {
     at::Tensor received_input;
     at::Tensor received_grad;
     WeightGradStash stash;
+    // kGraphCut: what W differentiates after I kept the graph.
+    at::Tensor weight_root;
+    std::vector<at::Tensor> weight_root_grad;
   };
   using Key = std::pair<int, int>;  // (stage, microbatch)
 
-  TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options);
+  TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options,
+                std::vector<std::unique_ptr<StageModule>> stages);
 
   Status Forward(StageId stage, MicrobatchId mb);
   Status Backward(StageId stage, MicrobatchId mb, bool input_only);
   Status Weight(StageId stage, MicrobatchId mb);
   StatusOr<Microbatch*> Find(StageId stage, MicrobatchId mb, const char* needed_by);
-  TransformerStage* Local(StageId stage);
+  StageModule* Local(StageId stage);
   bool OnThisRank(int stage) const;
   at::Tensor EmptyActivation() const;
 
@@ -83,7 +94,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   int microbatches_;
   TorchExecutorOptions options_;
   at::Device device_;
-  std::vector<TransformerStage> stages_;  // this rank's, in chunk order
+  std::vector<std::unique_ptr<StageModule>> stages_;  // this rank's, in chunk order
   std::unique_ptr<Optimizer> optimizer_;
   std::map<Key, Microbatch> live_;
   at::Tensor validation_;  // the post-validation message (one float)

@@ -12,6 +12,7 @@
 
 #include "pipeplan/torch_ext/deferred_linear.h"
 #include "pipeplan/torch_ext/model_config.h"
+#include "pipeplan/torch_ext/stage_module.h"
 
 namespace pipeplan::torch_ext {
 
@@ -20,24 +21,28 @@ enum class LinearMode : uint8_t {
   kPlain,     // at::linear: stock autograd
 };
 
-class TransformerStage {
+class TransformerStage final : public StageModule {
  public:
   TransformerStage(const ModelConfig& config, int stage, at::Device device);
 
   // The stage's output for input `x` ([microbatch, sequence, hidden]).
   at::Tensor Forward(const at::Tensor& x, LinearMode mode, WeightGradStash* stash) const;
+  at::Tensor Forward(const at::Tensor& x, WeightGradStash* stash) const override {
+    return Forward(x, LinearMode::kDeferred, stash);
+  }
 
+  BackwardSplit split() const override { return BackwardSplit::kDeferredGemms; }
   // The W of one microbatch: runs its stashed weight GEMMs into the parameters' grads.
-  void ApplyWeightGrads(WeightGradStash& stash);
-
-  // Every parameter with its name ("layer1.fc2.weight"), in a fixed order.
-  const std::vector<at::Tensor>& parameters() const { return parameters_; }
-  const std::vector<std::string>& parameter_names() const { return names_; }
+  void ApplyWeightGrads(WeightGradStash& stash) override;
   // The LayerNorm parameters: elementwise, so their gradients are taken with the input
   // gradients in I rather than deferred to W.
-  std::vector<at::Tensor> NormParameters() const;
+  std::vector<at::Tensor> InputPhaseParameters() const override;
 
-  int stage() const { return stage_; }
+  // Every parameter with its name ("layer1.fc2.weight"), in a fixed order.
+  const std::vector<at::Tensor>& parameters() const override { return parameters_; }
+  const std::vector<std::string>& parameter_names() const override { return names_; }
+
+  int stage() const override { return stage_; }
 
  private:
   struct Linear {

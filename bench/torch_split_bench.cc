@@ -1,0 +1,128 @@
+// The I/W split on the built-in model (CPU, one intra-op thread): how much does splitting a
+// backward into I (input gradients, weight GEMMs stashed) and W (the stashed GEMMs) cost
+// over one full backward B? Zero-bubble schedules assume I + W ~ B; the split is only worth
+// having when that holds.
+//
+// Budget: I + W <= 1.15 x B (counter "ratio"). Each iteration runs, on one single-stage
+// TorchExecutor per path, F then B (plan 1f1b, P=1, M=1) and F then I then W (plan zb-h1,
+// P=1, M=1), through the executor's own Run so the figure is what a pipeline rank pays.
+// Only B, I and W are timed (steady clock); the figure is the median over iterations, so a
+// stolen time slice on a shared VM moves it little. Printed for the default model and a
+// wider one (hidden 256, sequence 64), where the GEMMs dominate.
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/torch_ext/torch_executor.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+constexpr double kBudgetRatio = 1.15;
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+// A one-rank, one-microbatch executor for `strategy`, with its compute actions in order.
+struct SingleStage {
+  std::unique_ptr<TorchExecutor> executor;
+  std::vector<Action> compute;
+};
+
+StatusOr<SingleStage> MakeSingleStage(const std::string& strategy, const ModelConfig& model) {
+  PlanRequest request;
+  request.strategy = strategy;
+  request.topology.ranks = 1;
+  request.topology.microbatches = 1;
+  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildPlan(request));
+  TorchExecutorOptions options;
+  options.model = model;
+  SingleStage single;
+  PIPEPLAN_ASSIGN_OR_RETURN(single.executor, TorchExecutor::Create(plan, RankId(0), options));
+  single.compute = plan.programs.front().actions;
+  return single;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Runs one step of `single`, collecting the seconds of each B, I and W (F is not timed).
+Status TimeStep(SingleStage& single, int step, std::vector<double>& b, std::vector<double>& i,
+                std::vector<double>& w) {
+  runtime::OpContext context;
+  context.step = step;
+  PIPEPLAN_RETURN_IF_ERROR(single.executor->BeginStep(step));
+  for (size_t index = 0; index < single.compute.size(); ++index) {
+    const Action& action = single.compute[index];
+    context.action_index = index;
+    const auto start = Clock::now();
+    PIPEPLAN_RETURN_IF_ERROR(single.executor->Run(action, context));
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (action.kind == ActionKind::kBackward) b.push_back(seconds);
+    if (action.kind == ActionKind::kBackwardInput) i.push_back(seconds);
+    if (action.kind == ActionKind::kBackwardWeight) w.push_back(seconds);
+  }
+  return single.executor->EndStep(context);
+}
+
+void BM_Budget_SplitBackwardOverFullBackward(benchmark::State& state) {
+  at::set_num_threads(1);
+  ModelConfig model;
+  model.hidden = static_cast<int>(state.range(0));
+  model.sequence = static_cast<int>(state.range(1));
+  StatusOr<SingleStage> full = MakeSingleStage("1f1b", model);
+  StatusOr<SingleStage> split = MakeSingleStage("zb-h1", model);
+  if (!full.ok() || !split.ok()) {
+    state.SkipWithError((full.ok() ? split.status() : full.status()).message().c_str());
+    return;
+  }
+
+  std::vector<double> b, i, w;
+  int step = 0;
+  for (auto _ : state) {
+    const auto start = Clock::now();
+    Status status = TimeStep(*full, step, b, i, w);
+    if (status.ok()) status = TimeStep(*split, step, b, i, w);
+    if (!status.ok()) {
+      state.SkipWithError(status.message().c_str());
+      return;
+    }
+    ++step;
+    state.SetIterationTime(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  if (b.size() != i.size() || i.size() != w.size() || b.empty()) {
+    state.SkipWithError("the plans did not run one B and one I + W per iteration");
+    return;
+  }
+  const double b_ms = 1e3 * Median(b);
+  const double i_ms = 1e3 * Median(i);
+  const double w_ms = 1e3 * Median(w);
+  const double ratio = (i_ms + w_ms) / b_ms;
+  state.counters["B_ms"] = b_ms;
+  state.counters["I_ms"] = i_ms;
+  state.counters["W_ms"] = w_ms;
+  state.counters["ratio"] = ratio;
+  state.counters["budget_ratio"] = kBudgetRatio;
+  state.SetLabel(ratio <= kBudgetRatio ? "budget I+W <= 1.15 B: within budget"
+                                       : "budget I+W <= 1.15 B: OVER BUDGET");
+}
+BENCHMARK(BM_Budget_SplitBackwardOverFullBackward)
+    ->ArgNames({"hidden", "sequence"})
+    ->Args({64, 16})
+    ->Args({256, 64})
+    ->MinTime(2.0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+
+}  // namespace
+}  // namespace pipeplan::torch_ext
+
+BENCHMARK_MAIN();
