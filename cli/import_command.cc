@@ -1,5 +1,5 @@
-// pipeplan import: read a compute-only schedule in PyTorch's pipelining CSV, insert comm,
-// validate it and write it as a plan.
+// pipeplan import: read a schedule in PyTorch's pipelining CSV (compute-only, or with torch's
+// transfers, which are dropped), insert comm, validate it and write it as a plan.
 #include <iostream>
 #include <optional>
 #include <string>
@@ -15,18 +15,25 @@ namespace pipeplan::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    R"(usage: pipeplan import --format torch-csv FILE [--microbatches M] [--strategy-name NAME]
-                       [--costs FILE | cost flags] [-o FILE]
+    R"(usage: pipeplan import --format torch-csv|torch-csv-comms FILE [--microbatches M]
+                       [--strategy-name NAME] [--costs FILE | cost flags] [-o FILE]
 
-Reads a compute-only schedule in torch.distributed.pipelining's CSV format (one row per
-rank, no header, cells like 0F1, 1I0, 1W0, 0B3, (0F1;1B0)OVERLAP_F_B), inserts SEND/RECV,
-validates it and writes a plan that 'pipeplan simulate' and 'pipeplan export' accept.
-P is the number of rows, V the number of stages / P; the placement (loop or V) is inferred.
-The import is strict: every cell must be one whole compute token, legacy "BW" tokens are
-rejected, and errors name the row (rank) and column.
+Reads a schedule in torch.distributed.pipelining's CSV format (one row per rank, no header,
+cells like 0F1, 1I0, 1W0, 0B3, (0F1;1B0)OVERLAP_F_B), inserts SEND/RECV, validates it and
+writes a plan that 'pipeplan simulate' and 'pipeplan export' accept. P is the number of
+rows, V the number of stages / P; the placement (loop or V) is inferred. The import is
+strict: every cell must be one whole token of the format, legacy "BW" tokens are rejected,
+and errors name the row (rank) and column.
 
 Options:
-  --format torch-csv    the input format (required; torch-csv is the only one)
+  --format FORMAT       required; one of:
+                          torch-csv        compute actions only (what _load_csv reads and
+                                           _dump_csv(format="compute_only") writes)
+                          torch-csv-comms  also SEND_F/RECV_F/SEND_B/RECV_B, REDUCE_GRAD,
+                                           UNSHARD and RESHARD, as torch's runtime dumps by
+                                           default; these are checked and dropped (a "note:"
+                                           on stderr says so) and the plan gets its own
+                                           transfers
   --microbatches M      microbatches per step, integer >= 1; every token must be below M
                         (default: inferred as the largest microbatch id + 1)
   --strategy-name NAME  the strategy name recorded in the plan (default: imported)
@@ -45,11 +52,13 @@ default F=1, B=2, I=W=1, no comm latency):
 
 Examples:
   pipeplan import --format torch-csv schedule.csv -o imported.pb
+  pipeplan import --format torch-csv-comms torch_dump.csv -o imported.pb
   pipeplan import --format torch-csv schedule.csv --microbatches 8 --forward 1 --backward 2
 )";
 
 struct ImportOptions {
   std::string csv_path;
+  TorchCsvFormat format = TorchCsvFormat::kComputeOnly;
   std::optional<int> microbatches;
   std::string strategy_name = "imported";
   CostFlags costs;
@@ -63,14 +72,18 @@ std::vector<FlagSpec> ImportFlags() {
   return specs;
 }
 
+StatusOr<TorchCsvFormat> ParseImportFormat(const std::string& name) {
+  if (name == "torch-csv") return TorchCsvFormat::kComputeOnly;
+  if (name == "torch-csv-comms") return TorchCsvFormat::kComputeComms;
+  return InvalidArgument("unknown --format '" + name + "' (expected torch-csv or torch-csv-comms)");
+}
+
 StatusOr<ImportOptions> ParseImportOptions(const Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(
       ExpectPositional(flags, 1, "the CSV file (pipeplan import --format torch-csv FILE)"));
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string format, flags.RequireString("format"));
-  if (format != "torch-csv") {
-    return InvalidArgument("unknown --format '" + format + "' (expected torch-csv)");
-  }
   ImportOptions options;
+  PIPEPLAN_ASSIGN_OR_RETURN(options.format, ParseImportFormat(format));
   options.csv_path = flags.positional().front();
   PIPEPLAN_ASSIGN_OR_RETURN(options.microbatches, flags.GetInt("microbatches", 1));
   if (std::optional<std::string> name = flags.GetString("strategy-name"); name.has_value()) {
@@ -84,8 +97,9 @@ StatusOr<ImportOptions> ParseImportOptions(const Flags& flags) {
 
 Status ExecuteImport(const ImportOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string csv, ReadFile(options.csv_path));
-  StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, options.microbatches);
+  StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, options.format, options.microbatches);
   if (!imported.ok()) return imported.status().WithContext(options.csv_path);
+  for (const std::string& note : imported->notes) PrintNote(note);
 
   PlanRequest request;
   request.topology = imported->topology;

@@ -130,11 +130,9 @@ Status ExecutePlan(const PlanOptions& options) {
     size_t actions = 0;
     for (const RankProgram& program : plan.programs) actions += program.actions.size();
     const Topology& t = plan.request.topology;
-    const std::string& name =
-        plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
-    std::cout << "wrote " << name << " plan (P=" << t.ranks << " V=" << t.stages_per_rank
-              << " M=" << t.microbatches << ", " << actions << " actions) to " << *options.output
-              << "\n";
+    std::cout << "wrote " << PlanStrategyName(plan) << " plan (P=" << t.ranks
+              << " V=" << t.stages_per_rank << " M=" << t.microbatches << ", " << actions
+              << " actions) to " << *options.output << "\n";
   }
   return Status::Ok();
 }

@@ -6,6 +6,10 @@
 
 namespace pipeplan::cli {
 
+std::string PlanStrategyName(const Plan& plan) {
+  return plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
+}
+
 PostValidationSummary SummarizePostValidation(const Plan& plan) {
   PostValidationSummary summary;
   for (const RankProgram& program : plan.programs) {

@@ -9,6 +9,10 @@
 
 namespace pipeplan::cli {
 
+// The strategy a plan records: its provenance's ("auto -> zbv" for auto's pick), else the
+// request's.
+std::string PlanStrategyName(const Plan& plan);
+
 struct PostValidationSummary {
   int ranks_with_pv = 0;      // ranks whose program holds a POST_VALIDATION action
   int rollback_receives = 0;  // RECV_F actions tagged rollback (CountRollbackReceives)

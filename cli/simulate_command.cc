@@ -10,6 +10,7 @@
 #include "command.h"
 #include "files.h"
 #include "format.h"
+#include "metrics_json.h"
 #include "pipeplan/planner/chrome_trace.h"
 #include "pipeplan/planner/html_report.h"
 #include "pipeplan/planner/proto_io.h"
@@ -89,50 +90,10 @@ StatusOr<SimulateOptions> ParseSimulateOptions(const Flags& flags) {
   return options;
 }
 
-std::string StrategyOf(const Plan& plan) {
-  return plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
-}
-
-std::string RenderJson(const Plan& plan, const Timeline& timeline) {
-  const Metrics& m = timeline.metrics;
-  const Topology& t = plan.request.topology;
-  std::vector<double> busy;
-  std::vector<double> idle;
-  std::vector<double> peak_activation;
-  std::vector<double> peak;
-  for (const RankTimeline& rank : timeline.ranks) {
-    busy.push_back(rank.busy);
-    idle.push_back(std::max(0.0, m.makespan - rank.busy));
-    peak_activation.push_back(rank.peak_activation_memory);
-    peak.push_back(rank.peak_memory);
-  }
-  std::string out = "{";
-  out += "\"strategy\":" + JsonString(StrategyOf(plan));
-  out += ",\"ranks\":" + std::to_string(t.ranks);
-  out += ",\"stages_per_rank\":" + std::to_string(t.stages_per_rank);
-  out += ",\"microbatches\":" + std::to_string(t.microbatches);
-  out += ",\"makespan\":" + JsonNumber(m.makespan);
-  out += ",\"zb_bubble_rate\":" + JsonNumber(m.zb_bubble_rate);
-  out += ",\"bubble_fraction_max\":" + JsonNumber(m.bubble_fraction_max);
-  out += ",\"bubble_fraction_mean\":" + JsonNumber(m.bubble_fraction_mean);
-  out += ",\"lower_bound\":" + JsonNumber(m.lower_bound);
-  out += ",\"gap_to_lower_bound\":" + JsonNumber(m.gap_to_lower_bound);
-  const PostValidationSummary pv = SummarizePostValidation(plan);
-  out += ",\"post_validation\":";
-  out += pv.ranks_with_pv > 0 ? "true" : "false";
-  out += ",\"rollback_receives\":" + std::to_string(pv.rollback_receives);
-  out += ",\"busy\":" + JsonArray(busy);
-  out += ",\"idle\":" + JsonArray(idle);
-  out += ",\"peak_activation_memory\":" + JsonArray(peak_activation);
-  out += ",\"peak_memory\":" + JsonArray(peak);
-  out += "}\n";
-  return out;
-}
-
 std::string RenderText(const std::string& path, const Plan& plan, const Timeline& timeline) {
   const Metrics& m = timeline.metrics;
   const Topology& t = plan.request.topology;
-  std::string out = path + ": " + StrategyOf(plan) + ", P=" + std::to_string(t.ranks) +
+  std::string out = path + ": " + PlanStrategyName(plan) + ", P=" + std::to_string(t.ranks) +
                     " V=" + std::to_string(t.stages_per_rank) +
                     " M=" + std::to_string(t.microbatches) + "\n\n";
   TextTable metrics({"metric", "value"}, {true, false});
@@ -166,7 +127,7 @@ Status ExecuteSimulate(const SimulateOptions& options) {
 
   // Render everything first so that a failure leaves no output behind.
   std::vector<std::pair<std::string, std::string>> files;  // (path, content)
-  const std::string name = StrategyOf(plan);
+  const std::string name = PlanStrategyName(plan);
   if (options.trace.has_value())
     files.emplace_back(*options.trace, ExportChromeTrace(plan, timeline));
   if (options.svg.has_value()) {
@@ -190,7 +151,7 @@ Status ExecuteSimulate(const SimulateOptions& options) {
   for (const auto& [path, content] : files)
     PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, content, true));
 
-  std::cout << (options.json ? RenderJson(plan, timeline)
+  std::cout << (options.json ? RenderMetricsJson(plan, timeline)
                              : RenderText(options.plan_path, plan, timeline));
   if (!options.json) {
     for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";

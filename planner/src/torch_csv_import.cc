@@ -1,6 +1,8 @@
-// Reads torch.distributed.pipelining's compute-only CSV. Torch's own loader matches tokens with
-// a prefix regex and so accepts "1F0x" as 1F0; we match whole tokens and say exactly which cell
-// is wrong, since a silently misread schedule is worse than a rejected one.
+// Reads torch.distributed.pipelining's CSV, compute-only or compute+comms. Torch's own loader
+// matches tokens with a prefix regex and so accepts "1F0x" as 1F0; we match whole tokens and
+// say exactly which cell is wrong, since a silently misread schedule is worse than a rejected
+// one. Of a compute+comms file only the compute order is kept: torch's transfers are checked
+// and dropped, and comm insertion adds ours (same pairs, our placement of the RECVs).
 #include "pipeplan/planner/torch_csv.h"
 
 #include <algorithm>
@@ -28,6 +30,33 @@ struct Cell {
   Action action;
   int rank;
   int index;  // 0-based, counting empty cells
+};
+
+// Torch's actions that are not compute, which only its compute+comms format holds.
+enum class NonComputeKind : uint8_t {
+  kTransfer,     // SEND_F, RECV_F, SEND_B, RECV_B: carry a microbatch
+  kBookkeeping,  // REDUCE_GRAD, UNSHARD, RESHARD: per stage, no microbatch
+};
+
+// A transfer or bookkeeping cell of a compute+comms file: checked, then dropped.
+struct DroppedCell {
+  NonComputeKind kind;
+  int32_t stage;
+  std::optional<int32_t> microbatch;
+  int rank;
+  int index;
+};
+
+struct ParsedCells {
+  std::vector<Cell> cells;
+  std::vector<DroppedCell> dropped;
+};
+
+// The pieces of "<stage><KIND><microbatch>"; the microbatch may be missing.
+struct SimpleToken {
+  int32_t stage;
+  std::string_view kind;
+  std::optional<int32_t> microbatch;
 };
 
 std::string Where(int rank, int index) {
@@ -115,8 +144,8 @@ Status CheckComputeKind(std::string_view kind, std::string_view token, int32_t s
   return NotAToken(token);
 }
 
-// "<stage><KIND><microbatch>", nothing before or after.
-StatusOr<Action> ParseSimpleToken(std::string_view token) {
+// "<stage><KIND><microbatch>" split into its pieces, nothing before or after.
+StatusOr<SimpleToken> SplitSimpleToken(std::string_view token) {
   std::string_view rest = token;
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int32_t> stage, TakeNumber(&rest, token, "stage"));
   if (!stage.has_value()) return NotAToken(token);
@@ -127,11 +156,64 @@ StatusOr<Action> ParseSimpleToken(std::string_view token) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int32_t> microbatch,
                             TakeNumber(&rest, token, "microbatch"));
   if (kind.empty() || !rest.empty()) return NotAToken(token);
-  PIPEPLAN_RETURN_IF_ERROR(CheckComputeKind(kind, token, *stage, microbatch));
-  if (!microbatch.has_value()) {
+  return SimpleToken{.stage = *stage, .kind = kind, .microbatch = microbatch};
+}
+
+// A compute token: "<stage><F|I|B|W><microbatch>".
+StatusOr<Action> ParseSimpleToken(std::string_view token) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const SimpleToken parts, SplitSimpleToken(token));
+  PIPEPLAN_RETURN_IF_ERROR(CheckComputeKind(parts.kind, token, parts.stage, parts.microbatch));
+  if (!parts.microbatch.has_value()) {
     return InvalidArgument(Quoted(token) + " has no microbatch");
   }
-  return MakeCompute(*KindFromToken(kind), StageId(*stage), MicrobatchId(*microbatch));
+  return MakeCompute(*KindFromToken(parts.kind), StageId(parts.stage),
+                     MicrobatchId(*parts.microbatch));
+}
+
+std::optional<NonComputeKind> NonComputeKindOf(std::string_view kind) {
+  if (kind == "SEND_F" || kind == "RECV_F" || kind == "SEND_B" || kind == "RECV_B") {
+    return NonComputeKind::kTransfer;
+  }
+  if (kind == "REDUCE_GRAD" || kind == "UNSHARD" || kind == "RESHARD") {
+    return NonComputeKind::kBookkeeping;
+  }
+  return std::nullopt;
+}
+
+// A transfer or bookkeeping token of the compute+comms format; nullopt for anything else
+// (which then has to be a compute token).
+StatusOr<std::optional<DroppedCell>> ParseDroppedToken(std::string_view token) {
+  if (token.starts_with('(')) return std::optional<DroppedCell>();
+  PIPEPLAN_ASSIGN_OR_RETURN(const SimpleToken parts, SplitSimpleToken(token));
+  const std::optional<NonComputeKind> kind = NonComputeKindOf(parts.kind);
+  if (!kind.has_value()) return std::optional<DroppedCell>();
+  switch (*kind) {
+    case NonComputeKind::kTransfer:
+      if (!parts.microbatch.has_value()) {
+        return InvalidArgument(Quoted(token) + " has no microbatch");
+      }
+      break;
+    case NonComputeKind::kBookkeeping:
+      if (parts.microbatch.has_value()) {
+        return InvalidArgument(Quoted(token) + " must not have a microbatch (torch writes " +
+                               Quoted(std::to_string(parts.stage) + std::string(parts.kind)) + ")");
+      }
+      break;
+  }
+  return std::optional<DroppedCell>(DroppedCell{
+      .kind = *kind, .stage = parts.stage, .microbatch = parts.microbatch, .rank = 0, .index = 0});
+}
+
+Status OverlapHalvesError(std::string_view token) {
+  return InvalidArgument(Quoted(token) + " must hold a forward, then a backward (B, I or W)");
+}
+
+// One half of an overlap cell: a compute token. A transfer or bookkeeping action there is
+// wrong in either format.
+StatusOr<Action> ParseOverlapHalf(std::string_view half, std::string_view token) {
+  const StatusOr<SimpleToken> parts = SplitSimpleToken(half);
+  if (parts.ok() && NonComputeKindOf(parts->kind).has_value()) return OverlapHalvesError(token);
+  return ParseSimpleToken(half);
 }
 
 // "(<forward>;<backward>)OVERLAP_F_B", as torch's _Action.__repr__ writes an overlap cell.
@@ -143,10 +225,12 @@ StatusOr<Action> ParseOverlapToken(std::string_view token) {
     return InvalidArgument(Quoted(token) +
                            " must hold exactly two actions, a forward and a backward");
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const Action forward, ParseSimpleToken(inner.substr(0, separator)));
-  PIPEPLAN_ASSIGN_OR_RETURN(const Action backward, ParseSimpleToken(inner.substr(separator + 1)));
+  PIPEPLAN_ASSIGN_OR_RETURN(const Action forward,
+                            ParseOverlapHalf(inner.substr(0, separator), token));
+  PIPEPLAN_ASSIGN_OR_RETURN(const Action backward,
+                            ParseOverlapHalf(inner.substr(separator + 1), token));
   if (forward.kind != ActionKind::kForward || backward.kind == ActionKind::kForward) {
-    return InvalidArgument(Quoted(token) + " must hold a forward, then a backward (B, I or W)");
+    return OverlapHalvesError(token);
   }
   return MakeOverlap(forward, backward);
 }
@@ -172,36 +256,110 @@ std::span<const Action> Leaves(const Action& action) {
   return action.sub_actions;
 }
 
-StatusOr<std::vector<Cell>> ParseCells(const std::vector<std::string_view>& rows,
-                                       std::optional<int> microbatches) {
-  std::vector<Cell> cells;
+// One non-empty cell: a compute action into `parsed->cells`, or (compute+comms format only) a
+// transfer or bookkeeping action into `parsed->dropped`.
+Status ParseCell(std::string_view text, TorchCsvFormat format, std::optional<int> microbatches,
+                 int rank, int index, ParsedCells* parsed) {
+  switch (format) {
+    case TorchCsvFormat::kComputeOnly:
+      break;
+    case TorchCsvFormat::kComputeComms: {
+      PIPEPLAN_ASSIGN_OR_RETURN(std::optional<DroppedCell> dropped, ParseDroppedToken(text));
+      if (!dropped.has_value()) break;
+      if (dropped->microbatch.has_value()) {
+        PIPEPLAN_RETURN_IF_ERROR(
+            CheckMicrobatches(MakeCompute(ActionKind::kForward, StageId(dropped->stage),
+                                          MicrobatchId(*dropped->microbatch)),
+                              microbatches));
+      }
+      dropped->rank = rank;
+      dropped->index = index;
+      parsed->dropped.push_back(*dropped);
+      return Status::Ok();
+    }
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(Action action, ParseToken(text));
+  PIPEPLAN_RETURN_IF_ERROR(CheckMicrobatches(action, microbatches));
+  parsed->cells.push_back({.action = std::move(action), .rank = rank, .index = index});
+  return Status::Ok();
+}
+
+StatusOr<ParsedCells> ParseCells(const std::vector<std::string_view>& rows, TorchCsvFormat format,
+                                 std::optional<int> microbatches) {
+  ParsedCells parsed;
   for (int rank = 0; rank < static_cast<int>(rows.size()); ++rank) {
     const std::vector<std::string_view> texts = SplitCells(rows[rank]);
     for (int index = 0; index < static_cast<int>(texts.size()); ++index) {
       if (texts[index].empty()) continue;  // an idle slot in torch's dump
-      StatusOr<Action> action = ParseToken(texts[index]);
-      Status status = action.ok() ? CheckMicrobatches(*action, microbatches) : action.status();
+      Status status = ParseCell(texts[index], format, microbatches, rank, index, &parsed);
       if (!status.ok()) return status.WithContext(Where(rank, index));
-      cells.push_back({.action = std::move(action).value(), .rank = rank, .index = index});
     }
   }
-  return cells;
+  return parsed;
 }
 
-// The rank each stage sits on (-1 where a stage never appears); a stage on two ranks is an error.
-StatusOr<std::vector<int>> StageOwners(const std::vector<Cell>& cells, int num_stages) {
+// Records that `stage` appears on `rank` at `where`; a stage on two ranks is an error.
+Status ClaimStage(int32_t stage, int rank, const std::string& where, std::vector<int>* owner) {
+  int& owner_rank = (*owner)[stage];
+  if (owner_rank == -1) owner_rank = rank;
+  if (owner_rank == rank) return Status::Ok();
+  return InvalidArgument(where + ": stage " + std::to_string(stage) + " already appears on rank " +
+                         std::to_string(owner_rank));
+}
+
+// The rank each stage sits on (-1 where a stage never appears). Torch's transfers and
+// bookkeeping name a stage of their own rank, so they count like compute actions; they may
+// only name stages some compute action uses.
+StatusOr<std::vector<int>> StageOwners(const ParsedCells& parsed, int num_stages) {
   std::vector<int> owner(num_stages, -1);
-  for (const Cell& cell : cells) {
+  for (const Cell& cell : parsed.cells) {
     for (const Action& leaf : Leaves(cell.action)) {
-      int& rank = owner[leaf.stage.value];
-      if (rank == -1) rank = cell.rank;
-      if (rank == cell.rank) continue;
-      return InvalidArgument(Where(cell.rank, cell.index) + ": stage " +
-                             std::to_string(leaf.stage.value) + " already appears on rank " +
-                             std::to_string(rank));
+      PIPEPLAN_RETURN_IF_ERROR(
+          ClaimStage(leaf.stage.value, cell.rank, Where(cell.rank, cell.index), &owner));
     }
   }
+  for (const DroppedCell& cell : parsed.dropped) {
+    const std::string where = Where(cell.rank, cell.index);
+    if (cell.stage >= num_stages) {
+      return InvalidArgument(where + ": stage " + std::to_string(cell.stage) +
+                             " is beyond the last stage of the compute actions (" +
+                             std::to_string(num_stages - 1) + ")");
+    }
+    PIPEPLAN_RETURN_IF_ERROR(ClaimStage(cell.stage, cell.rank, where, &owner));
+  }
   return owner;
+}
+
+// A dropped transfer's microbatch must exist too (checked early when M is given).
+Status CheckDroppedMicrobatches(const std::vector<DroppedCell>& dropped, int microbatches) {
+  for (const DroppedCell& cell : dropped) {
+    if (!cell.microbatch.has_value() || *cell.microbatch < microbatches) continue;
+    return InvalidArgument(Where(cell.rank, cell.index) + ": microbatch " +
+                           std::to_string(*cell.microbatch) + " out of range 0.." +
+                           std::to_string(microbatches - 1));
+  }
+  return Status::Ok();
+}
+
+// The note saying what of torch's was read and left to our comm insertion.
+std::optional<std::string> DroppedNote(const std::vector<DroppedCell>& dropped) {
+  int transfers = 0;
+  int bookkeeping = 0;
+  for (const DroppedCell& cell : dropped) {
+    switch (cell.kind) {
+      case NonComputeKind::kTransfer:
+        ++transfers;
+        break;
+      case NonComputeKind::kBookkeeping:
+        ++bookkeeping;
+        break;
+    }
+  }
+  if (dropped.empty()) return std::nullopt;
+  return "dropped torch's " + std::to_string(transfers) +
+         " transfers (SEND_F, RECV_F, SEND_B, RECV_B) and " + std::to_string(bookkeeping) +
+         " bookkeeping actions (REDUCE_GRAD, UNSHARD, RESHARD): the plan gets its own transfers "
+         "from comm insertion";
 }
 
 // The first stage whose rank differs from what `placement` says, as a message fragment.
@@ -231,11 +389,11 @@ StatusOr<Placement> InferPlacement(const std::vector<int>& owner, const Topology
 // count is still far past what ValidateTopology accepts.
 int SaturateToInt(int64_t count) { return static_cast<int>(std::min<int64_t>(count, INT_MAX)); }
 
-StatusOr<Topology> InferTopology(const std::vector<Cell>& cells, int num_rows,
+StatusOr<Topology> InferTopology(const ParsedCells& parsed, int num_rows,
                                  std::optional<int> microbatches) {
   int max_stage = 0;
   int max_microbatch = 0;
-  for (const Cell& cell : cells) {
+  for (const Cell& cell : parsed.cells) {
     for (const Action& leaf : Leaves(cell.action)) {
       max_stage = std::max(max_stage, leaf.stage.value);
       max_microbatch = std::max(max_microbatch, leaf.microbatch.value);
@@ -254,30 +412,35 @@ StatusOr<Topology> InferTopology(const std::vector<Cell>& cells, int num_rows,
       microbatches.value_or(SaturateToInt(static_cast<int64_t>(max_microbatch) + 1));
   // Bounds first: StageMap allocates P * V entries.
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology).WithContext("inferred topology"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckDroppedMicrobatches(parsed.dropped, topology.microbatches));
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<int> owner,
-                            StageOwners(cells, topology.num_stages()));
+                            StageOwners(parsed, topology.num_stages()));
   PIPEPLAN_ASSIGN_OR_RETURN(topology.placement, InferPlacement(owner, topology));
   return topology;
 }
 
 }  // namespace
 
-StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, std::optional<int> microbatches) {
+StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, TorchCsvFormat format,
+                                        std::optional<int> microbatches) {
   if (microbatches.has_value() && *microbatches < 1) {
     return InvalidArgument("microbatches must be >= 1, got " + std::to_string(*microbatches));
   }
   if (csv.empty()) return InvalidArgument("empty input: expected one row per rank");
   const std::vector<std::string_view> rows = SplitRows(csv);
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Cell> cells, ParseCells(rows, microbatches));
-  if (cells.empty()) {
-    return InvalidArgument("no actions in " + std::to_string(rows.size()) +
-                           " row(s): every cell is empty");
+  PIPEPLAN_ASSIGN_OR_RETURN(const ParsedCells parsed, ParseCells(rows, format, microbatches));
+  if (parsed.cells.empty()) {
+    const std::string what = parsed.dropped.empty() ? "every cell is empty" : "no compute action";
+    return InvalidArgument("no actions in " + std::to_string(rows.size()) + " row(s): " + what);
   }
   TorchCsvImport result;
   PIPEPLAN_ASSIGN_OR_RETURN(result.topology,
-                            InferTopology(cells, static_cast<int>(rows.size()), microbatches));
+                            InferTopology(parsed, static_cast<int>(rows.size()), microbatches));
   result.order.resize(rows.size());
-  for (const Cell& cell : cells) result.order[cell.rank].push_back(cell.action);
+  for (const Cell& cell : parsed.cells) result.order[cell.rank].push_back(cell.action);
+  if (std::optional<std::string> note = DroppedNote(parsed.dropped)) {
+    result.notes.push_back(*std::move(note));
+  }
   return result;
 }
 

@@ -281,7 +281,7 @@ const std::vector<ErrorCase>& ErrorCases() {
       {"ImportUnknownFormat",
        {"import", "--format", "csv", "s.csv"},
        {},
-       Usage("import", "unknown --format 'csv' (expected torch-csv)"),
+       Usage("import", "unknown --format 'csv' (expected torch-csv or torch-csv-comms)"),
        2},
       {"DemoUnexpectedArgument",
        {"demo", "now"},
@@ -547,6 +547,30 @@ TEST(CliTest, ImportWithoutCostFlagsUsesDefaultCosts) {
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "makespan"), 3);  // F=1 + B=2
   EXPECT_NE(sim.out.find("\"strategy\":\"mine\""), std::string::npos) << sim.out;
+}
+
+TEST(CliTest, ImportTorchCsvCommsDropsTorchsTransfersWithANote) {
+  ScratchDir dir;
+  // What torch 2.11's runtime dumps by default (_dump_csv(), compute_comms) for 1F1B, P=2 M=2.
+  dir.Write(
+      "dump.csv",
+      "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\r\n"
+      "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\r\n");
+  const RunResult imported =
+      RunPipeplan({"import", "--format", "torch-csv-comms", "dump.csv", "-o", "p.pb"}, dir.path());
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(imported.err.find("note: dropped torch's 8 transfers (SEND_F, RECV_F, SEND_B, "
+                              "RECV_B) and 6 bookkeeping actions"),
+            std::string::npos)
+      << imported.err;
+  const RunResult sim = RunPipeplan({"simulate", "p.pb", "--json"}, dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "makespan"), 9);  // (M + P - 1)(F + B)
+  const RunResult plain =
+      RunPipeplan({"import", "--format", "torch-csv", "dump.csv", "-o", "q.pb"}, dir.path());
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_NE(plain.err.find("rank 0, cell 0: '0UNSHARD' is not a compute action"), std::string::npos)
+      << plain.err;
 }
 
 TEST(CliTest, PlanOutputFormatFollowsExtension) {

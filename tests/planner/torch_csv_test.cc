@@ -1,5 +1,5 @@
-// Torch CSV export (both formats) and strict import of the compute-only format. Expected CSV
-// strings are written out by hand from torch's grammar, not captured from our own output.
+// Torch CSV export and strict import, both formats. Expected CSV strings are written out by
+// hand from torch's grammar or copied from torch's own dumps, not captured from our output.
 #include "pipeplan/planner/torch_csv.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,8 @@ namespace pipeplan {
 namespace {
 
 using enum ActionKind;
+constexpr TorchCsvFormat kComputeOnly = TorchCsvFormat::kComputeOnly;
+constexpr TorchCsvFormat kComputeComms = TorchCsvFormat::kComputeComms;
 
 Action Op(ActionKind kind, int stage, int mb) {
   return MakeCompute(kind, StageId(stage), MicrobatchId(mb));
@@ -135,7 +137,7 @@ std::vector<std::vector<Action>> ComputeOnly(const Plan& plan) {
 
 TEST(TorchCsvImportTest, ImportsOneFOneBAndInfersTheTopology) {
   const StatusOr<TorchCsvImport> imported =
-      ImportTorchCsv("0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n", std::nullopt);
+      ImportTorchCsv("0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n", kComputeOnly, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(
       imported->topology,
@@ -148,7 +150,7 @@ TEST(TorchCsvImportTest, ImportThenExportGivesTheSameCsv) {
   const std::string csv =
       "0F0,2F0,0F1,2F1,2B0,(0F2;2B1)OVERLAP_F_B,0B0,0B1,2F2,2B2,0B2\r\n"
       "1F0,3F0,1F1,3I0,3F1,3W0,1I0,3I1,1W0,(1F2;1B1)OVERLAP_F_B,3F2,3B2,3W1,1B2\r\n";
-  const StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, std::nullopt);
+  const StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, kComputeOnly, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(
       imported->topology,
@@ -161,7 +163,7 @@ TEST(TorchCsvImportTest, ImportThenExportGivesTheSameCsv) {
 TEST(TorchCsvImportTest, AcceptsTorchDumpWithIdleSlotsWhitespaceAndBareNewlines) {
   // torch's compute-only dump writes None (an idle slot) as an empty cell.
   const StatusOr<TorchCsvImport> imported =
-      ImportTorchCsv("0F0,0F1,,0B0,,0B1\n,1F0 , 1B0,\t1F1,1B1,\n", std::nullopt);
+      ImportTorchCsv("0F0,0F1,,0B0,,0B1\n,1F0 , 1B0,\t1F1,1B1,\n", kComputeOnly, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(imported->topology.ranks, 2);
   EXPECT_EQ(imported->order, ComputeOnly(OneFOneB()));
@@ -172,7 +174,7 @@ TEST(TorchCsvImportTest, AcceptsTorchDumpWithIdleSlotsWhitespaceAndBareNewlines)
 
 TEST(TorchCsvImportTest, InfersVPlacement) {
   const StatusOr<TorchCsvImport> imported =
-      ImportTorchCsv("0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0", std::nullopt);
+      ImportTorchCsv("0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0", kComputeOnly, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(
       imported->topology,
@@ -182,22 +184,22 @@ TEST(TorchCsvImportTest, InfersVPlacement) {
 
 TEST(TorchCsvImportTest, InfersZigZagPlacementForThreeStagesPerRank) {
   // Rank 0 holds stages 0, 3, 4; rank 1 holds 1, 2, 5.
-  const StatusOr<TorchCsvImport> imported =
-      ImportTorchCsv("0F0,3F0,4F0,4B0,3B0,0B0\n1F0,2F0,5F0,5B0,2B0,1B0\n", std::nullopt);
+  const StatusOr<TorchCsvImport> imported = ImportTorchCsv(
+      "0F0,3F0,4F0,4B0,3B0,0B0\n1F0,2F0,5F0,5B0,2B0,1B0\n", kComputeOnly, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(imported->topology.stages_per_rank, 3);
   EXPECT_EQ(imported->topology.placement, Placement::kVShape);
 }
 
 TEST(TorchCsvImportTest, GivenMicrobatchCountWins) {
-  const StatusOr<TorchCsvImport> imported = ImportTorchCsv("0F0,0B0\n", 4);
+  const StatusOr<TorchCsvImport> imported = ImportTorchCsv("0F0,0B0\n", kComputeOnly, 4);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(imported->topology.microbatches, 4);
 }
 
 TEST(TorchCsvImportTest, OverlapCellKeepsItsHalves) {
   const StatusOr<TorchCsvImport> imported =
-      ImportTorchCsv("0F0,(0F1;0B0)OVERLAP_F_B,0B1\n", std::nullopt);
+      ImportTorchCsv("0F0,(0F1;0B0)OVERLAP_F_B,0B1\n", kComputeOnly, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   ASSERT_EQ(imported->order.size(), 1u);
   EXPECT_EQ(
@@ -206,25 +208,71 @@ TEST(TorchCsvImportTest, OverlapCellKeepsItsHalves) {
                            Op(kBackward, 0, 1)}));
 }
 
+const std::string kNotCompute =
+    " is not a compute action (expected <stage><F|I|B|W><microbatch> such as 3F5, or an overlap "
+    "cell such as (0F1;1B0)OVERLAP_F_B)";
+
+// torch 2.11's _PipelineScheduleRuntime._dump_csv() (its default compute_comms format) of
+// 1F1B on 2 ranks with 2 microbatches, loaded from "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n".
+const std::string kTorchCommsDump =
+    "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\r\n"
+    "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\r\n";
+
+TEST(TorchCsvImportTest, ComputeCommsKeepsTheComputeOrderOfTorchsDump) {
+  const StatusOr<TorchCsvImport> imported =
+      ImportTorchCsv(kTorchCommsDump, kComputeComms, std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(
+      imported->topology,
+      (Topology{
+          .ranks = 2, .stages_per_rank = 1, .microbatches = 2, .placement = Placement::kLoop}));
+  EXPECT_EQ(imported->order, ComputeOnly(OneFOneB()));
+  EXPECT_EQ(imported->notes,
+            (std::vector<std::string>{
+                "dropped torch's 8 transfers (SEND_F, RECV_F, SEND_B, RECV_B) and 6 bookkeeping "
+                "actions (REDUCE_GRAD, UNSHARD, RESHARD): the plan gets its own transfers from "
+                "comm insertion"}));
+}
+
+TEST(TorchCsvImportTest, ComputeOnlyRefusesTorchsCommsDump) {
+  const StatusOr<TorchCsvImport> imported =
+      ImportTorchCsv(kTorchCommsDump, kComputeOnly, std::nullopt);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().message(), "rank 0, cell 0: '0UNSHARD'" + kNotCompute);
+}
+
+TEST(TorchCsvImportTest, ComputeCommsReadsOurExportBack) {
+  const Plan plan = ZeroBubbleWithPostValidation();
+  const StatusOr<TorchCsvImport> imported = ImportTorchCsv(
+      ExportTorchCsv(plan, TorchCsvFormat::kComputeComms).csv, kComputeComms, std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(imported->order, ComputeOnly(plan));
+}
+
+TEST(TorchCsvImportTest, ComputeCommsWithoutTransfersHasNoNote) {
+  const StatusOr<TorchCsvImport> imported =
+      ImportTorchCsv("0F0,0B0\n", kComputeComms, std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_TRUE(imported->notes.empty());
+}
+
 struct CsvErrorCase {
   std::string name;
   std::string csv;
   std::optional<int> microbatches;
   std::string expected;
+  TorchCsvFormat format = TorchCsvFormat::kComputeOnly;
 };
 
 class TorchCsvImportErrorTest : public ::testing::TestWithParam<CsvErrorCase> {};
 
 TEST_P(TorchCsvImportErrorTest, NamesTheCellAndTheProblem) {
-  const StatusOr<TorchCsvImport> imported = ImportTorchCsv(GetParam().csv, GetParam().microbatches);
+  const StatusOr<TorchCsvImport> imported =
+      ImportTorchCsv(GetParam().csv, GetParam().format, GetParam().microbatches);
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(imported.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(imported.status().message(), GetParam().expected);
 }
-
-const std::string kNotCompute =
-    " is not a compute action (expected <stage><F|I|B|W><microbatch> such as 3F5, or an overlap "
-    "cell such as (0F1;1B0)OVERLAP_F_B)";
 
 INSTANTIATE_TEST_SUITE_P(
     Malformed, TorchCsvImportErrorTest,
@@ -275,8 +323,31 @@ INSTANTIATE_TEST_SUITE_P(
                      "rank 0, cell 0: '(0B0;0F1)OVERLAP_F_B' must hold a forward, then a "
                      "backward (B, I or W)"},
         CsvErrorCase{"OverlapHoldingComm", "(0F1;0SEND_B0)OVERLAP_F_B\n", std::nullopt,
-                     "rank 0, cell 0: '0SEND_B0' is a communication action; import expects "
-                     "torch's compute-only format"},
+                     "rank 0, cell 0: '(0F1;0SEND_B0)OVERLAP_F_B' must hold a forward, then a "
+                     "backward (B, I or W)"},
+        CsvErrorCase{"CommsOverlapHoldingComm", "(0F1;0SEND_B0)OVERLAP_F_B\n", std::nullopt,
+                     "rank 0, cell 0: '(0F1;0SEND_B0)OVERLAP_F_B' must hold a forward, then a "
+                     "backward (B, I or W)",
+                     kComputeComms},
+        CsvErrorCase{"CommsTransferWithoutMicrobatch", "0F0,0SEND_F\n1F0\n", std::nullopt,
+                     "rank 0, cell 1: '0SEND_F' has no microbatch", kComputeComms},
+        CsvErrorCase{"CommsBookkeepingWithMicrobatch", "0F0,0B0,0REDUCE_GRAD0\n", std::nullopt,
+                     "rank 0, cell 2: '0REDUCE_GRAD0' must not have a microbatch (torch writes "
+                     "'0REDUCE_GRAD')",
+                     kComputeComms},
+        CsvErrorCase{"CommsStageOfAnotherRank", "0F0,0B0\n1F0,0RECV_F0,1B0\n", std::nullopt,
+                     "rank 1, cell 1: stage 0 already appears on rank 0", kComputeComms},
+        CsvErrorCase{"CommsStageBeyondTheComputeStages", "0F0,0B0,1SEND_F0\n", std::nullopt,
+                     "rank 0, cell 2: stage 1 is beyond the last stage of the compute actions (0)",
+                     kComputeComms},
+        CsvErrorCase{"CommsMicrobatchOutOfRangeGiven", "0F0,0SEND_F5\n1F0\n", 2,
+                     "rank 0, cell 1: microbatch 5 out of range 0..1", kComputeComms},
+        CsvErrorCase{"CommsMicrobatchOutOfRangeInferred", "0F0,0B0,0RECV_B3\n", std::nullopt,
+                     "rank 0, cell 2: microbatch 3 out of range 0..0", kComputeComms},
+        CsvErrorCase{"CommsOnlyTransfers", "0SEND_F0\n1RECV_F0\n", std::nullopt,
+                     "no actions in 2 row(s): no compute action", kComputeComms},
+        CsvErrorCase{"CommsUnknownKind", "0F0,0SEND_X0\n", std::nullopt,
+                     "rank 0, cell 1: '0SEND_X0'" + kNotCompute, kComputeComms},
         CsvErrorCase{"OverlapWithoutSuffix", "(0F1;0B0)\n", std::nullopt,
                      "rank 0, cell 0: '(0F1;0B0)'" + kNotCompute},
         CsvErrorCase{"StagesDoNotDivide", "0F0,2F0\n1F0\n", std::nullopt,

@@ -1,0 +1,126 @@
+// The Python entry point's work without LibTorch: a request in, the torch CSV cells per rank,
+// the metrics JSON and the notes out, with the CLI's checks. Expected rows are written from
+// the 1F1B rule (reference/strategies.md), not captured from our output.
+#include "pipeplan/torch_ext/plan_op.h"
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace pipeplan::torch_ext {
+namespace {
+
+PlanOpRequest OneFOneB() { return {.strategy = "1f1b", .ranks = 2, .microbatches = 2}; }
+
+TEST(PlanOpTest, GivesTheTorchCsvCellsPerRankAndTheMetrics) {
+  const StatusOr<PlanOpResult> result = RunPlanOp(OneFOneB());
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->actions, (std::vector<std::vector<std::string>>{{"0F0", "0F1", "0B0", "0B1"},
+                                                                    {"1F0", "1B0", "1F1", "1B1"}}));
+  // (M + P - 1)(F + B) with the default F=1, B=2.
+  EXPECT_TRUE(result->metrics_json.starts_with(
+      R"({"strategy":"1f1b","ranks":2,"stages_per_rank":1,"microbatches":2,"makespan":9,)"))
+      << result->metrics_json;
+  EXPECT_FALSE(result->metrics_json.ends_with('\n'));
+  EXPECT_TRUE(result->notes.empty());
+}
+
+TEST(PlanOpTest, CommsFormatAddsTransfersAndReduceGrad) {
+  PlanOpRequest request = OneFOneB();
+  request.format = TorchCsvFormat::kComputeComms;
+  const StatusOr<PlanOpResult> result = RunPlanOp(request);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  ASSERT_EQ(result->actions.size(), 2u);
+  EXPECT_EQ(result->actions[0].front(), "0F0");
+  EXPECT_EQ(result->actions[0][1], "0SEND_F0");
+  EXPECT_EQ(result->actions[0].back(), "0REDUCE_GRAD");
+}
+
+TEST(PlanOpTest, CostsChangeTheMetrics) {
+  PlanOpRequest request = OneFOneB();
+  request.forward = 0.5;
+  request.backward = 1.25;
+  const StatusOr<PlanOpResult> result = RunPlanOp(request);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_NE(result->metrics_json.find(R"("makespan":5.25,)"), std::string::npos)
+      << result->metrics_json;  // 3 * (0.5 + 1.25)
+}
+
+TEST(PlanOpTest, PostValidationIsLeftOutWithNotes) {
+  const StatusOr<PlanOpResult> result =
+      RunPlanOp({.strategy = "zbv", .ranks = 4, .microbatches = 8, .post_validation = true});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->notes, (std::vector<std::string>{
+                               "post-validation actions left out: torch's CSV grammar has no "
+                               "such action"}));
+  EXPECT_NE(result->metrics_json.find(R"("post_validation":true,"rollback_receives":9)"),
+            std::string::npos)
+      << result->metrics_json;
+}
+
+TEST(PlanOpTest, NumbersTravelWithoutRounding) {
+  PlanOpRequest request = OneFOneB();
+  request.forward = 0.1;
+  request.memory_limit = 1e-300;
+  request.post_validation = true;
+  EXPECT_EQ(PlanArgs(request),
+            (std::vector<std::string>{"--strategy", "1f1b", "--ranks", "2", "--microbatches", "2",
+                                      "--forward", "0.1", "--memory-limit", "1e-300",
+                                      "--post-validation"}));
+}
+
+struct ErrorCase {
+  std::string name;
+  PlanOpRequest request;
+  std::string expected;
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
+
+class PlanOpErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(PlanOpErrorTest, ReadsLikeTheCli) {
+  const StatusOr<PlanOpResult> result = RunPlanOp(GetParam().request);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().message(), GetParam().expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Requests, PlanOpErrorTest,
+    ::testing::Values(
+        ErrorCase{"NoRanks",
+                  {.strategy = "1f1b", .ranks = 0, .microbatches = 2},
+                  "--ranks must be >= 1, got 0"},
+        ErrorCase{"NegativeCost",
+                  {.strategy = "1f1b", .ranks = 2, .microbatches = 2, .forward = -1.0},
+                  "--forward must be >= 0, got -1"},
+        ErrorCase{"CostsFileAndDurations",
+                  {.strategy = "1f1b",
+                   .ranks = 2,
+                   .microbatches = 2,
+                   .forward = 1.0,
+                   .costs_file = "costs.txtpb"},
+                  "--costs cannot be combined with --forward, --backward, --backward-input, "
+                  "--backward-weight, --overlap or --comm"},
+        ErrorCase{"MissingCostsFile",
+                  {.strategy = "1f1b",
+                   .ranks = 2,
+                   .microbatches = 2,
+                   .costs_file = "/nonexistent/costs.txtpb"},
+                  "cannot read '/nonexistent/costs.txtpb': No such file or directory"},
+        ErrorCase{"ImpossibleRequest",
+                  {.strategy = "zb-h2", .ranks = 4, .microbatches = 4},
+                  "zb-h2 needs at least 2P microbatches: P=4 needs M >= 8, got M=4"}),
+    [](const auto& param_info) { return param_info.param.name; });
+
+TEST(PlanOpTest, FormatNames) {
+  EXPECT_EQ(ParseTorchCsvFormat("torch-csv").value(), TorchCsvFormat::kComputeOnly);
+  EXPECT_EQ(ParseTorchCsvFormat("torch-csv-comms").value(), TorchCsvFormat::kComputeComms);
+  EXPECT_EQ(ParseTorchCsvFormat("json").status().message(),
+            "unknown format 'json' (expected torch-csv or torch-csv-comms)");
+}
+
+}  // namespace
+}  // namespace pipeplan::torch_ext
