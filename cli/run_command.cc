@@ -52,10 +52,12 @@ Options:
                         'pipeplan diff' and 'pipeplan profile')
   --html FILE           write an HTML report: simulated and measured timelines one above the
                         other on one time axis
-  --inject-fault F      testing aid: make one compute action misbehave, to see the watchdog
-                        and the abort at work. F = KIND@RANK:ACTION[:STEP] with KIND fail
-                        (an error), throw (an exception) or stall (never returns); ACTION is
-                        the index in the rank's program, STEP counts warm-up steps from 0
+  --inject-fault F      testing aid: make one action misbehave, to see the watchdog and
+                        the abort at work. F = KIND@RANK:ACTION[:STEP] with KIND fail (an
+                        error), throw (an exception) or stall (never returns) on a compute
+                        action, or truncate (half the bytes: a malformed message) on a
+                        send; ACTION is the index in the rank's program, STEP counts
+                        warm-up steps from 0
   -h, --help            show this help
 
 Examples:

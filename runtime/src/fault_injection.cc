@@ -38,7 +38,8 @@ StatusOr<Fault> ParseFault(std::string_view text) {
   const auto usage = [&](const std::string& what) {
     return InvalidArgument(
         "fault '" + std::string(text) + "': " + what +
-        " (expected KIND@RANK:ACTION[:STEP], KIND one of fail, throw, stall, crash)");
+        " (expected KIND@RANK:ACTION[:STEP], KIND one of fail, throw, stall, crash, "
+        "truncate)");
   };
   const size_t at = text.find('@');
   if (at == std::string_view::npos) return usage("no '@'");
@@ -52,6 +53,8 @@ StatusOr<Fault> ParseFault(std::string_view text) {
     fault.kind = FaultKind::kStall;
   } else if (kind == "crash") {
     fault.kind = FaultKind::kCrash;
+  } else if (kind == "truncate") {
+    fault.kind = FaultKind::kTruncate;
   } else {
     return usage("unknown kind '" + std::string(kind) + "'");
   }
@@ -80,10 +83,15 @@ Status CheckFault(const Plan& plan, const Fault& fault, int total_steps) {
                            std::to_string(fault.action_index + 1));
   }
   const Action& action = actions[fault.action_index];
-  if (!IsCompute(action.kind)) {
+  const bool is_send = action.kind == ActionKind::kSendForward ||
+                       action.kind == ActionKind::kSendBackward ||
+                       action.kind == ActionKind::kSendPostValidation;
+  if (fault.kind == FaultKind::kTruncate ? !is_send : !IsCompute(action.kind)) {
     return InvalidArgument("rank " + std::to_string(rank) + ", action " +
                            std::to_string(fault.action_index) + " is " + ToString(action) +
-                           ", not a compute action");
+                           (fault.kind == FaultKind::kTruncate
+                                ? ", not a send (truncate hits a send)"
+                                : ", not a compute action"));
   }
   if (fault.step >= total_steps) {
     return InvalidArgument("step " + std::to_string(fault.step) + " does not run (steps 0.." +
@@ -113,8 +121,20 @@ Status FaultInjectingExecutor::Run(const Action& action, const OpContext& contex
                    fault_.rank.value, fault_.action_index, fault_.step);
       std::fflush(stderr);
       std::_Exit(kCrashExitCode);
+    case FaultKind::kTruncate:
+      break;  // hits a send: see SendBuffer
   }
-  return Status::Ok();
+  return inner_->Run(action, context);
+}
+
+StatusOr<std::span<std::byte>> FaultInjectingExecutor::SendBuffer(const Action& send,
+                                                                  const OpContext& context) {
+  PIPEPLAN_ASSIGN_OR_RETURN(std::span<std::byte> buffer, inner_->SendBuffer(send, context));
+  if (armed_ && fault_.kind == FaultKind::kTruncate && context.step == fault_.step &&
+      context.action_index == fault_.action_index) {
+    return buffer.first(buffer.size() / 2);
+  }
+  return buffer;
 }
 
 }  // namespace pipeplan::runtime

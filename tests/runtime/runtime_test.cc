@@ -239,9 +239,42 @@ INSTANTIATE_TEST_SUITE_P(
           return std::string("Stall");
         case FaultKind::kCrash:
           return std::string("Crash");
+        case FaultKind::kTruncate:
+          return std::string("Truncate");
       }
       return std::string("Unknown");
     });
+
+// A malformed message: rank 1's first SEND_F of the second step carries half its bytes. The
+// receive on rank 2 fails naming both sizes, and every rank stops well within the timeout.
+TEST(RuntimeMalformedMessage, StopsEveryRankNamingBothSizes) {
+  const Plan plan = BuildOrFail(RuntimeRequest({"1f1b"}, 4, 8, 0.0));
+  const auto& actions = plan.programs[1].actions;
+  size_t index = 0;
+  while (index < actions.size() && actions[index].kind != ActionKind::kSendForward) ++index;
+  ASSERT_LT(index, actions.size());
+  const Fault fault{FaultKind::kTruncate, RankId(1), index, 1};
+  ASSERT_TRUE(CheckFault(plan, fault, 3).ok());
+  const TimePoint begin = Clock::now();
+  const auto run = RunSyntheticInProcess(plan, Fast(), Steps(3, /*timeout=*/5.0), fault);
+  const double took = SecondsBetween(begin, Clock::now());
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("32 bytes met a receive of 64 bytes"), std::string::npos)
+      << run.status().message();
+  EXPECT_LT(took, 5.0);
+}
+
+TEST(FaultInjection, TruncateHitsASendAndOtherKindsACompute) {
+  const Plan plan = BuildOrFail(RuntimeRequest({"1f1b"}, 2, 2, 0.0));
+  const size_t compute = ComputeIndex(plan, 0, 0);
+  EXPECT_EQ(CheckFault(plan, {FaultKind::kTruncate, RankId(0), compute, 0}, 1).message(),
+            "rank 0, action " + std::to_string(compute) + " is " +
+                ToString(plan.programs[0].actions[compute]) +
+                ", not a send (truncate hits a send)");
+  const StatusOr<Fault> parsed = ParseFault("truncate@0:1:2");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->kind, FaultKind::kTruncate);
+}
 
 // A stall in rank 0's compute leaves rank 1 waiting for its activation; the report names
 // rank 0 as the one that stopped, then rank 1 and what it waits for.

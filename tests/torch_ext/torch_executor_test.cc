@@ -109,5 +109,63 @@ TEST(PeerFailure, ADyingPeerEndsTheRunWithAnError) {
   EXPECT_LT(run.seconds, kTimeout + 20) << run.output;
 }
 
+// The first action of `kind` in `rank`'s program.
+size_t FirstOf(const Plan& plan, int rank, ActionKind kind) {
+  const auto& actions = plan.programs[rank].actions;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (actions[i].kind == kind) return i;
+  }
+  ADD_FAILURE() << "rank " << rank << " has no " << KindToken(kind);
+  return 0;
+}
+
+// Runs a 2-rank 1f1b plan over Gloo processes with `fault` injected; --timeout 5.
+testing::CommandResult RunWithFault(const std::string& name, const Plan& plan,
+                                    const std::string& fault) {
+  const testing::TempDir dir(name);
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(plan, ProtoFormat::kBinary);
+  return testing::RunTorchTool({"run", "--plan", path, "--local-ranks", "2", "--steps", "2",
+                                "--timeout", "5", "--inject-fault", fault},
+                               120);
+}
+
+Plan TwoRankPlan() {
+  PlanRequest request;
+  request.strategy = "1f1b";
+  request.topology.ranks = 2;
+  request.topology.microbatches = 4;
+  StatusOr<Plan> plan = BuildPlan(request);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return *plan;
+}
+
+// Rank 0's first activation of the second step arrives with half its bytes (8192 -> 4096 for
+// the default model): both ranks fail, the error names both sizes, nothing hangs.
+TEST(PeerFailure, AMalformedMessageEndsTheRunNamingBothSizes) {
+  const Plan plan = TwoRankPlan();
+  const size_t send = FirstOf(plan, 0, ActionKind::kSendForward);
+  const testing::CommandResult run =
+      RunWithFault("malformed", plan, "truncate@0:" + std::to_string(send) + ":1");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("4096"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("8192"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("killing it"), std::string::npos) << run.output;
+  EXPECT_LT(run.seconds, 5 + 20) << run.output;
+}
+
+// Rank 1 hangs in a compute: its watchdog fails it after --timeout, and rank 0, waiting on
+// it, stops too; the run ends with an error naming the stall.
+TEST(PeerFailure, AStalledRankEndsTheRunAfterTheTimeout) {
+  const Plan plan = TwoRankPlan();
+  const size_t compute = FirstOf(plan, 1, ActionKind::kBackward);
+  const testing::CommandResult run =
+      RunWithFault("stalled", plan, "stall@1:" + std::to_string(compute) + ":1");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("has been running for"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("killing it"), std::string::npos) << run.output;
+  EXPECT_LT(run.seconds, 5 + 20) << run.output;
+}
+
 }  // namespace
 }  // namespace pipeplan::torch_ext

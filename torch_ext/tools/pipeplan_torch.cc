@@ -92,7 +92,8 @@ Options:
   --lr X                  learning rate (default 0.001)
   --threads N             intra-op threads per process (default 1)
   --inject-fault F        testing aid: KIND@RANK:ACTION[:STEP], KIND fail, throw, stall or
-                          crash (the process exits at once, as a dying peer would)
+                          crash (the process exits at once, as a dying peer would) on a
+                          compute action, or truncate (a malformed message) on a send
   -h, --help              show this help
 
 Exit code 0 on success, 1 when a rank fails (its error names the rank and the action; the

@@ -1,6 +1,6 @@
-// Fault injection: an executor decorator that makes one action of one rank fail, throw or
-// stall, so the watchdog and the abort path can be seen at work (tests, 'pipeplan run
-// --inject-fault').
+// Fault injection: an executor decorator that makes one action of one rank fail, throw,
+// stall, crash or send a malformed message, so the watchdog and the abort path can be seen
+// at work (tests, 'pipeplan run --inject-fault', 'pipeplan-torch --inject-fault').
 #pragma once
 
 #include <memory>
@@ -12,10 +12,11 @@
 namespace pipeplan::runtime {
 
 enum class FaultKind : uint8_t {
-  kFail,   // Run returns an error
-  kThrow,  // Run throws std::runtime_error
-  kStall,  // Run blocks until the step is stopped, as a hung kernel would
-  kCrash,  // the process exits at once, as a dying peer would (one process per rank only)
+  kFail,      // Run returns an error
+  kThrow,     // Run throws std::runtime_error
+  kStall,     // Run blocks until the step is stopped, as a hung kernel would
+  kCrash,     // the process exits at once, as a dying peer would (one process per rank only)
+  kTruncate,  // a send (the action is a SEND) carries half its bytes: a malformed message
 };
 
 struct Fault {
@@ -30,7 +31,8 @@ struct Fault {
 inline constexpr int kCrashExitCode = 86;
 StatusOr<Fault> ParseFault(std::string_view text);
 
-// The fault must hit a compute action of `plan` in one of the `total_steps` steps that run.
+// The fault must hit a compute action of `plan` (a send for truncate) in one of the
+// `total_steps` steps that run.
 Status CheckFault(const Plan& plan, const Fault& fault, int total_steps);
 
 class FaultInjectingExecutor final : public OpExecutor {
@@ -41,9 +43,7 @@ class FaultInjectingExecutor final : public OpExecutor {
 
   Status BeginStep(int step) override { return inner_->BeginStep(step); }
   Status Run(const Action& action, const OpContext& context) override;
-  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override {
-    return inner_->SendBuffer(send, context);
-  }
+  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override;
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override {
     return inner_->RecvBuffer(recv, context);
   }
