@@ -34,6 +34,7 @@
 #include "pipeplan/runtime/rank_run.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/gradient_dump.h"
+#include "pipeplan/torch_ext/nccl_transport.h"
 #include "pipeplan/torch_ext/torch_executor.h"
 #include "request_flags.h"
 
@@ -66,7 +67,9 @@ times per stage (medians and spread) for 'pipeplan calibrate PROFILE -o COSTS'.
 Options:
   --plan FILE             the plan (from 'pipeplan plan'); required
   --local-ranks P         spawn the plan's P ranks as processes of this machine
-  --transport NAME        gloo (processes; default) or inproc (threads of this process)
+  --transport NAME        gloo (processes; default), nccl (processes, one GPU each:
+                          cuda:LOCAL_RANK; not yet run on a GPU, see docs/torch.md) or
+                          inproc (threads of this process)
   --steps N               measured steps (default 3; profile: 5)
   --warmup K              steps run first and not measured (default 1; profile: 2)
   --timeout SEC           a rank with no progress for this long fails the step, and a
@@ -102,7 +105,19 @@ other ranks stop with an error within --timeout), 2 for a usage error.
 
 constexpr double kMicroseconds = 1e-6;  // the timelines' unit
 
-enum class TransportKind : uint8_t { kGloo, kInProc };
+enum class TransportKind : uint8_t { kGloo, kInProc, kNccl };
+
+const char* TransportName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kGloo:
+      return "gloo";
+    case TransportKind::kInProc:
+      return "inproc";
+    case TransportKind::kNccl:
+      return "nccl";
+  }
+  return "?";
+}
 
 struct Options {
   bool profile = false;
@@ -163,9 +178,11 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
       o.transport = TransportKind::kGloo;
     } else if (*transport == "inproc") {
       o.transport = TransportKind::kInProc;
+    } else if (*transport == "nccl") {
+      o.transport = TransportKind::kNccl;
     } else {
       return InvalidArgument("--transport: unknown transport '" + *transport +
-                             "' (expected gloo or inproc)");
+                             "' (expected gloo, nccl or inproc)");
     }
   }
   const auto int_flag = [&](std::string_view name, int min, int& target) -> Status {
@@ -237,8 +254,10 @@ Status DumpGradients(const std::string& dir, double loss,
 }
 
 StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, RankId rank,
-                                                            const Options& o) {
+                                                            const Options& o,
+                                                            const std::string& device = "cpu") {
   TorchExecutorOptions options;
+  options.device = device;
   options.model = o.model;
   options.stage_modules = o.stage_modules;
   options.optimizer = o.optimizer;
@@ -280,13 +299,22 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
   char line[160];
   std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
                 o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3,
-                o.transport == TransportKind::kGloo ? "gloo" : "inproc");
+                TransportName(o.transport));
   std::cout << line;
   for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";
   return Status::Ok();
 }
 
+// torchrun's LOCAL_RANK (the GPU of this process), else the global rank.
+int LocalRank(int rank) {
+  const char* local = std::getenv("LOCAL_RANK");
+  return local != nullptr ? std::atoi(local) : rank;
+}
+
 Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
+  if (o.transport == TransportKind::kNccl) {
+    PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--transport nccl"));
+  }
   if (o.fault) {
     PIPEPLAN_RETURN_IF_ERROR(
         runtime::CheckFault(plan, *o.fault, o.warmup + o.steps).WithContext("--inject-fault"));
@@ -392,7 +420,16 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   rendezvous.timeout = TimeoutOf(o);
   const RankId rank(rendezvous.rank);
   PIPEPLAN_ASSIGN_OR_RETURN(GlooConnection connection, ConnectGloo(rendezvous));
-  PIPEPLAN_ASSIGN_OR_RETURN(auto executor, MakeExecutor(plan, rank, o));
+  std::string device = "cpu";
+  if (o.transport == TransportKind::kNccl) {
+    // Gloo stays for the store's barriers and the timelines; tensors move over NCCL.
+    const int gpu = LocalRank(rendezvous.rank);
+    PIPEPLAN_ASSIGN_OR_RETURN(connection.transport,
+                              ConnectNccl(*connection.coordinator, rendezvous.rank,
+                                          rendezvous.world_size, gpu, TimeoutOf(o)));
+    device = "cuda:" + std::to_string(gpu);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(auto executor, MakeExecutor(plan, rank, o, device));
   runtime::RankRunOptions run;
   run.steps = o.steps;
   run.warmup = o.warmup;
