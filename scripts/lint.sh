@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Style and static checks: clang-format (dry run, fails on any difference) over every C++
-# file in the tree, then clang-tidy over the planner, runtime and CLI sources using the build's
-# compile_commands.json. Needs a configured build (scripts/build.sh) for clang-tidy.
+# file in the tree, then clang-tidy over the planner, runtime and CLI sources (and the torch
+# extension's, when the build has it) using the build's compile_commands.json. Needs a
+# configured build (scripts/build.sh) for clang-tidy.
 #   --format-only   skip clang-tidy
 #   --fix           apply clang-format in place instead of checking
 set -euo pipefail
@@ -47,7 +48,12 @@ if [[ $tidy -eq 1 ]]; then
     # Generated protobuf headers must exist for clang-tidy to parse planner sources.
     cmake --build "$build_dir" --target pipeplan_proto -j "$jobs" >/dev/null
   fi
-  mapfile -t tidy_sources < <(find planner/src runtime/src cli -type f -name '*.cc' | sort)
+  tidy_dirs=(planner/src runtime/src cli)
+  # The torch extension when this build has it (its units parse LibTorch: ~45 s each).
+  if grep -q '/torch_ext/src/' "$build_dir/compile_commands.json"; then
+    tidy_dirs+=(torch_ext/src torch_ext/tools)
+  fi
+  mapfile -t tidy_sources < <(find "${tidy_dirs[@]}" -type f -name '*.cc' | sort)
   echo "lint: clang-tidy on ${#tidy_sources[@]} files ($jobs jobs)"
   if ! printf '%s\n' "${tidy_sources[@]}" |
       xargs -P "$jobs" -n 1 "$clang_tidy" -p "$build_dir" --quiet --warnings-as-errors='*' \

@@ -140,7 +140,7 @@ class GlooTransport final : public runtime::Transport {
     Status winner = reason;
     try {
       // The first reason published wins on every rank.
-      const std::string text = reason.message();
+      const std::string& text = reason.message();
       const std::vector<uint8_t> published =
           store_->compareSet(kAbortKey, {}, std::vector<uint8_t>(text.begin(), text.end()));
       winner = Status(reason.code(), std::string(published.begin(), published.end()));
@@ -267,10 +267,10 @@ Status GlooPendingOp::CheckHeader() {
   const int64_t sent = header_.item<int64_t>();
   const auto expected = static_cast<int64_t>(op_.buffer.size());
   if (sent == expected) return Status::Ok();
-  const Status mismatch = InvalidArgument(
-      "rank " + std::to_string(op_.peer.value) + " sent a message of " + std::to_string(sent) +
-      " bytes but rank " + std::to_string(transport_->rank().value) + "'s receive expects " +
-      std::to_string(expected) + " bytes");
+  Status mismatch = InvalidArgument("rank " + std::to_string(op_.peer.value) +
+                                    " sent a message of " + std::to_string(sent) +
+                                    " bytes but rank " + std::to_string(transport_->rank().value) +
+                                    "'s receive expects " + std::to_string(expected) + " bytes");
   // The payload will never match: the pair's stream is broken, so everyone stops.
   transport_->Abort(mismatch);
   return mismatch;

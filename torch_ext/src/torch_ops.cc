@@ -22,6 +22,8 @@ using PlanOpOutput =
     std::tuple<std::vector<std::vector<std::string>>, std::string, std::vector<std::string>>;
 
 // The schema's argument order; torch checks the types against it when the library loads.
+// The dispatcher passes a schema's str by value.
+// NOLINTBEGIN(performance-unnecessary-value-param)
 PlanOpOutput Plan(std::string strategy, int64_t ranks, int64_t microbatches,
                   std::optional<int64_t> stages_per_rank,
                   std::optional<int64_t> microbatch_group_size, std::optional<double> forward,
@@ -29,6 +31,7 @@ PlanOpOutput Plan(std::string strategy, int64_t ranks, int64_t microbatches,
                   std::optional<double> backward_weight, std::optional<double> overlap,
                   std::optional<double> comm, std::optional<std::string> costs_file,
                   std::optional<double> memory_limit, bool post_validation, std::string format) {
+  // NOLINTEND(performance-unnecessary-value-param)
   const StatusOr<TorchCsvFormat> csv_format = ParseTorchCsvFormat(format);
   TORCH_CHECK(csv_format.ok(), "pipeplan::plan: ", csv_format.status().message());
   const PlanOpRequest request = {.strategy = std::move(strategy),
