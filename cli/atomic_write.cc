@@ -44,30 +44,66 @@ std::filesystem::path DirectoryOf(const std::string& path) {
   return dir.empty() ? "." : dir;
 }
 
-// A target's complete content in a temp file beside it, not yet renamed into place. The temp
-// file is removed on destruction unless it was committed.
+// Where an output goes. A regular file (or a path that does not exist yet) is replaced
+// through a temp file beside it; through a symlink, that is the file the link points to, so
+// the link stays. A device, FIFO or socket (-o /dev/null, a named pipe) cannot be replaced:
+// renaming over it would put a regular file in its place, so it is written in place.
+struct Target {
+  std::string path;      // as the user gave it, for messages
+  std::string replaced;  // the regular file to replace
+  bool in_place = false;
+};
+
+StatusOr<Target> ResolveTarget(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);  // follows links
+  switch (status.type()) {
+    case std::filesystem::file_type::directory:
+      return InvalidArgument("cannot write '" + path + "': is a directory");
+    case std::filesystem::file_type::regular: {
+      if (!std::filesystem::is_symlink(path, ec)) return Target{path, path};
+      const std::filesystem::path real = std::filesystem::canonical(path, ec);
+      return Target{path, ec ? path : real.string()};
+    }
+    case std::filesystem::file_type::not_found:
+    case std::filesystem::file_type::none:
+      return Target{path, path};
+    case std::filesystem::file_type::symlink:  // status() follows links; not seen here
+    case std::filesystem::file_type::block:
+    case std::filesystem::file_type::character:
+    case std::filesystem::file_type::fifo:
+    case std::filesystem::file_type::socket:
+    case std::filesystem::file_type::unknown:
+      return Target{path, path, /*in_place=*/true};
+  }
+  return Target{path, path, /*in_place=*/true};
+}
+
+// An output ready to be put in place: its complete content in a temp file beside the file it
+// replaces (removed on destruction unless committed), or, for a target written in place, the
+// content to write.
 class StagedFile {
  public:
   // Creates the temp file and writes, flushes and closes it.
   static StatusOr<StagedFile> Write(const std::string& path, std::string_view content,
                                     bool create_parents) {
-    const std::filesystem::path dir = DirectoryOf(path);
     if (create_parents) {
+      const std::filesystem::path dir = DirectoryOf(path);
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
       if (ec) {
         return InvalidArgument("cannot create directory '" + dir.string() + "': " + ec.message());
       }
     }
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      return InvalidArgument("cannot write '" + path + "': is a directory");
-    }
+    PIPEPLAN_ASSIGN_OR_RETURN(Target target, ResolveTarget(path));
+    if (target.in_place) return StagedFile(std::move(target), "", content);
+    const std::filesystem::path replaced(target.replaced);
     std::string temp =
-        (dir / ("." + std::filesystem::path(path).filename().string() + ".tmp.XXXXXX")).string();
+        (DirectoryOf(target.replaced) / ("." + replaced.filename().string() + ".tmp.XXXXXX"))
+            .string();
     const int fd = ::mkstemp(temp.data());
     if (fd < 0) return SystemError("write", path, errno);
-    StagedFile staged(path, std::move(temp));
+    StagedFile staged(std::move(target), std::move(temp), {});
     Status status = staged.Fill(fd, content);
     if (::close(fd) != 0 && status.ok()) status = SystemError("write", path, errno);
     if (!status.ok()) return status;
@@ -75,9 +111,10 @@ class StagedFile {
   }
 
   StagedFile(StagedFile&& other) noexcept
-      : path_(std::move(other.path_)),
+      : target_(std::move(other.target_)),
         temp_(std::move(other.temp_)),
-        pending_(std::move(other.pending_)) {
+        pending_(std::move(other.pending_)),
+        in_place_content_(other.in_place_content_) {
     other.temp_.clear();
   }
   StagedFile(const StagedFile&) = delete;
@@ -88,12 +125,16 @@ class StagedFile {
   }
 
   Status Commit() {
-    if (::rename(temp_.c_str(), path_.c_str()) != 0) return SystemError("write", path_, errno);
+    if (target_.in_place) return WriteInPlace();
+    if (::rename(temp_.c_str(), target_.replaced.c_str()) != 0) {
+      return SystemError("write", target_.path, errno);
+    }
     temp_.clear();
     pending_.reset();
     // Make the rename itself durable. Best effort: some file systems cannot sync a
     // directory, and the file is in place either way.
-    const int dir = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int dir =
+        ::open(DirectoryOf(target_.replaced).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
       ::fsync(dir);
       ::close(dir);
@@ -102,19 +143,30 @@ class StagedFile {
   }
 
  private:
-  StagedFile(std::string path, std::string temp)
-      : path_(std::move(path)), temp_(std::move(temp)), pending_(PendingTempFile(temp_)) {}
+  StagedFile(Target target, std::string temp, std::string_view in_place_content)
+      : target_(std::move(target)), temp_(std::move(temp)), in_place_content_(in_place_content) {
+    if (!temp_.empty()) pending_.emplace(temp_);
+  }
 
   Status Fill(int fd, std::string_view content) const {
-    if (::fchmod(fd, DefaultFileMode()) != 0) return SystemError("write", path_, errno);
-    PIPEPLAN_RETURN_IF_ERROR(WriteAll(fd, content, path_));
-    if (::fsync(fd) != 0) return SystemError("write", path_, errno);
+    if (::fchmod(fd, DefaultFileMode()) != 0) return SystemError("write", target_.path, errno);
+    PIPEPLAN_RETURN_IF_ERROR(WriteAll(fd, content, target_.path));
+    if (::fsync(fd) != 0) return SystemError("write", target_.path, errno);
     return Status::Ok();
   }
 
-  std::string path_;
-  std::string temp_;  // empty once committed (or moved from)
+  Status WriteInPlace() const {
+    const int fd = ::open(target_.path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return SystemError("write", target_.path, errno);
+    Status status = WriteAll(fd, in_place_content_, target_.path);
+    if (::close(fd) != 0 && status.ok()) status = SystemError("write", target_.path, errno);
+    return status;
+  }
+
+  Target target_;
+  std::string temp_;  // empty once committed, when written in place, or when moved from
   std::optional<PendingTempFile> pending_;
+  std::string_view in_place_content_;  // the caller's, alive until Commit
 };
 
 }  // namespace

@@ -2,7 +2,9 @@
 // that a failed or interrupted command never leaves a half-written output. Each file is
 // written to a temp file in its own directory, flushed to disk (fsync), then renamed over the
 // target; on any failure the temp file is removed and the target is untouched, and a signal
-// that ends the process removes it too (pending_temp_files.h).
+// that ends the process removes it too (pending_temp_files.h). Through a symlink the file it
+// points to is replaced and the link kept; a device, FIFO or socket (/dev/null, a named pipe)
+// cannot be replaced and is written in place.
 #pragma once
 
 #include <string>

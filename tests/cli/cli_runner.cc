@@ -55,7 +55,7 @@ bool ScratchDir::Exists(const std::string& name) const {
 std::vector<std::string> ScratchDir::List() const {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(path_)) {
-    names.push_back(std::filesystem::relative(entry.path(), path_).string());
+    names.push_back(entry.path().lexically_relative(path_).string());  // symlinks as named
   }
   std::sort(names.begin(), names.end());
   return names;

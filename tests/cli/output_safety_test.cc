@@ -1,7 +1,12 @@
 // End-to-end tests of output safety: every command writes its files atomically, so a failed
 // or interrupted command leaves no half-written output and no temp file, and an output that
 // existed before is untouched; a command with several outputs writes all of them or none.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -112,6 +117,45 @@ TEST(OutputSafetyTest, FailedWriteNamesTheFileAndLeavesNoTempFile) {
   EXPECT_EQ(result.err, "pipeplan plan: error: cannot write 'plan.txtpb': File too large\n");
   EXPECT_EQ(dir.List(), std::vector<std::string>{"plan.txtpb"});
   EXPECT_EQ(dir.Read("plan.txtpb"), kPrevious);
+}
+
+// Renaming over a symlink would replace the link; the file it points to is replaced instead.
+TEST(OutputSafetyTest, ThroughASymlinkTheLinkStaysAndItsFileIsReplaced) {
+  ScratchDir dir;
+  dir.Write("real.txtpb", kPrevious);
+  std::filesystem::create_symlink("real.txtpb", dir.File("link.txtpb"));
+  const RunResult result = RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "link.txtpb"},
+      dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.File("link.txtpb")));
+  EXPECT_EQ(std::filesystem::read_symlink(dir.File("link.txtpb")), "real.txtpb");
+  EXPECT_EQ(dir.Read("real.txtpb").rfind("request {", 0), 0u) << dir.Read("real.txtpb");
+  EXPECT_EQ(dir.List(), (std::vector<std::string>{"link.txtpb", "real.txtpb"}));
+}
+
+// A device or named pipe cannot be replaced (renaming over -o /dev/null would put a regular
+// file in its place): it is written in place.
+TEST(OutputSafetyTest, NamedPipeIsWrittenInPlace) {
+  ScratchDir dir;
+  const std::string fifo = dir.File("plan.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Read-write, so that opening does not block and pipeplan's open for writing finds a reader;
+  // the plan (about 1 KB) fits in the pipe's buffer.
+  const int fd = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(fd, 0);
+  const RunResult result = RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "plan.fifo"},
+      dir.path());
+  std::string received(1 << 16, '\0');
+  const ssize_t got = ::read(fd, received.data(), received.size());
+  ::close(fd);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_GT(got, 0);
+  received.resize(static_cast<size_t>(got));
+  EXPECT_EQ(received.rfind("request {", 0), 0u) << received;
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_EQ(dir.List(), std::vector<std::string>{"plan.fifo"});
 }
 
 TEST(OutputSafetyTest, OneFileForTwoOutputsIsAnError) {
