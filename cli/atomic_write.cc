@@ -21,10 +21,15 @@ Status SystemError(const std::string& what, const std::string& path, int error) 
   return InvalidArgument("cannot " + what + " '" + path + "': " + std::strerror(error));
 }
 
+// What open(O_CREAT, 0666) would give. umask can only be read by setting it, which is
+// process-wide, so it is read once (writers may run on several threads in pipeplan-torch).
 mode_t DefaultFileMode() {
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  return 0666 & ~mask;
+  static const mode_t mode = [] {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    return 0666 & ~mask;
+  }();
+  return mode;
 }
 
 Status WriteAll(int fd, std::string_view content, const std::string& path) {

@@ -1,6 +1,6 @@
 // Fuzz target: cost files ('plan --costs', what 'calibrate' writes), as binary, text and JSON.
 // Whatever parses must round-trip; a cost model that is valid for some number of stages then
-// drives the cost-aware strategies (zb, zbv, auto) on a small pipeline of that many stages.
+// drives the cost-aware greedy strategies (zb, zbv) on a small pipeline of that many stages.
 #include <cstddef>
 #include <cstdint>
 
