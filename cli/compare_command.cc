@@ -4,9 +4,9 @@
 #include <optional>
 #include <string>
 
+#include "atomic_write.h"
 #include "command.h"
 #include "comparison.h"
-#include "files.h"
 #include "pipeplan/planner/html_report.h"
 #include "request_flags.h"
 

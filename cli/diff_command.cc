@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "atomic_write.h"
 #include "command.h"
 #include "diff_report.h"
 #include "files.h"

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "atomic_write.h"
 #include "command.h"
 #include "diff_report.h"
-#include "files.h"
 #include "format.h"
 #include "pipeplan/planner/proto_io.h"
 #include "pipeplan/planner/simulator.h"
@@ -180,28 +180,26 @@ Status ExecuteRun(const RunOptions& options) {
   const Timeline& measured = MedianStep(steps);
   PIPEPLAN_ASSIGN_OR_RETURN(const TimelineDiff diff, DiffTimelines(plan, simulated, measured));
 
-  std::vector<std::pair<std::string, std::string>> files;  // rendered before anything is written
+  std::vector<OutputFile> files;  // rendered before anything is written
   if (options.timeline) {
     PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
                               SerializeTimelineFile({measured, plan, time_scale},
                                                     DetectProtoFormat(*options.timeline, "")));
-    files.emplace_back(*options.timeline, std::move(content));
+    files.push_back({*options.timeline, std::move(content)});
   }
   if (options.html) {
-    files.emplace_back(*options.html,
-                       RenderDiffHtml(plan, simulated, measured, diff, {},
-                                      options.plan_path + ", median of " +
-                                          std::to_string(options.steps) + " measured steps"));
+    files.push_back(
+        {*options.html, RenderDiffHtml(plan, simulated, measured, diff, {},
+                                       options.plan_path + ", median of " +
+                                           std::to_string(options.steps) + " measured steps")});
   }
-  for (const auto& [path, content] : files) {
-    PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, content, true));
-  }
+  PIPEPLAN_RETURN_IF_ERROR(WriteFilesAtomic(files, /*create_parents=*/true));
 
   std::cout << "steps: " << options.warmup << " warm-up + " << options.steps
             << " measured; median step " << Milliseconds(measured.metrics.makespan * time_scale)
             << "\n\n"
             << RenderDiffText(plan, diff, {});
-  for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";
+  for (const OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
 }
 

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "atomic_write.h"
 #include "command.h"
-#include "files.h"
 #include "format.h"
 #include "metrics_json.h"
 #include "pipeplan/planner/chrome_trace.h"
@@ -126,35 +126,33 @@ Status ExecuteSimulate(const SimulateOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
 
   // Render everything first so that a failure leaves no output behind.
-  std::vector<std::pair<std::string, std::string>> files;  // (path, content)
+  std::vector<OutputFile> files;
   const std::string name = PlanStrategyName(plan);
   if (options.trace.has_value())
-    files.emplace_back(*options.trace, ExportChromeTrace(plan, timeline));
+    files.push_back({*options.trace, ExportChromeTrace(plan, timeline)});
   if (options.svg.has_value()) {
     SvgOptions svg;
     svg.title = name;
-    files.emplace_back(*options.svg, RenderSvgTimeline(plan, timeline, svg));
+    files.push_back({*options.svg, RenderSvgTimeline(plan, timeline, svg)});
   }
   if (options.html.has_value()) {
     ReportOptions report;
     report.subtitle = name + ", " + options.plan_path;
     if (const std::string pv = PostValidationLine(plan); !pv.empty()) report.subtitle += "; " + pv;
-    files.emplace_back(*options.html,
-                       RenderHtmlReport({ReportEntry{name, plan, timeline}}, report));
+    files.push_back({*options.html, RenderHtmlReport({ReportEntry{name, plan, timeline}}, report)});
   }
   if (options.timeline.has_value()) {
     PIPEPLAN_ASSIGN_OR_RETURN(
         std::string content,
         SerializeTimelineFile({timeline, plan}, DetectProtoFormat(*options.timeline, "")));
-    files.emplace_back(*options.timeline, std::move(content));
+    files.push_back({*options.timeline, std::move(content)});
   }
-  for (const auto& [path, content] : files)
-    PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, content, true));
+  PIPEPLAN_RETURN_IF_ERROR(WriteFilesAtomic(files, /*create_parents=*/true));
 
   std::cout << (options.json ? RenderMetricsJson(plan, timeline)
                              : RenderText(options.plan_path, plan, timeline));
   if (!options.json) {
-    for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";
+    for (const OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   }
   return Status::Ok();
 }

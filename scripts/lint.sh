@@ -24,7 +24,7 @@ for arg in "$@"; do
 done
 
 cd "$repo"
-mapfile -t sources < <(find planner cli runtime torch_ext tests bench examples \
+mapfile -t sources < <(find planner cli runtime torch_ext tests bench examples fuzz \
   -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) 2>/dev/null | sort)
 
 if [[ $fix -eq 1 ]]; then

@@ -3,10 +3,12 @@
 # Idempotent: a second run checks and exits without touching apt.
 set -euo pipefail
 
-# clang-format and clang-tidy are for scripts/lint.sh, which CI runs. libgloo-dev: the headers
-# c10d's ProcessGroupGloo.hpp includes, which the torch wheel does not ship.
+# clang-format and clang-tidy are for scripts/lint.sh, which CI runs. clang and libclang-rt-dev
+# (libFuzzer and the sanitizer runtimes, only a recommendation of clang's) are for
+# scripts/fuzz.sh. libgloo-dev: the headers c10d's ProcessGroupGloo.hpp includes, which the
+# torch wheel does not ship.
 packages=(cmake ninja-build g++ protobuf-compiler libprotobuf-dev libgtest-dev libgmock-dev
-          libbenchmark-dev clang-format clang-tidy python3-venv libgloo-dev)
+          libbenchmark-dev clang-format clang-tidy clang libclang-rt-dev python3-venv libgloo-dev)
 
 missing=()
 for pkg in "${packages[@]}"; do

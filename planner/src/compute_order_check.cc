@@ -1,6 +1,7 @@
 #include "compute_order_check.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,19 +19,45 @@ struct OpState {
   bool weight = false;    // W
 };
 
+// One program per rank, and at least as many compute operations (F, B, I, W; an overlap cell
+// counts two) as the checker's table has cells: every (stage, microbatch) needs two, so a plan
+// with fewer cannot be complete, and refusing it here keeps memory in proportion to the plan. A
+// few bytes of file may declare billions of pairs (P=4096 V=64 M=65536).
+Status CheckSize(const Topology& topology, const ComputeView& order) {
+  if (static_cast<int>(order.size()) != topology.ranks) {
+    return InvalidArgument("the plan has " + std::to_string(order.size()) +
+                           " rank programs but the topology has " + std::to_string(topology.ranks) +
+                           " ranks");
+  }
+  int64_t operations = 0;
+  for (const std::vector<const Action*>& program : order) {
+    for (const Action* action : program) {
+      const ComputePartRange parts = ComputeParts(*action);
+      operations += parts.end() - parts.begin();
+    }
+  }
+  const int64_t cells = int64_t{topology.num_stages()} * topology.microbatches;
+  if (operations >= cells) return Status::Ok();
+  const int64_t pairs =
+      int64_t{topology.num_stages()} * StageMap(topology).MicrobatchesOf(StageId(0));
+  return InvalidArgument(
+      "the plan is incomplete: P=" + std::to_string(topology.ranks) +
+      " V=" + std::to_string(topology.stages_per_rank) +
+      " M=" + std::to_string(topology.microbatches) + " has " + std::to_string(pairs) +
+      " (stage, microbatch) pairs, each needing a forward and a backward, but "
+      "the plan has only " +
+      std::to_string(operations) + " compute operation" + (operations == 1 ? "" : "s"));
+}
+
 class ComputeOrderChecker {
  public:
+  // Call CheckSize first: the state table has one entry per (stage, microbatch).
   explicit ComputeOrderChecker(const Topology& topology)
       : topology_(topology),
         stages_(topology),
         state_(topology.num_stages(), topology.microbatches, OpState{}) {}
 
   Status Check(const ComputeView& order, const std::vector<std::vector<size_t>>* program_index) {
-    if (static_cast<int>(order.size()) != topology_.ranks) {
-      return InvalidArgument("the plan has " + std::to_string(order.size()) +
-                             " rank programs but the topology has " +
-                             std::to_string(topology_.ranks) + " ranks");
-    }
     for (size_t r = 0; r < order.size(); ++r) {
       for (size_t i = 0; i < order[r].size(); ++i) {
         const size_t index = program_index != nullptr ? (*program_index)[r][i] : i;
@@ -144,6 +171,7 @@ class ComputeOrderChecker {
 
 Status CheckComputeOrder(const Topology& topology, const ComputeView& order,
                          const std::vector<std::vector<size_t>>* program_index) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckSize(topology, order));
   return ComputeOrderChecker(topology).Check(order, program_index);
 }
 

@@ -6,13 +6,16 @@
 // error starts with what was being parsed ("plan file: ...").
 #include "pipeplan/planner/proto_io.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/message.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <climits>
@@ -22,9 +25,11 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "pipeplan.pb.h"
 #include "pipeplan/planner/text_format.h"
+#include "utf8.h"
 
 namespace pipeplan {
 namespace {
@@ -545,8 +550,74 @@ std::string_view MessageOf(const pb::util::Status& status) {
   return {status.message().data(), status.message().size()};
 }
 
+// Whether a message of this type can hold a string, itself or in a field's message type;
+// `visiting` cuts the recursion of self-nesting types (Action.sub_actions).
+bool MayHoldStrings(const pb::Descriptor* type, std::vector<const pb::Descriptor*>* visiting) {
+  if (std::find(visiting->begin(), visiting->end(), type) != visiting->end()) return false;
+  visiting->push_back(type);
+  bool found = false;
+  for (int i = 0; i < type->field_count() && !found; ++i) {
+    const pb::FieldDescriptor* field = type->field(i);
+    found = field->type() == pb::FieldDescriptor::TYPE_STRING ||
+            (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE &&
+             MayHoldStrings(field->message_type(), visiting));
+  }
+  visiting->pop_back();
+  return found;
+}
+
+// The path of the first string field that is not UTF-8 ("provenance.options"), if any. Only
+// message types that can hold a string are walked, so the actions of a plan are skipped.
+std::optional<std::string> FindInvalidUtf8(const pb::Message& message, const std::string& path) {
+  const pb::Reflection* reflection = message.GetReflection();
+  std::vector<const pb::FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const pb::FieldDescriptor* field : fields) {
+    const std::string name = Child(path, field->name());
+    if (field->type() == pb::FieldDescriptor::TYPE_STRING) {
+      std::string scratch;
+      if (!field->is_repeated()) {
+        if (!IsValidUtf8(reflection->GetStringReference(message, field, &scratch))) return name;
+        continue;
+      }
+      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+        if (!IsValidUtf8(reflection->GetRepeatedStringReference(message, field, i, &scratch))) {
+          return Element(name, i);
+        }
+      }
+      continue;
+    }
+    std::vector<const pb::Descriptor*> visiting;
+    if (field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE ||
+        !MayHoldStrings(field->message_type(), &visiting)) {
+      continue;
+    }
+    if (!field->is_repeated()) {
+      if (auto found = FindInvalidUtf8(reflection->GetMessage(message, field), name)) return found;
+      continue;
+    }
+    for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+      const pb::Message& element = reflection->GetRepeatedMessage(message, field, i);
+      if (auto found = FindInvalidUtf8(element, Element(name, i))) return found;
+    }
+  }
+  return std::nullopt;
+}
+
+// Text and JSON parsing do not check that strings are UTF-8 (binary parsing does), nor does
+// serialising.
+Status CheckUtf8(const pb::Message& message) {
+  const std::optional<std::string> field = FindInvalidUtf8(message, "");
+  if (!field.has_value()) return Status::Ok();
+  return FieldError(*field, "not valid UTF-8 (protobuf strings must be UTF-8)");
+}
+
 StatusOr<std::string> Serialize(const pb::Message& message, ProtoFormat format) {
-  const pb::LogSilencer silence_protobuf_logging;  // e.g. about invalid UTF-8 in strings
+  // A string that is not UTF-8 (a name given on the command line) would make a binary file
+  // that cannot be read back.
+  PIPEPLAN_RETURN_IF_ERROR(
+      CheckUtf8(message).WithContext("cannot write " + message.GetDescriptor()->full_name()));
+  const pb::LogSilencer silence_protobuf_logging;  // library code never prints
   std::string out;
   switch (format) {
     case ProtoFormat::kBinary: {
@@ -642,7 +713,7 @@ Status ParseMessage(std::string_view data, ProtoFormat format, pb::Message* mess
       pb::TextFormat::Parser parser;
       parser.RecordErrorsTo(&errors);
       pb::io::ArrayInputStream stream(data.data(), size);
-      if (parser.Parse(&stream, message)) return Status::Ok();
+      if (parser.Parse(&stream, message)) return CheckUtf8(*message);
       if (errors.message().empty()) {
         return InvalidArgument("not a valid text-format " + message->GetDescriptor()->full_name());
       }
@@ -651,7 +722,7 @@ Status ParseMessage(std::string_view data, ProtoFormat format, pb::Message* mess
     case ProtoFormat::kJson: {
       const auto status = pb::util::JsonStringToMessage(pb::StringPiece(data.data(), data.size()),
                                                         message, pb::util::JsonParseOptions());
-      if (status.ok()) return Status::Ok();
+      if (status.ok()) return CheckUtf8(*message);
       return InvalidArgument(DescribeJsonError(data, MessageOf(status)));
     }
   }

@@ -1,11 +1,13 @@
 #include "cli_runner.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,13 +55,14 @@ bool ScratchDir::Exists(const std::string& name) const {
 std::vector<std::string> ScratchDir::List() const {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(path_)) {
-    names.push_back(std::filesystem::relative(entry.path(), path_).string());
+    names.push_back(entry.path().lexically_relative(path_).string());  // symlinks as named
   }
   std::sort(names.begin(), names.end());
   return names;
 }
 
-RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& cwd) {
+RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& cwd,
+                      const ChildLimits& limits) {
   // Captures go outside `cwd`, so tests can list what the command wrote.
   ScratchDir capture;
   const std::string out_path = capture.File("stdout");
@@ -82,6 +85,12 @@ RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& c
     ::dup2(in, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
+    if (limits.max_file_bytes.has_value()) {
+      const rlimit file_size = {*limits.max_file_bytes, *limits.max_file_bytes};
+      if (::setrlimit(RLIMIT_FSIZE, &file_size) != 0) ::_exit(127);
+    }
+    // An ignored signal stays ignored across exec.
+    if (limits.ignore_file_size_signal) ::signal(SIGXFSZ, SIG_IGN);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
@@ -90,6 +99,7 @@ RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& c
   }
   RunResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   result.out = ReadAll(out_path);
   result.err = ReadAll(err_path);
   return result;

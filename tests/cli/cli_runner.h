@@ -2,6 +2,8 @@
 // CLI's end-to-end tests.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,8 +11,17 @@ namespace pipeplan::cli_test {
 
 struct RunResult {
   int exit_code = -1;  // -1 when the process did not exit normally
+  int signal = 0;      // the signal that ended it, 0 when it exited
   std::string out;
   std::string err;
+};
+
+// Limits set in the child before it runs pipeplan, to make writes fail on purpose.
+struct ChildLimits {
+  // RLIMIT_FSIZE: a write past this many bytes of a file raises SIGXFSZ (which by default
+  // ends the process, as an interruption would) or, when the signal is ignored, fails.
+  std::optional<uint64_t> max_file_bytes;
+  bool ignore_file_size_signal = false;
 };
 
 // A fresh empty directory under the test temp dir, removed with everything in it on
@@ -36,6 +47,7 @@ class ScratchDir {
 };
 
 // Runs `pipeplan args...` with `cwd` as the working directory (no shell involved).
-RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& cwd);
+RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& cwd,
+                      const ChildLimits& limits = {});
 
 }  // namespace pipeplan::cli_test

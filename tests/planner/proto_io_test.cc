@@ -171,6 +171,29 @@ TEST_P(ProtoRoundTripTest, Plan) {
   EXPECT_EQ(*parsed, plan);
 }
 
+// UTF-8 of every length survives every format (the check that refuses invalid strings must
+// not refuse these).
+TEST_P(ProtoRoundTripTest, PlanWithUnicodeStrings) {
+  Plan plan = MakePlan();
+  plan.provenance.options = "\xc3\xbc \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82";  // ü 日本 🙂
+  const StatusOr<std::string> data = SerializePlan(plan, GetParam());
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  const StatusOr<Plan> parsed = ParsePlan(*data, GetParam());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, plan);
+}
+
+// A string that is not UTF-8 (e.g. 'import --strategy-name' from a shell) is refused when
+// written, in every format: a binary file holding it would not read back.
+TEST_P(ProtoRoundTripTest, PlanWithInvalidUtf8IsNotWritten) {
+  Plan plan = MakePlan();
+  plan.provenance.strategy = "zb\xff";
+  const StatusOr<std::string> data = SerializePlan(plan, GetParam());
+  EXPECT_EQ(data.status().message(),
+            "cannot write pipeplan.v1.Plan: provenance.strategy: not valid UTF-8 (protobuf "
+            "strings must be UTF-8)");
+}
+
 TEST_P(ProtoRoundTripTest, Request) {
   const PlanRequest request = MakeRequest();
   const StatusOr<std::string> data = SerializeRequest(request, GetParam());
@@ -556,6 +579,22 @@ INSTANTIATE_TEST_SUITE_P(
         ParseErrorCase{"TimelineNegativeRank", Parsed::kTimeline, ProtoFormat::kJson,
                        R"({"ranks": [{"rank": 0}, {"rank": -1}]})",
                        "timeline file: ranks[1].rank: must be >= 0, got -1"},
+        // Regressions (fuzzing, issue 7): text format took strings that are not UTF-8, and a
+        // file read that way was written as a binary file that no longer read back.
+        ParseErrorCase{"TextProvenanceNotUtf8", Parsed::kPlan, ProtoFormat::kText,
+                       "provenance { options: \"P=2\\377\" }\n",
+                       "plan file: provenance.options: not valid UTF-8 (protobuf strings must be "
+                       "UTF-8)"},
+        ParseErrorCase{"TextStrategyOverlongUtf8", Parsed::kRequest, ProtoFormat::kText,
+                       "strategy: \"1f1b\\300\\200\"\n",
+                       "request file: strategy: not valid UTF-8 (protobuf strings must be UTF-8)"},
+        ParseErrorCase{"TextSurrogateInTimelinePlan", Parsed::kTimelineFile, ProtoFormat::kText,
+                       "plan { provenance { strategy: \"\\355\\240\\200\" } }\n",
+                       "timeline file: plan.provenance.strategy: not valid UTF-8 (protobuf "
+                       "strings must be UTF-8)"},
+        ParseErrorCase{"TextProfileSourcePastUnicode", Parsed::kProfile, ProtoFormat::kText,
+                       "source: \"\\364\\220\\200\\200\"\n",
+                       "profile file: source: not valid UTF-8 (protobuf strings must be UTF-8)"},
         ParseErrorCase{"TimelineUnknownSource", Parsed::kTimeline, ProtoFormat::kText,
                        "source: 5\n", "timeline file: source: unknown timeline source 5"},
         ParseErrorCase{"TimelineFileNegativeTimeScale", Parsed::kTimelineFile, ProtoFormat::kText,

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/planner/planner.h"
+
 namespace pipeplan {
 namespace {
 
@@ -195,6 +197,26 @@ TEST(TorchCsvImportTest, GivenMicrobatchCountWins) {
   const StatusOr<TorchCsvImport> imported = ImportTorchCsv("0F0,0B0\n", kComputeOnly, 4);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(imported->topology.microbatches, 4);
+}
+
+// Regression (fuzzing, issue 7): 4 KB of CSV, 4095 empty rows and one cell, declare P=4096
+// V=64 M=65536; planning the import allocated 2^34 (stage, microbatch) cells and
+// 'pipeplan import' aborted with std::bad_alloc.
+TEST(TorchCsvImportTest, OneCellDeclaringAHugeTopologyIsRefusedWhenPlanned) {
+  const StatusOr<TorchCsvImport> imported =
+      ImportTorchCsv(std::string(4095, '\n') + "262143F65535", std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(imported->topology, (Topology{.ranks = 4096,
+                                          .stages_per_rank = 64,
+                                          .microbatches = 65536,
+                                          .placement = Placement::kLoop}));
+  PlanRequest request;
+  request.topology = imported->topology;
+  const StatusOr<Plan> plan = BuildPlanFromOrder(request, imported->order);
+  EXPECT_EQ(plan.status().message(),
+            "the plan is incomplete: P=4096 V=64 M=65536 has 17179869184 (stage, microbatch) "
+            "pairs, each needing a forward and a backward, but the plan has only 1 compute "
+            "operation");
 }
 
 TEST(TorchCsvImportTest, OverlapCellKeepsItsHalves) {

@@ -43,6 +43,21 @@ TEST(Validator, MissingBackward) {
   EXPECT_EQ(Error(plan), "stage 0 microbatch 1 (rank 0) has no backward");
 }
 
+// Regression (fuzzing, issue 7): a 20 KB binary plan file declaring P=4096 V=64 M=65536 with
+// empty programs made the validator allocate a table of 2^34 (stage, microbatch) cells, and
+// 'pipeplan simulate' abort with std::bad_alloc.
+TEST(Validator, PlanFarSmallerThanItsTopologyIsRefusedBeforeItsTables) {
+  Plan plan;
+  plan.request.topology = {.ranks = 4096, .stages_per_rank = 64, .microbatches = 65536};
+  for (int r = 0; r < 4096; ++r) plan.programs.push_back({.rank = RankId(r), .actions = {}});
+  plan.programs[0].actions.push_back(
+      MakeCompute(ActionKind::kForward, StageId(0), MicrobatchId(0)));
+  EXPECT_EQ(Error(plan),
+            "the plan is incomplete: P=4096 V=64 M=65536 has 17179869184 (stage, microbatch) "
+            "pairs, each needing a forward and a backward, but the plan has only 1 compute "
+            "operation");
+}
+
 TEST(Validator, StageOnTheWrongRank) {
   Plan plan = SmallPlan();
   plan.programs[0].actions[0].stage = StageId(1);

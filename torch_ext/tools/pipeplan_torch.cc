@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "atomic_write.h"
 #include "command.h"
-#include "files.h"
 #include "pipeplan/planner/profile.h"
 #include "pipeplan/planner/proto_io.h"
 #include "pipeplan/planner/timeline_metrics.h"
@@ -277,12 +277,12 @@ StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, Ra
 // Writes the timeline and profile the run asked for, then prints a summary.
 Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps) {
   const Timeline& median = MedianStep(steps);
-  std::vector<std::pair<std::string, std::string>> files;
+  std::vector<cli::OutputFile> files;
   if (o.timeline) {
     PIPEPLAN_ASSIGN_OR_RETURN(
         std::string content,
         SerializeTimelineFile({median, plan, kMicroseconds}, DetectProtoFormat(*o.timeline, "")));
-    files.emplace_back(*o.timeline, std::move(content));
+    files.push_back({*o.timeline, std::move(content)});
   }
   if (o.profile) {
     ProfileOptions options;
@@ -291,17 +291,15 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
     PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile, BuildProfile(plan, steps, options));
     PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
                               SerializeProfile(profile, DetectProtoFormat(*o.output, "")));
-    files.emplace_back(*o.output, std::move(content));
+    files.push_back({*o.output, std::move(content)});
   }
-  for (const auto& [path, content] : files) {
-    PIPEPLAN_RETURN_IF_ERROR(cli::WriteFileAtomic(path, content, true));
-  }
+  PIPEPLAN_RETURN_IF_ERROR(cli::WriteFilesAtomic(files, /*create_parents=*/true));
   char line[160];
   std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
                 o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3,
                 TransportName(o.transport));
   std::cout << line;
-  for (const auto& [path, content] : files) std::cout << "wrote " << path << "\n";
+  for (const cli::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
 }
 

@@ -1,0 +1,54 @@
+// Fuzz target: the command line of 'pipeplan plan' and 'pipeplan compare' (one word per input
+// line): flag parsing, the request and cost flags, then, when they name no file, planning and
+// simulating the request (bounded in size).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flags.h"
+#include "fuzz_support.h"
+#include "request_flags.h"
+
+namespace {
+
+using namespace pipeplan;
+
+// One word per line; a final line break does not start another (empty) word.
+std::vector<std::string> Words(std::string_view text) {
+  std::vector<std::string> words;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    words.emplace_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return words;
+}
+
+// The flags 'pipeplan plan' declares (plan_command.cc); compare takes a subset of them.
+std::vector<cli::FlagSpec> PlanFlagSpecs() {
+  std::vector<cli::FlagSpec> specs = {
+      {"strategy"}, {"request"}, {"output", cli::FlagKind::kValue, 'o'}};
+  for (const cli::FlagSpec& spec : cli::TopologyFlagSpecs()) specs.push_back(spec);
+  for (const cli::FlagSpec& spec : cli::CostFlagSpecs()) specs.push_back(spec);
+  return specs;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::vector<cli::FlagSpec> kSpecs = PlanFlagSpecs();
+  const StatusOr<cli::Flags> flags = cli::Flags::Parse(Words(fuzz::AsText(data, size)), kSpecs);
+  if (!flags.ok()) return 0;
+  for (const cli::StrategyFlag strategy :
+       {cli::StrategyFlag::kRequired, cli::StrategyFlag::kNone}) {
+    const StatusOr<cli::RequestFlags> parsed = cli::ParseRequestFlags(*flags, strategy);
+    // Files are the other targets' inputs; a fuzz target reads none.
+    if (!parsed.ok() || parsed->request_file || parsed->costs.costs_file) continue;
+    const StatusOr<PlanRequest> request = cli::LoadRequest(*parsed);
+    PIPEPLAN_FUZZ_CHECK_OK(request.status());  // nothing left to fail without files
+    if (strategy == cli::StrategyFlag::kRequired) fuzz::PlanAndSimulate(*request);
+  }
+  return 0;
+}

@@ -1,0 +1,83 @@
+// What the fuzz targets share: the protobuf formats a file may come in, the size bound under
+// which a target goes on from parsing to planning and simulating, and checks that turn a
+// broken invariant into a crash libFuzzer records with its input.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/planner/simulator.h"
+#include "pipeplan/planner/topology.h"
+
+#define PIPEPLAN_FUZZ_CHECK(condition) \
+  ((condition) ? (void)0 : ::pipeplan::fuzz::InvariantFailed(#condition, "", __FILE__, __LINE__))
+#define PIPEPLAN_FUZZ_CHECK_OK(status) \
+  ::pipeplan::fuzz::CheckOk((status), #status, __FILE__, __LINE__)
+
+namespace pipeplan::fuzz {
+
+[[noreturn]] inline void InvariantFailed(const char* what, const std::string& detail,
+                                         const char* file, int line) {
+  std::fprintf(stderr, "%s:%d: invariant broken: %s%s%s\n", file, line, what,
+               detail.empty() ? "" : ": ", detail.c_str());
+  std::abort();
+}
+
+inline void CheckOk(const Status& status, const char* what, const char* file, int line) {
+  if (!status.ok()) InvariantFailed(what, status.message(), file, line);
+}
+
+// A file's format follows its name, so each one may meet any bytes: targets try all three.
+inline constexpr ProtoFormat kProtoFormats[] = {ProtoFormat::kBinary, ProtoFormat::kText,
+                                                ProtoFormat::kJson};
+
+inline std::string_view AsText(const uint8_t* data, size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+// Planning and simulating take time in P * V * M; past this bound a target stops after the
+// checks that come before any per-action work, so that every input takes milliseconds and the
+// fuzzer keeps exploring. Large sizes are the scale benchmarks' job (bench/).
+inline constexpr int64_t kMaxComputeCells = 512;
+
+// V = 0 in a request means the strategy's default, at most 2.
+inline bool SmallEnoughToPlan(const Topology& topology) {
+  const int64_t stages_per_rank = topology.stages_per_rank == 0 ? 2 : topology.stages_per_rank;
+  return topology.ranks > 0 && stages_per_rank > 0 && topology.microbatches > 0 &&
+         topology.ranks * stages_per_rank * topology.microbatches <= kMaxComputeCells;
+}
+
+// What a parsed file must survive: written in every format it reads back, and writing that
+// again gives the same bytes (a file pipeplan wrote is a file pipeplan reads, in any format).
+template <typename T>
+void CheckRoundTrip(const T& value, StatusOr<std::string> (*serialize)(const T&, ProtoFormat),
+                    StatusOr<T> (*parse)(std::string_view, ProtoFormat)) {
+  for (const ProtoFormat format : kProtoFormats) {
+    const StatusOr<std::string> written = serialize(value, format);
+    PIPEPLAN_FUZZ_CHECK_OK(written.status());
+    const StatusOr<T> read = parse(*written, format);
+    PIPEPLAN_FUZZ_CHECK_OK(read.status());
+    const StatusOr<std::string> rewritten = serialize(*read, format);
+    PIPEPLAN_FUZZ_CHECK(rewritten.ok() && *rewritten == *written);
+  }
+}
+
+// 'pipeplan plan' on a request, bounded in size (auto plans every strategy at V = 1, 2 and 4,
+// so it gets a smaller bound). A plan the planner builds must simulate.
+inline void PlanAndSimulate(const PlanRequest& request) {
+  if (!SmallEnoughToPlan(request.topology)) return;
+  if (request.strategy == kAutoStrategy &&
+      request.topology.ranks * request.topology.microbatches > kMaxComputeCells / 8) {
+    return;
+  }
+  const StatusOr<Plan> plan = BuildPlan(request);
+  if (!plan.ok()) return;
+  PIPEPLAN_FUZZ_CHECK_OK(Simulate(*plan).status());
+}
+
+}  // namespace pipeplan::fuzz

@@ -1,0 +1,34 @@
+// Fuzz target: the validator and the simulator on parsed plans, as 'pipeplan simulate' runs
+// them (format from the content, as for a file with another extension). ValidateStructure is
+// documented as enough to simulate safely, so the simulator also runs on plans that pass it
+// but fail the dry run; a plan that passes ValidatePlan and whose cost and memory models fit
+// its stages must simulate without error.
+#include <cstddef>
+#include <cstdint>
+
+#include "fuzz_support.h"
+#include "pipeplan/planner/chrome_trace.h"
+#include "pipeplan/planner/cost_model.h"
+#include "pipeplan/planner/memory_model.h"
+#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/planner/simulator.h"
+#include "pipeplan/planner/torch_csv.h"
+#include "pipeplan/planner/validator.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace pipeplan;
+  const std::string_view text = fuzz::AsText(data, size);
+  const StatusOr<Plan> plan = ParsePlan(text, DetectProtoFormat("", text));
+  if (!plan.ok() || !ValidateStructure(*plan).ok()) return 0;
+  const StatusOr<Timeline> timeline = Simulate(*plan);
+  const int stages = plan->request.topology.num_stages();
+  if (!ValidatePlan(*plan).ok() || !ValidateCostModel(plan->request.costs, stages).ok() ||
+      !ValidateMemoryModel(plan->request.memory, stages).ok()) {
+    return 0;
+  }
+  PIPEPLAN_FUZZ_CHECK(timeline.ok());
+  // What 'simulate' and 'export' go on to write from a valid plan.
+  (void)ExportChromeTrace(*plan, *timeline);
+  (void)ExportTorchCsv(*plan, TorchCsvFormat::kComputeComms);
+  return 0;
+}
