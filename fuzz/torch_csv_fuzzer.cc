@@ -1,6 +1,7 @@
-// Fuzz target: 'pipeplan import --format torch-csv', PyTorch pipelining CSV schedules. An
-// import that succeeds is planned (comm insertion, validation), simulated, exported back to
-// torch's compute-only CSV, and that CSV must import to the same topology and order.
+// Fuzz target: 'pipeplan import --format torch-csv|torch-csv-comms', PyTorch pipelining CSV
+// schedules in either of torch's formats. An import that succeeds is planned (comm
+// insertion, validation), simulated, exported back to torch's compute-only CSV, and that CSV
+// must import to the same topology and order.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -14,8 +15,9 @@ namespace {
 
 using namespace pipeplan;
 
-void ImportPlanAndExport(std::string_view csv, std::optional<int> microbatches) {
-  const StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, microbatches);
+void ImportPlanAndExport(std::string_view csv, TorchCsvFormat format,
+                         std::optional<int> microbatches) {
+  const StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, format, microbatches);
   // No size bound: the order holds every action, so planning it is in proportion to the input.
   if (!imported.ok()) return;
   PlanRequest request;
@@ -27,7 +29,7 @@ void ImportPlanAndExport(std::string_view csv, std::optional<int> microbatches) 
 
   const TorchCsvExport exported = ExportTorchCsv(*plan, TorchCsvFormat::kComputeOnly);
   const StatusOr<TorchCsvImport> again =
-      ImportTorchCsv(exported.csv, imported->topology.microbatches);
+      ImportTorchCsv(exported.csv, TorchCsvFormat::kComputeOnly, imported->topology.microbatches);
   PIPEPLAN_FUZZ_CHECK_OK(again.status());
   PIPEPLAN_FUZZ_CHECK(again->topology == imported->topology);
   PIPEPLAN_FUZZ_CHECK(again->order == imported->order);
@@ -38,7 +40,10 @@ void ImportPlanAndExport(std::string_view csv, std::optional<int> microbatches) 
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view csv = fuzz::AsText(data, size);
-  ImportPlanAndExport(csv, std::nullopt);  // microbatches inferred from the largest id
-  ImportPlanAndExport(csv, 4);             // as with --microbatches 4
+  for (const TorchCsvFormat format :
+       {TorchCsvFormat::kComputeOnly, TorchCsvFormat::kComputeComms}) {
+    ImportPlanAndExport(csv, format, std::nullopt);  // microbatches from the largest id
+    ImportPlanAndExport(csv, format, 4);             // as with --microbatches 4
+  }
   return 0;
 }

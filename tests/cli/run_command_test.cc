@@ -188,7 +188,7 @@ TEST(CliRun, RejectsBadFlagsAsUsageErrors) {
       {{"run", "plan.pb", "--timeout", "0"}, "--timeout must be positive"},
       {{"run", "plan.pb", "--inject-fault", "hang@1:2"},
        "--inject-fault: fault 'hang@1:2': unknown kind 'hang' (expected KIND@RANK:ACTION[:STEP], "
-       "KIND one of fail, throw, stall, crash)"},
+       "KIND one of fail, throw, stall, crash, truncate)"},
   };
   for (const auto& [args, message] : cases) {
     const RunResult run = RunPipeplan(args, dir.path());

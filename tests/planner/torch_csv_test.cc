@@ -204,7 +204,7 @@ TEST(TorchCsvImportTest, GivenMicrobatchCountWins) {
 // 'pipeplan import' aborted with std::bad_alloc.
 TEST(TorchCsvImportTest, OneCellDeclaringAHugeTopologyIsRefusedWhenPlanned) {
   const StatusOr<TorchCsvImport> imported =
-      ImportTorchCsv(std::string(4095, '\n') + "262143F65535", std::nullopt);
+      ImportTorchCsv(std::string(4095, '\n') + "262143F65535", kComputeOnly, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(imported->topology, (Topology{.ranks = 4096,
                                           .stages_per_rank = 64,
