@@ -469,6 +469,7 @@ int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>
     return cli::kExitInvalidInput;
   }
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::map<pid_t, int> running;  // pid -> rank
@@ -486,9 +487,10 @@ int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>
     env.push_back("RANK=" + std::to_string(r));
     env.push_back("LOCAL_RANK=" + std::to_string(r));
     env.push_back("WORLD_SIZE=" + std::to_string(ranks));
-    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.emplace_back("MASTER_ADDR=127.0.0.1");
     env.push_back("MASTER_PORT=" + std::to_string(port));
     std::vector<char*> envp;
+    envp.reserve(env.size() + 1);
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     pid_t pid = 0;
@@ -568,11 +570,11 @@ int Main(int argc, char** argv) {
   at::set_num_threads(options->threads);
 
   const bool is_child = std::getenv("RANK") != nullptr;
-  if (options->transport == TransportKind::kInProc) {
-    status = RunInProcess(*plan, *options);
-  } else if (!is_child && options->local_ranks) {
+  const bool in_process = options->transport == TransportKind::kInProc;
+  if (!in_process && !is_child && options->local_ranks) {
     return LaunchLocalRanks(*options->local_ranks, *options, all);
-  } else if (!is_child && plan->request.topology.ranks == 1) {
+  }
+  if (in_process || (!is_child && plan->request.topology.ranks == 1)) {
     status = RunInProcess(*plan, *options);
   } else {
     status = RunAsRank(*plan, *options);
