@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +21,7 @@
 namespace pipeplan::runtime {
 namespace {
 
-using pipeplan::testing::CpuTimes;
-using pipeplan::testing::kQuietSteal;
-using pipeplan::testing::ReadCpuTimes;
-using pipeplan::testing::StealShare;
+using pipeplan::testing::TimingAttempts;
 using testing::AllStrategyCases;
 using testing::CaseName;
 using testing::RuntimeRequest;
@@ -57,39 +53,28 @@ TEST_P(SimulatorFidelity, MeasuredStepTimeIsWithinFivePercentOfSimulated) {
   options.timeout_seconds = 20;
   options.seconds_per_unit = kSecondsPerUnit;
   const double want = simulated->metrics.makespan;
-  double error = 0.0;
-  int quiet_misses = 0;
-  std::string disturbed;
-  // Another attempt only after a miss: a burst of load from outside the test can push one
-  // median over, while a runtime that cannot keep up misses every quiet attempt.
-  for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
-    const std::optional<CpuTimes> before = ReadCpuTimes();
+  TimingAttempts attempts(kTolerance, kMaxAttempts, kQuietAttempts);
+  while (attempts.Next()) {
     const auto measured = RunSyntheticInProcess(
         *plan, {.seconds_per_unit = kSecondsPerUnit, .message_bytes = 64}, options);
-    const double steal = StealShare(before, ReadCpuTimes());
     ASSERT_TRUE(measured.ok()) << measured.status().message();
     ASSERT_EQ(measured->size(), 5u);
     std::vector<double> makespans;
     for (const Timeline& step : *measured) makespans.push_back(step.metrics.makespan);
     const double got = Median(makespans);
-    error = (got - want) / want;
+    const double steal = attempts.Record((got - want) / want);
     std::printf(
         "[ fidelity ] attempt %d: simulated %.3f units, measured median %.3f units: %+.2f%% "
         "(host steal %.1f%%)\n",
-        attempt, want, got, 100 * error, 100 * steal);
-    if (std::abs(error) < kTolerance) break;
-    if (steal > kQuietSteal) {
-      disturbed += " " + std::to_string(100 * steal).substr(0, 4) + "%";
-      continue;
-    }
-    if (++quiet_misses == kQuietAttempts) break;
+        attempts.attempt(), want, got, 100 * attempts.error(), 100 * steal);
   }
-  RecordProperty("relative_error_percent", std::to_string(100 * error));
-  if (std::abs(error) >= kTolerance && quiet_misses < kQuietAttempts) {
-    GTEST_SKIP() << "the host stole CPU time during every attempt that missed (steal" << disturbed
-                 << "); fidelity cannot be judged on this machine now";
+  RecordProperty("relative_error_percent", std::to_string(100 * attempts.error()));
+  if (!attempts.judged()) {
+    GTEST_SKIP() << "the host stole CPU time during every attempt that missed (steal"
+                 << attempts.disturbed() << "); fidelity cannot be judged on this machine now";
   }
-  EXPECT_LT(std::abs(error), kTolerance) << "measured " << 100 * error << "% off the simulation";
+  EXPECT_LT(std::abs(attempts.error()), kTolerance)
+      << "measured " << 100 * attempts.error() << "% off the simulation";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, SimulatorFidelity, ::testing::ValuesIn(AllStrategyCases()),

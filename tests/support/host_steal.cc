@@ -1,5 +1,6 @@
 #include "host_steal.h"
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -20,5 +21,27 @@ double StealShare(const std::optional<CpuTimes>& before, const std::optional<Cpu
   if (!before || !after || after->total <= before->total) return 0.0;
   return (after->steal - before->steal) / (after->total - before->total);
 }
+
+bool TimingAttempts::Next() {
+  if (done_ || attempt_ >= max_attempts_) return false;
+  ++attempt_;
+  before_ = ReadCpuTimes();
+  return true;
+}
+
+double TimingAttempts::Record(double error) {
+  const double steal = StealShare(before_, ReadCpuTimes());
+  error_ = error;
+  if (met()) {
+    done_ = true;
+  } else if (steal > kQuietSteal) {
+    disturbed_ += " " + std::to_string(100 * steal).substr(0, 4) + "%";
+  } else if (++quiet_missed_ == quiet_misses_) {
+    done_ = true;
+  }
+  return steal;
+}
+
+bool TimingAttempts::met() const { return attempt_ > 0 && std::abs(error_) < tolerance_; }
 
 }  // namespace pipeplan::testing

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 namespace pipeplan::testing {
 
@@ -21,5 +22,40 @@ double StealShare(const std::optional<CpuTimes>& before, const std::optional<Cpu
 
 // More of the CPU time stolen than this during an attempt: the attempt was disturbed.
 inline constexpr double kQuietSteal = 0.02;
+
+// The retry policy of tests that compare a measured time with a prediction: another attempt
+// only after a miss (a burst of outside load can push one attempt over, a real miss repeats);
+// a miss while the host stole more than kQuietSteal counts neither way; `quiet_misses`
+// quiet misses end the attempts.
+class TimingAttempts {
+ public:
+  TimingAttempts(double tolerance, int max_attempts, int quiet_misses)
+      : tolerance_(tolerance), max_attempts_(max_attempts), quiet_misses_(quiet_misses) {}
+
+  // Whether another attempt runs; starts measuring its host steal.
+  bool Next();
+  // The attempt's relative error (measured - predicted) / predicted; returns the share of
+  // CPU time the host stole during the attempt.
+  double Record(double error);
+
+  int attempt() const { return attempt_; }  // 1-based, the one running or last run
+  double error() const { return error_; }   // of the last attempt
+  bool met() const;
+  // Whether the result can be judged: met, or missed on enough quiet attempts.
+  bool judged() const { return met() || quiet_missed_ >= quiet_misses_; }
+  // The steal figures of the misses that did not count (" 4.1% 6.0%").
+  const std::string& disturbed() const { return disturbed_; }
+
+ private:
+  double tolerance_;
+  int max_attempts_;
+  int quiet_misses_;
+  int attempt_ = 0;
+  int quiet_missed_ = 0;
+  double error_ = 0.0;
+  bool done_ = false;
+  std::optional<CpuTimes> before_;
+  std::string disturbed_;
+};
 
 }  // namespace pipeplan::testing

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,9 +24,7 @@
 namespace pipeplan::torch_ext {
 namespace {
 
-using pipeplan::testing::kQuietSteal;
-using pipeplan::testing::ReadCpuTimes;
-using pipeplan::testing::StealShare;
+using pipeplan::testing::TimingAttempts;
 
 constexpr double kTolerance = 0.10;
 constexpr int kQuietAttempts = 2;  // misses on a quiet machine before the test fails
@@ -96,36 +93,25 @@ TEST(CalibratedSimulation, OneF1BOnTwoRanksIsWithinTenPercentOfMeasured) {
   ASSERT_TRUE(bytes.ok());
   std::ofstream(plan_path, std::ios::binary) << *bytes;
 
-  double error = 0.0;
-  int quiet_misses = 0;
-  std::string disturbed;
-  // Another attempt only after a miss: a burst of outside load can push one attempt over,
-  // while a cost model that does not describe the run misses every quiet attempt.
-  for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
-    const auto before = ReadCpuTimes();
+  TimingAttempts attempts(kTolerance, kMaxAttempts, kQuietAttempts);
+  while (attempts.Next()) {
     const StatusOr<double> want = CalibratedMakespan(*plan, plan_path, dir.path());
     ASSERT_TRUE(want.ok()) << want.status().message();
     const StatusOr<double> got = MeasuredMakespan(plan_path, dir.path());
     ASSERT_TRUE(got.ok()) << got.status().message();
-    const double steal = StealShare(before, ReadCpuTimes());
-    error = (*got - *want) / *want;
+    const double steal = attempts.Record((*got - *want) / *want);
     std::printf(
         "[ calibration ] attempt %d: calibrated simulation %.0f us, measured median %.0f us: "
         "%+.2f%% (host steal %.1f%%)\n",
-        attempt, *want, *got, 100 * error, 100 * steal);
-    if (std::abs(error) < kTolerance) break;
-    if (steal > kQuietSteal) {
-      disturbed += " " + std::to_string(100 * steal).substr(0, 4) + "%";
-      continue;
-    }
-    if (++quiet_misses == kQuietAttempts) break;
+        attempts.attempt(), *want, *got, 100 * attempts.error(), 100 * steal);
   }
-  RecordProperty("relative_error_percent", std::to_string(100 * error));
-  if (std::abs(error) >= kTolerance && quiet_misses < kQuietAttempts) {
-    GTEST_SKIP() << "the host stole CPU time during every attempt that missed (steal" << disturbed
-                 << "); accuracy cannot be judged on this machine now";
+  RecordProperty("relative_error_percent", std::to_string(100 * attempts.error()));
+  if (!attempts.judged()) {
+    GTEST_SKIP() << "the host stole CPU time during every attempt that missed (steal"
+                 << attempts.disturbed() << "); accuracy cannot be judged on this machine now";
   }
-  EXPECT_LT(std::abs(error), kTolerance) << "measured " << 100 * error << "% off the simulation";
+  EXPECT_LT(std::abs(attempts.error()), kTolerance)
+      << "measured " << 100 * attempts.error() << "% off the simulation";
 }
 
 }  // namespace
