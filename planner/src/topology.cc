@@ -1,14 +1,23 @@
 #include "pipeplan/planner/topology.h"
 
+#include <cstdint>
 #include <string>
 
 namespace pipeplan {
 namespace {
 
-// Far above any real job, low enough that P*V*M actions fit comfortably in memory.
+// Far above any real job. Their product is capped separately (below): the three at once
+// would be 2^34 (stage, microbatch) pairs.
 constexpr int kMaxRanks = 4096;
 constexpr int kMaxStagesPerRank = 64;
 constexpr int kMaxMicrobatches = 1 << 16;
+// A plan has up to 3 compute actions per (stage, microbatch): F, I and W (F and B when B is
+// not split). Planning and simulating hold 83-101 bytes per action at scale, comm included
+// (bench/scale_bench.cc; docs/reliability.md, "Scale"), which is ~250 bytes per compute
+// action: 100 M compute actions need ~25 GB and minutes of planning, about the most a large
+// workstation serves, and 8x the P=256, V=4, M=4096 scale case (12.6 M). A larger request
+// would run out of memory after minutes of allocating; it is refused at once instead.
+constexpr int64_t kMaxComputeActions = 100'000'000;
 
 // Rank of local chunk `chunk` of `rank` under zig-zag placement with `ranks` ranks.
 int VShapeStage(int rank, int chunk, int ranks) {
@@ -50,6 +59,15 @@ Status ValidateTopology(const Topology& t) {
   if (t.microbatches < 1 || t.microbatches > kMaxMicrobatches) {
     return InvalidArgument("microbatches must be in 1.." + std::to_string(kMaxMicrobatches) +
                            ", got " + std::to_string(t.microbatches));
+  }
+  const int64_t pairs = int64_t{t.ranks} * t.stages_per_rank * t.microbatches;
+  if (3 * pairs > kMaxComputeActions) {
+    return InvalidArgument("P x V x M = " + std::to_string(t.ranks) + " x " +
+                           std::to_string(t.stages_per_rank) + " x " +
+                           std::to_string(t.microbatches) + " = " + std::to_string(pairs) +
+                           " (stage, microbatch) pairs, up to " + std::to_string(3 * pairs) +
+                           " compute actions (F, I and W each), above the cap of " +
+                           std::to_string(kMaxComputeActions) + " compute actions");
   }
   if (t.placement == Placement::kDual && t.stages_per_rank != 2) {
     return InvalidArgument("dual placement needs 2 stages per rank, got " +

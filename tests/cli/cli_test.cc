@@ -378,6 +378,25 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Input("plan", "ranks must be in 1..4096, got 5000"),
        1},
+      // Each dimension is in range; their product is not (the planner's request validation).
+      {"TooManyComputeActions",
+       {"plan", "--strategy", "interleaved-1f1b", "--ranks", "4096", "--stages-per-rank", "64",
+        "--microbatches", "65536"},
+       {},
+       Input("plan",
+             "P x V x M = 4096 x 64 x 65536 = 17179869184 (stage, microbatch) pairs, up to "
+             "51539607552 compute actions (F, I and W each), above the cap of 100000000 compute "
+             "actions"),
+       1},
+      {"TooManyComputeActionsInARequestFile",
+       {"plan", "--request", "request.json"},
+       {{"request.json",
+         R"({"strategy": "1f1b", "topology": {"ranks": 2048, "microbatches": 65536}})"}},
+       Input("plan",
+             "P x V x M = 2048 x 1 x 65536 = 134217728 (stage, microbatch) pairs, up to "
+             "402653184 compute actions (F, I and W each), above the cap of 100000000 compute "
+             "actions"),
+       1},
       {"MemoryLimitTooSmall",
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--memory-limit", "1"},
        {},

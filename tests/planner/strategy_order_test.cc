@@ -145,6 +145,9 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
        "1f1b-overlap, interleaved-1f1b-overlap, auto)"},
       {MakeRequest("1f1b", 0, 8), "ranks must be in 1..4096, got 0"},
       {MakeRequest("1f1b", 4, 0), "microbatches must be in 1..65536, got 0"},
+      {MakeRequest("interleaved-1f1b", 4096, 65536, 4),
+       "P x V x M = 4096 x 4 x 65536 = 1073741824 (stage, microbatch) pairs, up to 3221225472 "
+       "compute actions (F, I and W each), above the cap of 100000000 compute actions"},
       {group_on_1f1b, "--microbatch-group-size applies to interleaved-1f1b only, not 1f1b"},
   };
   for (const Case& c : cases) {
@@ -153,6 +156,18 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
     EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(plan.status().message(), c.message);
   }
+}
+
+// The cap is on 3 x P x V x M compute actions: 100 M. Checked without planning (huge).
+TEST(StrategyErrors, ComputeActionCapIsExact) {
+  const StatusOr<PlanRequest> at_cap = NormalizeRequest(MakeRequest("zb", 4096, 8138));
+  EXPECT_TRUE(at_cap.ok()) << at_cap.status().message();  // 99999744 compute actions
+  const StatusOr<PlanRequest> above = NormalizeRequest(MakeRequest("zb", 4096, 8139));
+  ASSERT_FALSE(above.ok());
+  EXPECT_EQ(above.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(above.status().message(),
+            "P x V x M = 4096 x 1 x 8139 = 33337344 (stage, microbatch) pairs, up to 100012032 "
+            "compute actions (F, I and W each), above the cap of 100000000 compute actions");
 }
 
 TEST(StrategyErrors, MemoryLimitBelowThePlansPeakIsRefused) {

@@ -201,22 +201,16 @@ TEST(TorchCsvImportTest, GivenMicrobatchCountWins) {
 
 // Regression (fuzzing, issue 7): 4 KB of CSV, 4095 empty rows and one cell, declare P=4096
 // V=64 M=65536; planning the import allocated 2^34 (stage, microbatch) cells and
-// 'pipeplan import' aborted with std::bad_alloc.
-TEST(TorchCsvImportTest, OneCellDeclaringAHugeTopologyIsRefusedWhenPlanned) {
+// 'pipeplan import' aborted with std::bad_alloc. The topology's cap on P x V x M now refuses
+// the inferred topology at import.
+TEST(TorchCsvImportTest, OneCellDeclaringAHugeTopologyIsRefused) {
   const StatusOr<TorchCsvImport> imported =
       ImportTorchCsv(std::string(4095, '\n') + "262143F65535", kComputeOnly, std::nullopt);
-  ASSERT_TRUE(imported.ok()) << imported.status().message();
-  EXPECT_EQ(imported->topology, (Topology{.ranks = 4096,
-                                          .stages_per_rank = 64,
-                                          .microbatches = 65536,
-                                          .placement = Placement::kLoop}));
-  PlanRequest request;
-  request.topology = imported->topology;
-  const StatusOr<Plan> plan = BuildPlanFromOrder(request, imported->order);
-  EXPECT_EQ(plan.status().message(),
-            "the plan is incomplete: P=4096 V=64 M=65536 has 17179869184 (stage, microbatch) "
-            "pairs, each needing a forward and a backward, but the plan has only 1 compute "
-            "operation");
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().message(),
+            "inferred topology: P x V x M = 4096 x 64 x 65536 = 17179869184 (stage, microbatch) "
+            "pairs, up to 51539607552 compute actions (F, I and W each), above the cap of "
+            "100000000 compute actions");
 }
 
 TEST(TorchCsvImportTest, OverlapCellKeepsItsHalves) {

@@ -45,7 +45,8 @@ TEST(Validator, MissingBackward) {
 
 // Regression (fuzzing, issue 7): a 20 KB binary plan file declaring P=4096 V=64 M=65536 with
 // empty programs made the validator allocate a table of 2^34 (stage, microbatch) cells, and
-// 'pipeplan simulate' abort with std::bad_alloc.
+// 'pipeplan simulate' abort with std::bad_alloc. The topology's cap on P x V x M refuses it
+// now; below the cap the completeness check does, still before any table.
 TEST(Validator, PlanFarSmallerThanItsTopologyIsRefusedBeforeItsTables) {
   Plan plan;
   plan.request.topology = {.ranks = 4096, .stages_per_rank = 64, .microbatches = 65536};
@@ -53,7 +54,13 @@ TEST(Validator, PlanFarSmallerThanItsTopologyIsRefusedBeforeItsTables) {
   plan.programs[0].actions.push_back(
       MakeCompute(ActionKind::kForward, StageId(0), MicrobatchId(0)));
   EXPECT_EQ(Error(plan),
-            "the plan is incomplete: P=4096 V=64 M=65536 has 17179869184 (stage, microbatch) "
+            "P x V x M = 4096 x 64 x 65536 = 17179869184 (stage, microbatch) pairs, up to "
+            "51539607552 compute actions (F, I and W each), above the cap of 100000000 compute "
+            "actions");
+
+  plan.request.topology = {.ranks = 4096, .stages_per_rank = 2, .microbatches = 2048};
+  EXPECT_EQ(Error(plan),
+            "the plan is incomplete: P=4096 V=2 M=2048 has 16777216 (stage, microbatch) "
             "pairs, each needing a forward and a backward, but the plan has only 1 compute "
             "operation");
 }

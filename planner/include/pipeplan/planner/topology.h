@@ -37,7 +37,8 @@ inline int ChunksPerShare(const Topology& topology) {
   return topology.placement == Placement::kDual ? 1 : topology.stages_per_rank;
 }
 
-// Checks ranges (P, V, M >= 1 and bounded) and placement constraints.
+// Checks ranges (P, V, M >= 1 and bounded, 3 x P x V x M compute actions at most 100 M) and
+// placement constraints.
 Status ValidateTopology(const Topology& topology);
 
 // Stage <-> rank mapping for a validated topology, and the chains data flows along:
