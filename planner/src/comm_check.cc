@@ -1,6 +1,7 @@
 #include "comm_check.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,9 +72,11 @@ bool IsMatchingReceive(const Action& send, RankId sender, const Action& recv) {
   return false;
 }
 
+// 32-bit index: a rank's program stays far below 2^32 actions (requests are capped), and
+// halving the entry halves what the per-link lists move around.
 struct CommRef {
   int rank;
-  size_t index;
+  uint32_t index;
 };
 
 // Transfers on one rank, grouped by the other end of the link, in program order. A rank has
@@ -120,7 +123,7 @@ class CommChecker {
         const bool is_send = ShapeOf(actions[i].kind).is_send;
         (is_send ? sends_ : recvs_)[r]
             .For(actions[i].peer.value)
-            .push_back({static_cast<int>(r), i});
+            .push_back({static_cast<int>(r), static_cast<uint32_t>(i)});
       }
     }
     // Data flow first: a missing receive is better reported at its consumer.

@@ -44,6 +44,8 @@ class CommInserter {
         forward_at_(stages.num_stages(), microbatches, kMissing),
         input_grad_at_(stages.num_stages(), microbatches, kMissing),
         pending_(order.size()) {
+    // Each compute part sends at most one message and receives at most one.
+    for (size_t r = 0; r < order.size(); ++r) pending_[r].reserve(2 * order[r].size());
     IndexConsumers();
   }
 

@@ -45,6 +45,9 @@ inline ProgramComputeView ExtractCompute(const std::vector<RankProgram>& program
   view.program_index.resize(programs.size());
   for (size_t r = 0; r < programs.size(); ++r) {
     const std::vector<Action>& actions = programs[r].actions;
+    // Compute is a fraction of the program: reserving the whole size touches no extra page.
+    view.order[r].reserve(actions.size());
+    view.program_index[r].reserve(actions.size());
     for (size_t i = 0; i < actions.size(); ++i) {
       if (!IsCompute(actions[i].kind)) continue;
       view.order[r].push_back(&actions[i]);

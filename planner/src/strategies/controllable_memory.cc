@@ -19,7 +19,6 @@
 #include <deque>
 #include <iterator>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -296,6 +295,48 @@ struct Proposal {
   double start = 0.0;
 };
 
+// The rank whose proposal starts earliest (ties: the lower rank), kept in a tree of minima
+// over the ranks: a proposal changes in O(log P) and nothing is allocated per greedy step.
+class EarliestProposal {
+ public:
+  explicit EarliestProposal(size_t ranks) {
+    while (leaves_ < ranks) leaves_ *= 2;
+    nodes_.assign(2 * leaves_, kNone);
+  }
+
+  void Set(size_t rank, double start) { Update(rank, {start, rank}); }
+  void Clear(size_t rank) { Update(rank, kNone); }
+  std::optional<size_t> Earliest() const {
+    if (nodes_[1].rank == kNoRank) return std::nullopt;
+    return nodes_[1].rank;
+  }
+
+ private:
+  static constexpr size_t kNoRank = ~size_t{0};
+  struct Entry {
+    double start;
+    size_t rank;
+    bool operator<(const Entry& other) const {
+      if (rank == kNoRank || other.rank == kNoRank) return other.rank == kNoRank && rank != kNoRank;
+      return start != other.start ? start < other.start : rank < other.rank;
+    }
+  };
+  static constexpr Entry kNone = {0.0, kNoRank};
+
+  void Update(size_t rank, Entry entry) {
+    size_t node = leaves_ + rank;
+    nodes_[node] = entry;
+    for (node /= 2; node >= 1; node /= 2) {
+      const Entry& left = nodes_[2 * node];
+      const Entry& right = nodes_[2 * node + 1];
+      nodes_[node] = right < left ? right : left;
+    }
+  }
+
+  size_t leaves_ = 1;
+  std::vector<Entry> nodes_;  // nodes_[1] is the root; leaf of rank r at leaves_ + r
+};
+
 // Runs every rank through its block order under the real costs, reordering as the settings
 // allow, and records the order each rank ran.
 class GreedyReorder {
@@ -318,24 +359,26 @@ class GreedyReorder {
     size_t total = 0;
     for (const RankState& rank : ranks_) total += rank.pattern.size();
     std::vector<std::optional<Proposal>> proposals(ranks_.size());
-    std::set<std::pair<double, int>> queue;  // (start, rank) of every rank with a proposal
-    std::vector<RankId> stale;               // ranks whose proposal must be made again
-    for (size_t r = 0; r < ranks_.size(); ++r) stale.emplace_back(static_cast<int>(r));
+    EarliestProposal queue(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      proposals[r] = Propose(r);
+      if (proposals[r].has_value()) queue.Set(r, proposals[r]->start);
+    }
     double makespan = 0.0;
     for (size_t step = 0; step < total; ++step) {
-      for (const RankId rank : stale) {
-        std::optional<Proposal>& proposal = proposals[static_cast<size_t>(rank.value)];
-        if (proposal.has_value()) queue.erase({proposal->start, rank.value});
-        proposal = Propose(static_cast<size_t>(rank.value));
-        if (proposal.has_value()) queue.insert({proposal->start, rank.value});
-      }
-      if (queue.empty()) return Stalled();
-      const size_t r = static_cast<size_t>(queue.begin()->second);
-      queue.erase(queue.begin());
+      const std::optional<size_t> earliest = queue.Earliest();
+      if (!earliest.has_value()) return Stalled();
+      const size_t r = *earliest;
       const Proposal chosen = *proposals[r];
-      proposals[r].reset();
       makespan = std::max(makespan, RunPass(r, chosen));
-      stale = RanksToRefresh(r, chosen.position);
+      for (const size_t stale : RanksToRefresh(r, chosen.position)) {
+        proposals[stale] = Propose(stale);
+        if (proposals[stale].has_value()) {
+          queue.Set(stale, proposals[stale]->start);
+        } else {
+          queue.Clear(stale);
+        }
+      }
     }
     CandidateOrder result;
     result.makespan = makespan;
@@ -526,13 +569,29 @@ class GreedyReorder {
     return end;
   }
 
+  // At most three ranks, without allocating: this runs once per greedy step.
+  class RankList {
+   public:
+    void push_back(size_t rank) { ranks_[size_++] = rank; }
+    const size_t* begin() const { return ranks_.data(); }
+    const size_t* end() const { return ranks_.data() + size_; }
+
+   private:
+    std::array<size_t, 3> ranks_{};
+    size_t size_ = 0;
+  };
+
   // The rank itself and the ranks whose passes consume what the pass produced.
-  std::vector<RankId> RanksToRefresh(size_t r, size_t position) const {
-    const RankId rank_id(static_cast<int>(r));
-    const StageId stage = StageOf(rank_id, ranks_[r].pattern[position]);
-    std::vector<RankId> ranks = {rank_id};
-    if (!stages_.IsLast(stage)) ranks.push_back(stages_.RankOf(StageId(stage.value + 1)));
-    if (!stages_.IsFirst(stage)) ranks.push_back(stages_.RankOf(StageId(stage.value - 1)));
+  RankList RanksToRefresh(size_t r, size_t position) const {
+    const StageId stage = StageOf(RankId(static_cast<int>(r)), ranks_[r].pattern[position]);
+    RankList ranks;
+    ranks.push_back(r);
+    if (!stages_.IsLast(stage)) {
+      ranks.push_back(static_cast<size_t>(stages_.RankOf(StageId(stage.value + 1)).value));
+    }
+    if (!stages_.IsFirst(stage)) {
+      ranks.push_back(static_cast<size_t>(stages_.RankOf(StageId(stage.value - 1)).value));
+    }
     return ranks;
   }
 

@@ -12,7 +12,13 @@ namespace pipeplan::strategies {
 
 class RankOrderBuilder {
  public:
-  RankOrderBuilder(const StageMap& stages, RankId rank) : stages_(stages), rank_(rank) {}
+  RankOrderBuilder(const StageMap& stages, RankId rank) : stages_(stages), rank_(rank) {
+    // At most F, I and W per (chunk, microbatch); reserving untouched memory costs nothing.
+    const std::vector<StageId>& chunks = stages.StagesOf(rank);
+    if (!chunks.empty()) {
+      actions_.reserve(3 * chunks.size() * static_cast<size_t>(stages.MicrobatchesOf(chunks[0])));
+    }
+  }
 
   void Add(ActionKind kind, int chunk, int microbatch) {
     actions_.push_back(MakeCompute(kind, stages_.StagesOf(rank_)[chunk], MicrobatchId(microbatch)));
