@@ -201,41 +201,47 @@ class FutureMemory {
  public:
   explicit FutureMemory(const std::vector<double>& changes) {
     while (leaves_ < changes.size()) leaves_ *= 2;
-    sum_.assign(2 * leaves_, 0.0);
-    rise_.assign(2 * leaves_, 0.0);
-    for (size_t i = 0; i < changes.size(); ++i) {
-      sum_[leaves_ + i] = changes[i];
-      rise_[leaves_ + i] = std::max(0.0, changes[i]);
+    nodes_.assign(2 * leaves_, Node{});
+    for (size_t i = 0; i < changes.size(); ++i) nodes_[leaves_ + i] = Leaf(changes[i]);
+    for (size_t node = leaves_ - 1; node >= 1; --node) {
+      nodes_[node] = Combine(nodes_[2 * node], nodes_[2 * node + 1]);
     }
-    for (size_t node = leaves_ - 1; node >= 1; --node) Combine(node);
   }
 
-  void Remove(size_t position) { Set(position, 0.0); }
+  void Remove(size_t position) {
+    size_t node = leaves_ + position;
+    nodes_[node] = Node{};
+    for (node /= 2; node >= 1; node /= 2) {
+      nodes_[node] = Combine(nodes_[2 * node], nodes_[2 * node + 1]);
+    }
+  }
 
-  // The largest rise (>= 0) over the remaining order with the pass at `position` left out.
-  double RiseWithout(size_t position) {
-    const double change = sum_[leaves_ + position];
-    Set(position, 0.0);
-    const double rise = rise_[1];
-    Set(position, change);
-    return rise;
+  // The largest rise (>= 0) over the remaining order with the pass at `position` left out:
+  // the root recombined along the leaf's path, read-only (this runs for every candidate F).
+  double RiseWithout(size_t position) const {
+    Node combined;  // the leaf, left out
+    for (size_t node = leaves_ + position; node > 1; node /= 2) {
+      const Node& sibling = nodes_[node ^ 1];
+      combined = (node & 1) == 0 ? Combine(combined, sibling) : Combine(sibling, combined);
+    }
+    return combined.rise;
   }
 
  private:
-  void Set(size_t position, double change) {
-    size_t node = leaves_ + position;
-    sum_[node] = change;
-    rise_[node] = std::max(0.0, change);
-    for (node /= 2; node >= 1; node /= 2) Combine(node);
-  }
-  void Combine(size_t node) {
-    sum_[node] = sum_[2 * node] + sum_[2 * node + 1];
-    rise_[node] = std::max(rise_[2 * node], sum_[2 * node] + rise_[2 * node + 1]);
+  // A range of the order: its total change and its largest prefix sum (empty prefix
+  // included). Side by side, so a walk up the tree reads one cache line per level.
+  struct Node {
+    double sum = 0.0;
+    double rise = 0.0;
+  };
+
+  static Node Leaf(double change) { return {change, std::max(0.0, change)}; }
+  static Node Combine(const Node& left, const Node& right) {
+    return {left.sum + right.sum, std::max(left.rise, left.sum + right.rise)};
   }
 
   size_t leaves_ = 1;
-  std::vector<double> sum_;
-  std::vector<double> rise_;  // largest prefix sum of the node's range, empty prefix included
+  std::vector<Node> nodes_;  // nodes_[1] is the root; position p's leaf at leaves_ + p
 };
 
 // Which liberties the greedy reordering takes; each combination tried is one candidate order.
@@ -488,7 +494,7 @@ class GreedyReorder {
 
   // Running the F at `position` now keeps the rank within the cap even if the rest of its
   // block order then runs as is.
-  bool ForwardFits(RankState& rank, size_t position, StageId stage) const {
+  bool ForwardFits(const RankState& rank, size_t position, StageId stage) const {
     const double peak = rank.held + MemoryChange(request_, stage, ActionKind::kForward) +
                         rank.future.RiseWithout(position);
     return peak <= memory_cap_ * (1 + kMemorySlack) + kMemorySlack;
