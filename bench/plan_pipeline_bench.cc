@@ -15,6 +15,7 @@
 #include "pipeplan/planner/plan.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/planner/simulator.h"
+#include "unit_costs.h"
 
 namespace pipeplan {
 namespace {
@@ -28,15 +29,7 @@ PlanRequest InterleavedRequest(int ranks, int microbatches) {
   request.topology.stages_per_rank = 2;
   request.topology.microbatches = microbatches;
   request.topology.placement = Placement::kLoop;
-  StageCosts stage;
-  stage.forward = 1.0;
-  stage.backward = 2.0;
-  stage.backward_input = 1.0;
-  stage.backward_weight = 1.0;
-  request.costs.stages = {stage};
-  BoundaryCosts boundary;
-  boundary.latency = 0.05;
-  request.costs.boundaries = {boundary};
+  request.costs = bench::UnitCosts();
   return request;
 }
 

@@ -81,6 +81,7 @@
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/strategy.h"
+#include "unit_costs.h"
 
 namespace pipeplan {
 namespace {
@@ -110,15 +111,7 @@ PlanRequest ScaleRequest(const Strategy& strategy, int stages_per_rank, const Si
   request.topology.stages_per_rank = stages_per_rank;
   request.topology.microbatches = size.microbatches;
   request.topology.placement = strategy.placement;
-  StageCosts stage;
-  stage.forward = 1.0;
-  stage.backward = 2.0;
-  stage.backward_input = 1.0;
-  stage.backward_weight = 1.0;
-  request.costs.stages = {stage};
-  BoundaryCosts boundary;
-  boundary.latency = 0.05;
-  request.costs.boundaries = {boundary};
+  request.costs = bench::UnitCosts();
   return request;
 }
 
