@@ -198,21 +198,30 @@ double MemoryChange(const PlanRequest& request, StageId stage, ActionKind kind) 
 
 // Activation memory a rank will still add above what it holds now if it runs the rest of its
 // block order as is: a segment tree over the order's memory changes that keeps the largest
-// prefix sum, so running one pass early is an O(log n) update.
+// prefix sum, so running one pass early is an O(log n) update. The tree's lowest levels are
+// not stored: a leaf covers a block of kBlock passes and is recombined from their changes
+// (one or two cache lines) when needed, which keeps the tree an eighth of the size; at
+// P=256, M=4096 the full tree would be 256 MB over all ranks and every step missed the cache.
+// The block is recombined in the same pairs as the full tree, so every sum is the same.
 class FutureMemory {
  public:
-  explicit FutureMemory(const std::vector<double>& changes) {
-    while (leaves_ < changes.size()) leaves_ *= 2;
+  FutureMemory() = default;
+  explicit FutureMemory(std::vector<double> changes) : changes_(std::move(changes)) {
+    const size_t blocks = (changes_.size() + kBlock - 1) / kBlock;
+    while (leaves_ < blocks) leaves_ *= 2;
     nodes_.assign(2 * leaves_, Node{});
-    for (size_t i = 0; i < changes.size(); ++i) nodes_[leaves_ + i] = Leaf(changes[i]);
+    for (size_t block = 0; block < blocks; ++block) {
+      nodes_[leaves_ + block] = BlockNode(block, kKeepAll);
+    }
     for (size_t node = leaves_ - 1; node >= 1; --node) {
       nodes_[node] = Combine(nodes_[2 * node], nodes_[2 * node + 1]);
     }
   }
 
   void Remove(size_t position) {
-    size_t node = leaves_ + position;
-    nodes_[node] = Node{};
+    changes_[position] = 0.0;  // Leaf(0) is the empty node
+    size_t node = leaves_ + position / kBlock;
+    nodes_[node] = BlockNode(position / kBlock, kKeepAll);
     for (node /= 2; node >= 1; node /= 2) {
       nodes_[node] = Combine(nodes_[2 * node], nodes_[2 * node + 1]);
     }
@@ -221,8 +230,8 @@ class FutureMemory {
   // The largest rise (>= 0) over the remaining order with the pass at `position` left out:
   // the root recombined along the leaf's path, read-only (this runs for every candidate F).
   double RiseWithout(size_t position) const {
-    Node combined;  // the leaf, left out
-    for (size_t node = leaves_ + position; node > 1; node /= 2) {
+    Node combined = BlockNode(position / kBlock, position);
+    for (size_t node = leaves_ + position / kBlock; node > 1; node /= 2) {
       const Node& sibling = nodes_[node ^ 1];
       combined = (node & 1) == 0 ? Combine(combined, sibling) : Combine(sibling, combined);
     }
@@ -230,6 +239,9 @@ class FutureMemory {
   }
 
  private:
+  static constexpr size_t kBlock = 8;  // a power of two: blocks are subtrees of the full tree
+  static constexpr size_t kKeepAll = ~size_t{0};
+
   // A range of the order: its total change and its largest prefix sum (empty prefix
   // included). Side by side, so a walk up the tree reads one cache line per level.
   struct Node {
@@ -242,8 +254,24 @@ class FutureMemory {
     return {left.sum + right.sum, std::max(left.rise, left.sum + right.rise)};
   }
 
+  // The block's subtree, with the pass at `skip` (if in the block) left out; positions past
+  // the order are empty, as in the full tree.
+  Node BlockNode(size_t block, size_t skip) const {
+    std::array<Node, kBlock> level;
+    const size_t begin = block * kBlock;
+    for (size_t i = 0; i < kBlock; ++i) {
+      const size_t position = begin + i;
+      level[i] = position < changes_.size() && position != skip ? Leaf(changes_[position]) : Node{};
+    }
+    for (size_t width = kBlock / 2; width >= 1; width /= 2) {
+      for (size_t i = 0; i < width; ++i) level[i] = Combine(level[2 * i], level[2 * i + 1]);
+    }
+    return level[0];
+  }
+
+  std::vector<double> changes_;  // per position; 0 once the pass ran
   size_t leaves_ = 1;
-  std::vector<Node> nodes_;  // nodes_[1] is the root; position p's leaf at leaves_ + p
+  std::vector<Node> nodes_;  // nodes_[1] is the root; block b's leaf at leaves_ + b
 };
 
 // Which liberties the greedy reordering takes; each combination tried is one candidate order.
@@ -281,27 +309,36 @@ struct PassEnds {
 
 // One rank's block order and its progress through it.
 struct RankState {
-  RankState(std::vector<PatternEntry> block_order, const std::vector<double>& memory_changes)
-      : pattern(std::move(block_order)), ran(pattern.size(), 0), future(memory_changes) {}
+  RankState(std::vector<PatternEntry> block_order, FutureMemory future_memory)
+      : pattern(std::move(block_order)), ran(pattern.size(), 0), future(std::move(future_memory)) {}
 
   // The passes of one (kind, chunk) in microbatch order, which is also their block order.
   struct Stream {
     ActionKind kind = ActionKind::kForward;
     int chunk = kDownChunk;
-    std::vector<size_t> positions;  // in the block order
-    size_t ran = 0;
+    uint32_t size = 0;
+    uint32_t ran = 0;
   };
+
+  // The j-th pass of stream k is at block position stream_positions[j * streams.size() + k]:
+  // the streams advance together, so a proposal reads its candidates from one cache line.
+  // (A vector per stream put them on six pages per rank, and at P=256 most reads missed the
+  // TLB.) Positions fit 32 bits: requests are capped far below 2^32 passes.
+  size_t PositionOf(size_t stream, uint32_t j) const {
+    return stream_positions[static_cast<size_t>(j) * streams.size() + stream];
+  }
 
   std::vector<PatternEntry> pattern;
   std::vector<uint8_t> ran;  // per pattern position
   size_t next = 0;           // first position not run yet: the pass the block order wants next
   std::vector<Stream> streams;
-  FutureMemory future;
-  double held = 0.0;  // activation memory held now
+  std::vector<uint32_t> stream_positions;
+  FutureMemory future;  // empty when the settings never run a pass ahead
+  double held = 0.0;    // activation memory held now
   double free_at = 0.0;
   int forwards_left = 0;
   bool ran_input = false;
-  std::vector<size_t> order;  // positions in the order they ran
+  std::vector<uint32_t> order;  // positions in the order they ran
 };
 
 // A rank's choice for its next pass: the pattern position and when it can start.
@@ -328,23 +365,27 @@ class EarliestProposal {
 
  private:
   static constexpr size_t kNoRank = ~size_t{0};
+  // Starts are finite, so "no proposal" (an infinite start) loses to every proposal.
   struct Entry {
     double start;
     size_t rank;
     bool operator<(const Entry& other) const {
-      if (rank == kNoRank || other.rank == kNoRank) return other.rank == kNoRank && rank != kNoRank;
-      return start != other.start ? start < other.start : rank < other.rank;
+      return start < other.start || (start == other.start && rank < other.rank);
     }
+    bool operator==(const Entry& other) const = default;
   };
-  static constexpr Entry kNone = {0.0, kNoRank};
+  static constexpr Entry kNone = {std::numeric_limits<double>::infinity(), kNoRank};
 
+  // Replays the leaf's path; stops where a node keeps its winner (its ancestors keep theirs).
   void Update(size_t rank, Entry entry) {
     size_t node = leaves_ + rank;
     nodes_[node] = entry;
     for (node /= 2; node >= 1; node /= 2) {
       const Entry& left = nodes_[2 * node];
       const Entry& right = nodes_[2 * node + 1];
-      nodes_[node] = right < left ? right : left;
+      const Entry winner = right < left ? right : left;
+      if (winner == nodes_[node]) return;
+      nodes_[node] = winner;
     }
   }
 
@@ -405,7 +446,10 @@ class GreedyReorder {
   enum class Phase : uint8_t { kWarmup, kSteady, kCooldown };
 
   RankState MakeRankState(RankId rank, const std::vector<PatternEntry>& pattern) const {
-    RankState state(pattern, MemoryChanges(rank, pattern));
+    RankState state(pattern,
+                    RunsAhead() ? FutureMemory(MemoryChanges(rank, pattern)) : FutureMemory());
+    std::vector<size_t> stream_of(pattern.size());
+    uint32_t longest = 0;
     for (size_t position = 0; position < pattern.size(); ++position) {
       const PatternEntry& entry = pattern[position];
       if (entry.kind == ActionKind::kForward) ++state.forwards_left;
@@ -414,10 +458,18 @@ class GreedyReorder {
             return s.kind == entry.kind && s.chunk == entry.chunk;
           });
       if (stream == state.streams.end()) {
-        state.streams.push_back({entry.kind, entry.chunk, {}, 0});
+        state.streams.push_back({entry.kind, entry.chunk, 0, 0});
         stream = std::prev(state.streams.end());
       }
-      stream->positions.push_back(position);
+      stream_of[position] = static_cast<size_t>(stream - state.streams.begin());
+      longest = std::max(longest, ++stream->size);
+    }
+    state.stream_positions.resize(static_cast<size_t>(longest) * state.streams.size());
+    std::vector<uint32_t> filled(state.streams.size(), 0);
+    for (size_t position = 0; position < pattern.size(); ++position) {
+      const size_t k = stream_of[position];
+      state.stream_positions[static_cast<size_t>(filled[k]++) * state.streams.size() + k] =
+          static_cast<uint32_t>(position);
     }
     return state;
   }
@@ -438,6 +490,11 @@ class GreedyReorder {
   Phase PhaseOf(const RankState& rank) const {
     if (!rank.ran_input) return Phase::kWarmup;
     return rank.forwards_left > 0 ? Phase::kSteady : Phase::kCooldown;
+  }
+
+  // Only a pass run ahead of the block order needs the rank's future memory.
+  bool RunsAhead() const {
+    return settings_.fill_warmup_and_cooldown || settings_.fill_steady_phase;
   }
 
   bool MayRunAhead(Phase phase) const {
@@ -520,9 +577,10 @@ class GreedyReorder {
     const bool may_run_ahead = MayRunAhead(PhaseOf(rank));
     std::optional<Proposal> best;
     std::pair<int, int> best_priority;
-    for (const RankState::Stream& stream : rank.streams) {
-      if (stream.ran >= stream.positions.size()) continue;
-      const size_t position = stream.positions[stream.ran];
+    for (size_t k = 0; k < rank.streams.size(); ++k) {
+      const RankState::Stream& stream = rank.streams[k];
+      if (stream.ran >= stream.size) continue;
+      const size_t position = rank.PositionOf(k, stream.ran);
       const bool ahead = position != rank.next;
       if (ahead && !may_run_ahead) continue;
       const PatternEntry& entry = rank.pattern[position];
@@ -575,14 +633,14 @@ class GreedyReorder {
         break;
     }
     rank.held += MemoryChange(request_, stage, entry.kind);
-    rank.future.Remove(proposal.position);
+    if (RunsAhead()) rank.future.Remove(proposal.position);
     rank.ran[proposal.position] = 1;
     while (rank.next < rank.ran.size() && rank.ran[rank.next] != 0) ++rank.next;
     for (RankState::Stream& stream : rank.streams) {
       if (stream.kind == entry.kind && stream.chunk == entry.chunk) ++stream.ran;
     }
     rank.free_at = end;
-    rank.order.push_back(proposal.position);
+    rank.order.push_back(static_cast<uint32_t>(proposal.position));
     return end;
   }
 
