@@ -307,6 +307,29 @@ struct PassEnds {
   }
 };
 
+// F, I, W and B: the kinds a block order holds, as an index.
+size_t PassIndex(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return 0;
+    case ActionKind::kBackwardInput:
+      return 1;
+    case ActionKind::kBackwardWeight:
+      return 2;
+    case ActionKind::kBackward:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      break;
+  }
+  return 3;
+}
+
 // One rank's block order and its progress through it.
 struct RankState {
   RankState(std::vector<PatternEntry> block_order, FutureMemory future_memory)
@@ -333,6 +356,14 @@ struct RankState {
   size_t next = 0;           // first position not run yet: the pass the block order wants next
   std::vector<Stream> streams;
   std::vector<uint32_t> stream_positions;
+  // Per chunk, its stage and per pass kind (see PassIndex) its cost and memory change:
+  // looked up once, read by every greedy step.
+  struct PassFacts {
+    double cost = 0.0;
+    double change = 0.0;
+  };
+  std::array<StageId, 2> stage_of_chunk{};
+  std::array<std::array<PassFacts, 4>, 2> facts{};
   FutureMemory future;  // empty when the settings never run a pass ahead
   double held = 0.0;    // activation memory held now
   double free_at = 0.0;
@@ -448,6 +479,16 @@ class GreedyReorder {
   RankState MakeRankState(RankId rank, const std::vector<PatternEntry>& pattern) const {
     RankState state(pattern,
                     RunsAhead() ? FutureMemory(MemoryChanges(rank, pattern)) : FutureMemory());
+    for (const int chunk : {kDownChunk, kUpChunk}) {
+      const StageId stage = stages_.StagesOf(rank)[static_cast<size_t>(chunk)];
+      state.stage_of_chunk[chunk] = stage;
+      for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackwardInput,
+                                    ActionKind::kBackwardWeight, ActionKind::kBackward}) {
+        state.facts[chunk][PassIndex(kind)] = {
+            request_.costs.ComputeTime(MakeCompute(kind, stage, MicrobatchId(0))),
+            MemoryChange(request_, stage, kind)};
+      }
+    }
     std::vector<size_t> stream_of(pattern.size());
     uint32_t longest = 0;
     for (size_t position = 0; position < pattern.size(); ++position) {
@@ -519,7 +560,7 @@ class GreedyReorder {
 
   // When the inputs of a pass are there; nullopt while a producer has not run.
   std::optional<double> InputsReady(RankId rank, const PatternEntry& entry) const {
-    const StageId stage = StageOf(rank, entry);
+    const StageId stage = ranks_[static_cast<size_t>(rank.value)].stage_of_chunk[entry.chunk];
     const MicrobatchId mb(entry.microbatch);
     const PassEnds& own = ends_.At(stage, mb);
     switch (entry.kind) {
@@ -562,8 +603,8 @@ class GreedyReorder {
 
   // Running the F at `position` now keeps the rank within the cap even if the rest of its
   // block order then runs as is.
-  bool ForwardFits(const RankState& rank, size_t position, StageId stage) const {
-    const double peak = rank.held + MemoryChange(request_, stage, ActionKind::kForward) +
+  bool ForwardFits(const RankState& rank, size_t position, int chunk) const {
+    const double peak = rank.held + rank.facts[chunk][PassIndex(ActionKind::kForward)].change +
                         rank.future.RiseWithout(position);
     return peak <= memory_cap_ * (1 + kMemorySlack) + kMemorySlack;
   }
@@ -587,7 +628,7 @@ class GreedyReorder {
       const std::optional<double> ready = InputsReady(rank_id, entry);
       if (!ready.has_value()) continue;
       if (ahead && entry.kind == ActionKind::kForward &&
-          !ForwardFits(rank, position, StageOf(rank_id, entry))) {
+          !ForwardFits(rank, position, entry.chunk)) {
         continue;
       }
       const double start = std::max(rank.free_at, *ready);
@@ -607,10 +648,10 @@ class GreedyReorder {
     RankState& rank = ranks_[r];
     const RankId rank_id(static_cast<int>(r));
     const PatternEntry& entry = rank.pattern[proposal.position];
-    const StageId stage = StageOf(rank_id, entry);
+    const StageId stage = rank.stage_of_chunk[entry.chunk];
     const MicrobatchId mb(entry.microbatch);
-    const double end =
-        proposal.start + request_.costs.ComputeTime(MakeCompute(entry.kind, stage, mb));
+    const RankState::PassFacts& facts = rank.facts[entry.chunk][PassIndex(entry.kind)];
+    const double end = proposal.start + facts.cost;
     switch (entry.kind) {
       case ActionKind::kForward:
         ends_.At(stage, mb).forward = end;
@@ -632,7 +673,7 @@ class GreedyReorder {
       case ActionKind::kRecvPostValidation:
         break;
     }
-    rank.held += MemoryChange(request_, stage, entry.kind);
+    rank.held += facts.change;
     if (RunsAhead()) rank.future.Remove(proposal.position);
     rank.ran[proposal.position] = 1;
     while (rank.next < rank.ran.size() && rank.ran[rank.next] != 0) ++rank.next;
