@@ -200,8 +200,9 @@ double MemoryChange(const PlanRequest& request, StageId stage, ActionKind kind) 
 // block order as is: a segment tree over the order's memory changes that keeps the largest
 // prefix sum, so running one pass early is an O(log n) update. The tree's lowest levels are
 // not stored: a leaf covers a block of kBlock passes and is recombined from their changes
-// (one or two cache lines) when needed, which keeps the tree an eighth of the size; at
-// P=256, M=4096 the full tree would be 256 MB over all ranks and every step missed the cache.
+// (one or two cache lines) when needed, which keeps the tree an eighth of the size (with a
+// leaf per pass it was 256 MB over all ranks at P=256, M=4096, and perf showed the greedy
+// steps stalling in its walks).
 // The block is recombined in the same pairs as the full tree, so every sum is the same.
 class FutureMemory {
  public:
@@ -345,8 +346,8 @@ struct RankState {
 
   // The j-th pass of stream k is at block position stream_positions[j * streams.size() + k]:
   // the streams advance together, so a proposal reads its candidates from one cache line.
-  // (A vector per stream put them on six pages per rank, and at P=256 most reads missed the
-  // TLB.) Positions fit 32 bits: requests are capped far below 2^32 passes.
+  // (A vector per stream put them on six pages per rank.) Positions fit 32 bits: requests
+  // are capped far below 2^32 passes.
   size_t PositionOf(size_t stream, uint32_t j) const {
     return stream_positions[static_cast<size_t>(j) * streams.size() + stream];
   }
