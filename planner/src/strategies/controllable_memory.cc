@@ -333,8 +333,8 @@ size_t PassIndex(ActionKind kind) {
 
 // One rank's block order and its progress through it.
 struct RankState {
-  RankState(std::vector<PatternEntry> block_order, FutureMemory future_memory)
-      : pattern(std::move(block_order)), ran(pattern.size(), 0), future(std::move(future_memory)) {}
+  explicit RankState(std::vector<PatternEntry> block_order)
+      : pattern(std::move(block_order)), ran(pattern.size(), 0) {}
 
   // The passes of one (kind, chunk) in microbatch order, which is also their block order.
   struct Stream {
@@ -365,6 +365,9 @@ struct RankState {
   };
   std::array<StageId, 2> stage_of_chunk{};
   std::array<std::array<PassFacts, 4>, 2> facts{};
+  const PassFacts& FactsOf(const PatternEntry& entry) const {
+    return facts[entry.chunk][PassIndex(entry.kind)];
+  }
   FutureMemory future;  // empty when the settings never run a pass ahead
   double held = 0.0;    // activation memory held now
   double free_at = 0.0;
@@ -478,8 +481,7 @@ class GreedyReorder {
   enum class Phase : uint8_t { kWarmup, kSteady, kCooldown };
 
   RankState MakeRankState(RankId rank, const std::vector<PatternEntry>& pattern) const {
-    RankState state(pattern,
-                    RunsAhead() ? FutureMemory(MemoryChanges(rank, pattern)) : FutureMemory());
+    RankState state(pattern);
     for (const int chunk : {kDownChunk, kUpChunk}) {
       const StageId stage = stages_.StagesOf(rank)[static_cast<size_t>(chunk)];
       state.stage_of_chunk[chunk] = stage;
@@ -490,6 +492,7 @@ class GreedyReorder {
             MemoryChange(request_, stage, kind)};
       }
     }
+    if (RunsAhead()) state.future = FutureMemory(MemoryChanges(state));
     std::vector<size_t> stream_of(pattern.size());
     uint32_t longest = 0;
     for (size_t position = 0; position < pattern.size(); ++position) {
@@ -516,17 +519,15 @@ class GreedyReorder {
     return state;
   }
 
-  std::vector<double> MemoryChanges(RankId rank, const std::vector<PatternEntry>& pattern) const {
+  static std::vector<double> MemoryChanges(const RankState& rank) {
     std::vector<double> changes;
-    changes.reserve(pattern.size());
-    for (const PatternEntry& entry : pattern) {
-      changes.push_back(MemoryChange(request_, StageOf(rank, entry), entry.kind));
-    }
+    changes.reserve(rank.pattern.size());
+    for (const PatternEntry& entry : rank.pattern) changes.push_back(rank.FactsOf(entry).change);
     return changes;
   }
 
   StageId StageOf(RankId rank, const PatternEntry& entry) const {
-    return stages_.StagesOf(rank)[static_cast<size_t>(entry.chunk)];
+    return ranks_[static_cast<size_t>(rank.value)].stage_of_chunk[entry.chunk];
   }
 
   Phase PhaseOf(const RankState& rank) const {
@@ -561,7 +562,7 @@ class GreedyReorder {
 
   // When the inputs of a pass are there; nullopt while a producer has not run.
   std::optional<double> InputsReady(RankId rank, const PatternEntry& entry) const {
-    const StageId stage = ranks_[static_cast<size_t>(rank.value)].stage_of_chunk[entry.chunk];
+    const StageId stage = StageOf(rank, entry);
     const MicrobatchId mb(entry.microbatch);
     const PassEnds& own = ends_.At(stage, mb);
     switch (entry.kind) {
@@ -647,11 +648,10 @@ class GreedyReorder {
   // Runs the proposed pass on rank r; returns its end.
   double RunPass(size_t r, const Proposal& proposal) {
     RankState& rank = ranks_[r];
-    const RankId rank_id(static_cast<int>(r));
     const PatternEntry& entry = rank.pattern[proposal.position];
     const StageId stage = rank.stage_of_chunk[entry.chunk];
     const MicrobatchId mb(entry.microbatch);
-    const RankState::PassFacts& facts = rank.facts[entry.chunk][PassIndex(entry.kind)];
+    const RankState::PassFacts& facts = rank.FactsOf(entry);
     const double end = proposal.start + facts.cost;
     switch (entry.kind) {
       case ActionKind::kForward:
