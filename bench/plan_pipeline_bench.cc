@@ -1,5 +1,5 @@
-// Whole-pipeline cost of planning: BuildPlan (generate, insert comm, validate incl. the dry
-// run) plus Simulate, for interleaved-1f1b.
+// Whole-pipeline cost of planning: BuildAndSimulatePlan (generate, insert comm, validate
+// incl. the dry run, simulate), for interleaved-1f1b.
 //
 // Budget: P=32, V=2, M=256 must plan and simulate in under 10 ms (one CPU core). The
 // "ms" counter is the mean wall time per iteration and "budget_ms" the budget; the label
@@ -14,7 +14,6 @@
 
 #include "pipeplan/planner/plan.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/simulator.h"
 #include "unit_costs.h"
 
 namespace pipeplan {
@@ -33,28 +32,23 @@ PlanRequest InterleavedRequest(int ranks, int microbatches) {
   return request;
 }
 
-// Runs BuildPlan + Simulate per iteration; returns the total wall time in milliseconds, or a
+// Runs BuildAndSimulatePlan per iteration; returns the total wall time in milliseconds, or a
 // negative value after reporting an error through `state`.
 double RunPipeline(benchmark::State& state, const PlanRequest& request) {
   double total_ms = 0;
   size_t actions = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    StatusOr<Plan> plan = BuildPlan(request);
-    if (!plan.ok()) {
-      state.SkipWithError(plan.status().message().c_str());
+    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(request);
+    if (!planned.ok()) {
+      state.SkipWithError(planned.status().message().c_str());
       return -1;
     }
-    StatusOr<Timeline> timeline = Simulate(*plan);
-    if (!timeline.ok()) {
-      state.SkipWithError(timeline.status().message().c_str());
-      return -1;
-    }
-    benchmark::DoNotOptimize(timeline->metrics.makespan);
+    benchmark::DoNotOptimize(planned->timeline.metrics.makespan);
     total_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     actions = 0;
-    for (const RankProgram& program : plan->programs) actions += program.actions.size();
+    for (const RankProgram& program : planned->plan.programs) actions += program.actions.size();
   }
   state.counters["actions"] = static_cast<double>(actions);
   state.counters["ms"] = benchmark::Counter(total_ms, benchmark::Counter::kAvgIterations);

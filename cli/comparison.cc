@@ -33,18 +33,13 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
     row.error = status.message();
     return row;
   }
-  StatusOr<Plan> plan = BuildPlan(request);
-  if (!plan.ok()) {
-    row.error = plan.status().message();
+  StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(request);
+  if (!planned.ok()) {
+    row.error = planned.status().message();
     return row;
   }
-  StatusOr<Timeline> timeline = Simulate(*plan);
-  if (!timeline.ok()) {
-    row.error = timeline.status().message();
-    return row;
-  }
-  row.plan = *std::move(plan);
-  row.timeline = *std::move(timeline);
+  row.plan = std::move(planned->plan);
+  row.timeline = std::move(planned->timeline);
   return row;
 }
 

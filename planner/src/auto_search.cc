@@ -7,7 +7,6 @@
 
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/planner/post_validation.h"
-#include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/text_format.h"
 
@@ -138,21 +137,16 @@ class AutoSearcher {
   }
 
   Plan Evaluate(AutoCandidate& candidate) {
-    StatusOr<Plan> plan = BuildPlan(candidate.request);
-    if (!plan.ok()) {
-      candidate.status = plan.status();
+    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(candidate.request);
+    if (!planned.ok()) {
+      candidate.status = planned.status();
       return {};
     }
-    StatusOr<Timeline> timeline = Simulate(*plan);
-    if (!timeline.ok()) {
-      candidate.status = timeline.status();
-      return {};
-    }
-    candidate.makespan = timeline->metrics.makespan;
-    for (const RankTimeline& rank : timeline->ranks) {
+    candidate.makespan = planned->timeline.metrics.makespan;
+    for (const RankTimeline& rank : planned->timeline.ranks) {
       candidate.peak_memory = std::max(candidate.peak_memory, rank.peak_memory);
     }
-    return std::move(*plan);
+    return std::move(planned->plan);
   }
 
   // With a limit nothing fits: find the smallest limit that would, by planning without one.
@@ -166,12 +160,12 @@ class AutoSearcher {
       PlanRequest unlimited = candidate.request;
       if (unlimited.strategy == "zb") continue;  // zb-1p and zb-2p cover it without a limit
       unlimited.memory.limit.reset();
-      StatusOr<Plan> plan = BuildPlan(unlimited);
-      if (!plan.ok()) continue;
-      StatusOr<Timeline> timeline = Simulate(*plan);
-      if (!timeline.ok()) continue;
+      StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(unlimited);
+      if (!planned.ok()) continue;
       double peak = 0;
-      for (const RankTimeline& rank : timeline->ranks) peak = std::max(peak, rank.peak_memory);
+      for (const RankTimeline& rank : planned->timeline.ranks) {
+        peak = std::max(peak, rank.peak_memory);
+      }
       if (peak < smallest) {
         smallest = peak;
         needed_by =

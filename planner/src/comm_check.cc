@@ -18,7 +18,7 @@ struct CommShape {
   int neighbour_offset = 0;  // +1: the next stage, -1: the previous one, 0: PV (stage-less)
 };
 
-CommShape ShapeOf(ActionKind kind) {
+constexpr CommShape ShapeOf(ActionKind kind) {
   switch (kind) {
     case ActionKind::kSendForward:
       return {true, +1};
@@ -119,9 +119,9 @@ class CommChecker {
       const auto& actions = plan_.programs[r].actions;
       for (size_t i = 0; i < actions.size(); ++i) {
         if (!IsComm(actions[i].kind)) continue;
-        PIPEPLAN_RETURN_IF_ERROR(CheckEndpoint(static_cast<int>(r), i, actions[i]));
-        const bool is_send = ShapeOf(actions[i].kind).is_send;
-        (is_send ? sends_ : recvs_)[r]
+        const CommShape shape = ShapeOf(actions[i].kind);
+        PIPEPLAN_RETURN_IF_ERROR(CheckEndpoint(static_cast<int>(r), i, actions[i], shape));
+        (shape.is_send ? sends_ : recvs_)[r]
             .For(actions[i].peer.value)
             .push_back({static_cast<int>(r), static_cast<uint32_t>(i)});
       }
@@ -134,7 +134,7 @@ class CommChecker {
  private:
   const Action& At(const CommRef& ref) const { return plan_.programs[ref.rank].actions[ref.index]; }
 
-  Status CheckEndpoint(int rank, size_t index, const Action& action) const {
+  Status CheckEndpoint(int rank, size_t index, const Action& action, const CommShape& shape) const {
     const auto where = [&] { return Where(rank, index, action); };
     const int ranks = static_cast<int>(plan_.programs.size());
     if (action.peer.value < 0 || action.peer.value >= ranks) {
@@ -142,7 +142,6 @@ class CommChecker {
                              " out of range 0.." + std::to_string(ranks - 1));
     }
     if (action.peer.value == rank) return InvalidArgument(where() + ": sends to its own rank");
-    const CommShape shape = ShapeOf(action.kind);
     if (shape.neighbour_offset == 0) {
       // The validation state travels from the last rank down to rank 0.
       const int expected = shape.is_send ? rank - 1 : rank + 1;

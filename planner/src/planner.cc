@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <string>
 
+#include "added_actions_check.h"
 #include "memory_tracker.h"
 #include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/comm_insertion.h"
 #include "pipeplan/planner/post_validation.h"
+#include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/strategy.h"
 #include "pipeplan/planner/text_format.h"
 #include "pipeplan/planner/validator.h"
@@ -98,26 +100,17 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
   return request;
 }
 
-StatusOr<Plan> BuildPlan(const PlanRequest& raw_request) {
-  if (raw_request.strategy == kAutoStrategy) {
-    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(raw_request));
-    return std::move(result.best);
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest request, NormalizeRequest(raw_request));
-  const StageMap stages(request.topology);
-  const Strategy* strategy = FindStrategy(request.strategy);
-  PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
-  return BuildPlanFromOrder(request, std::move(order));
-}
+namespace {
 
-StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order) {
+// BuildPlanFromOrder that also hands back the list schedule of the plan's compute order.
+StatusOr<Plan> BuildScheduledPlan(const PlanRequest& request, ComputeOrder order,
+                                  ListScheduleResult& schedule) {
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   PIPEPLAN_RETURN_IF_ERROR(ValidateComputeOrder(order, request.topology));
   const StageMap stages(request.topology);
   Plan plan;
   plan.request = request;
-  ListScheduleResult schedule;
   PIPEPLAN_ASSIGN_OR_RETURN(plan.programs,
                             InsertComm(std::move(order), stages, request.costs, schedule));
   if (request.options.post_validation) {
@@ -125,10 +118,50 @@ StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order
                                                                   request.costs, schedule));
   }
   plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
-  Status valid = ValidatePlan(plan);
+  // The compute order was checked above and the passes keep it as it is.
+  Status valid = ValidateAddedActions(plan);
   if (!valid.ok()) return Internal("the planner produced an invalid plan: " + valid.message());
   PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan));
   return plan;
+}
+
+// A strategy's plan (not "auto"), with its list schedule.
+StatusOr<Plan> BuildStrategyPlan(const PlanRequest& raw_request, ListScheduleResult& schedule) {
+  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest request, NormalizeRequest(raw_request));
+  const StageMap stages(request.topology);
+  const Strategy* strategy = FindStrategy(request.strategy);
+  PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
+  return BuildScheduledPlan(request, std::move(order), schedule);
+}
+
+}  // namespace
+
+StatusOr<Plan> BuildPlan(const PlanRequest& request) {
+  if (request.strategy == kAutoStrategy) {
+    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
+    return std::move(result.best);
+  }
+  ListScheduleResult schedule;
+  return BuildStrategyPlan(request, schedule);
+}
+
+StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order) {
+  ListScheduleResult schedule;
+  return BuildScheduledPlan(request, std::move(order), schedule);
+}
+
+StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request) {
+  SimulatedPlan out;
+  if (request.strategy == kAutoStrategy) {
+    PIPEPLAN_ASSIGN_OR_RETURN(out.plan, BuildPlan(request));
+    PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(out.plan));
+    return out;
+  }
+  ListScheduleResult schedule;
+  PIPEPLAN_ASSIGN_OR_RETURN(out.plan, BuildStrategyPlan(request, schedule));
+  out.timeline =
+      SimulateScheduled(out.plan, out.plan.request.costs, out.plan.request.memory, schedule);
+  return out;
 }
 
 }  // namespace pipeplan

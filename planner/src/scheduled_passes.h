@@ -1,13 +1,16 @@
 // The passes BuildPlan chains, sharing one list schedule: the schedule depends only on the
 // compute order and the costs, and comm insertion leaves the compute order as it is, so
-// post-validation reuses the one comm insertion ran instead of running its own.
+// post-validation and the simulation of the plan under the same costs reuse the one comm
+// insertion ran instead of running their own.
 #pragma once
 
 #include <vector>
 
 #include "list_schedule.h"
 #include "pipeplan/planner/cost_model.h"
+#include "pipeplan/planner/memory_model.h"
 #include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
 #include "pipeplan/planner/topology.h"
 
 namespace pipeplan {
@@ -21,5 +24,9 @@ StatusOr<std::vector<RankProgram>> InsertPostValidation(std::vector<RankProgram>
                                                         const StageMap& stages,
                                                         const CostModel& costs,
                                                         const ListScheduleResult& schedule);
+
+// Simulate on a valid plan whose compute order has `schedule` under `costs`.
+Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const MemoryModel& memory,
+                           const ListScheduleResult& schedule);
 
 }  // namespace pipeplan

@@ -7,6 +7,7 @@
 #include "memory_tracker.h"
 #include "pipeplan/planner/timeline_metrics.h"
 #include "plan_util.h"
+#include "scheduled_passes.h"
 #include "stage_mb_table.h"
 
 namespace pipeplan {
@@ -18,14 +19,16 @@ struct ProducerEnds {
   StageMbTable<double> input_grad;
 };
 
-ProducerEnds CollectProducerEnds(const ProgramComputeView& view, const ListScheduleResult& schedule,
-                                 const Topology& topology) {
+ProducerEnds CollectProducerEnds(const std::vector<RankProgram>& programs,
+                                 const ListScheduleResult& schedule, const Topology& topology) {
   ProducerEnds ends{StageMbTable<double>(topology.num_stages(), topology.microbatches, 0.0),
                     StageMbTable<double>(topology.num_stages(), topology.microbatches, 0.0)};
-  for (size_t r = 0; r < view.order.size(); ++r) {
-    for (size_t i = 0; i < view.order[r].size(); ++i) {
-      for (const Action* part : ComputeParts(*view.order[r][i])) {
-        const double end = schedule.At(static_cast<int>(r), i).end;
+  for (size_t r = 0; r < programs.size(); ++r) {
+    size_t compute = 0;
+    for (const Action& action : programs[r].actions) {
+      if (!IsCompute(action.kind)) continue;
+      const double end = schedule.At(static_cast<int>(r), compute++).end;
+      for (const Action* part : ComputeParts(action)) {
         if (part->kind == ActionKind::kForward)
           ends.forward.At(part->stage, part->microbatch) = end;
         if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
@@ -81,21 +84,20 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
   const MemoryModel& memory = changes.memory();
   RankTimeline out;
   out.rank = RankId(rank);
-  out.actions.resize(program.actions.size());
+  out.actions.reserve(program.actions.size());
   out.memory.reserve(2 * schedule.Rank(rank).size() + 1);
   RankMemoryTracker tracker(changes);
   out.memory.push_back({0.0, memory.static_per_rank});
   double rank_time = 0.0;
   size_t compute = 0;
-  for (size_t i = 0; i < program.actions.size(); ++i) {
-    const Action& action = program.actions[i];
+  for (const Action& action : program.actions) {
     if (!IsCompute(action.kind)) {
-      out.actions[i] = CommTiming(action, rank_time, ends, costs);
-      if (IsComm(action.kind)) out.actions[i].thread = kCommThread;
+      ActionTiming& timing = out.actions.emplace_back(CommTiming(action, rank_time, ends, costs));
+      if (IsComm(action.kind)) timing.thread = kCommThread;
       continue;
     }
     const ScheduledCompute& t = schedule.At(rank, compute);
-    out.actions[i] = {t.start, t.end};
+    out.actions.push_back({t.start, t.end});
     if (compute == 0) out.first_start = t.start;
     out.last_end = t.end;
     out.busy += t.end - t.start;
@@ -224,13 +226,17 @@ StatusOr<Timeline> Simulate(const Plan& plan) {
 StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {
   PIPEPLAN_RETURN_IF_ERROR(CheckSimulatable(plan, costs, memory));
   PIPEPLAN_RETURN_IF_ERROR(CheckIndices(plan));
-  const Topology& topology = plan.request.topology;
-  const StageMap stages(topology);
+  const StageMap stages(plan.request.topology);
   const ProgramComputeView view = ExtractCompute(plan.programs);
-  PIPEPLAN_ASSIGN_OR_RETURN(ListScheduleResult schedule,
+  PIPEPLAN_ASSIGN_OR_RETURN(const ListScheduleResult schedule,
                             RunListSchedule(view.order, stages, costs));
-  const ProducerEnds ends = CollectProducerEnds(view, schedule, topology);
+  return SimulateScheduled(plan, costs, memory, schedule);
+}
 
+Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const MemoryModel& memory,
+                           const ListScheduleResult& schedule) {
+  const Topology& topology = plan.request.topology;
+  const ProducerEnds ends = CollectProducerEnds(plan.programs, schedule, topology);
   const MemoryChangeTable changes(memory, ChunksPerShare(topology), topology.num_stages());
   Timeline timeline;
   timeline.source = TimelineSource::kSimulated;

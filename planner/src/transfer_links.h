@@ -1,6 +1,7 @@
 // The transfers of a plan grouped by link (ordered pair of ranks), each link in program order:
 // the k-th send on a link pairs with the k-th receive on it (NCCL matches by order). Built in
-// two passes into flat arrays; the comm check and the dry run both pair transfers with it.
+// two passes into flat arrays; post-validation, clock alignment and profiles pair transfers with
+// it.
 #pragma once
 
 #include <span>

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "added_actions_check.h"
 #include "comm_check.h"
 #include "compute_order_check.h"
 #include "list_schedule.h"
@@ -21,7 +22,9 @@ Status ValidatePlan(const Plan& plan) {
   return DryRun(plan);
 }
 
-Status ValidateStructure(const Plan& plan) {
+namespace {
+
+Status CheckProgramsMatchTopology(const Plan& plan) {
   const Topology& topology = plan.request.topology;
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
   if (static_cast<int>(plan.programs.size()) != topology.ranks) {
@@ -36,10 +39,25 @@ Status ValidateStructure(const Plan& plan) {
                              "; programs must be in rank order");
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateStructure(const Plan& plan) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckProgramsMatchTopology(plan));
   const ProgramComputeView view = ExtractCompute(plan.programs);
-  PIPEPLAN_RETURN_IF_ERROR(CheckComputeOrder(topology, view.order, &view.program_index));
+  PIPEPLAN_RETURN_IF_ERROR(
+      CheckComputeOrder(plan.request.topology, view.order, &view.program_index));
   PIPEPLAN_RETURN_IF_ERROR(CheckComm(plan));
   return CheckPostValidation(plan);
+}
+
+Status ValidateAddedActions(const Plan& plan) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckProgramsMatchTopology(plan));
+  PIPEPLAN_RETURN_IF_ERROR(CheckComm(plan));
+  PIPEPLAN_RETURN_IF_ERROR(CheckPostValidation(plan));
+  return DryRun(plan);
 }
 
 }  // namespace pipeplan

@@ -248,6 +248,12 @@ TEST_P(StrategyConformance, EveryAcceptedPlanIsCompleteOrderedPairedDeadlockFree
         ASSERT_TRUE(again.ok());
         EXPECT_EQ(*again, *plan);
         EXPECT_EQ(*Simulate(*again), *timeline);
+        // BuildAndSimulatePlan reuses comm insertion's list schedule and skips the second
+        // compute-order check: it must still give the same plan and the same timeline.
+        const StatusOr<SimulatedPlan> both = BuildAndSimulatePlan(request);
+        ASSERT_TRUE(both.ok()) << both.status().message();
+        EXPECT_EQ(both->plan, *plan);
+        EXPECT_EQ(both->timeline, *timeline);
       }
     }
   }
@@ -289,6 +295,10 @@ TEST_P(StrategyConformance, PostValidationKeepsPlansValid) {
         ExpectPairing(*plan);
         ExpectRendezvousFinishes(*plan);
         EXPECT_TRUE(ValidatePlan(*plan).ok());
+        const StatusOr<SimulatedPlan> both = BuildAndSimulatePlan(request);
+        ASSERT_TRUE(both.ok()) << both.status().message();
+        EXPECT_EQ(both->plan, *plan);
+        EXPECT_EQ(both->timeline, *timeline);
       }
     }
   }

@@ -6,7 +6,6 @@
 #include "flags.h"
 #include "metrics_json.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/simulator.h"
 #include "pipeplan/planner/text_format.h"
 #include "request_flags.h"
 
@@ -79,8 +78,9 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
   PIPEPLAN_ASSIGN_OR_RETURN(const cli::RequestFlags request_flags,
                             cli::ParseRequestFlags(flags, cli::StrategyFlag::kRequired));
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest plan_request, cli::LoadRequest(request_flags));
-  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, BuildPlan(plan_request));
-  PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
+  PIPEPLAN_ASSIGN_OR_RETURN(const SimulatedPlan planned, BuildAndSimulatePlan(plan_request));
+  const Plan& plan = planned.plan;
+  const Timeline& timeline = planned.timeline;
 
   TorchCsvExport exported = ExportTorchCsv(plan, request.format);
   PlanOpResult result;

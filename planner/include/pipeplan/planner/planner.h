@@ -3,6 +3,7 @@
 #pragma once
 
 #include "pipeplan/planner/plan.h"
+#include "pipeplan/planner/timeline.h"
 
 namespace pipeplan {
 
@@ -17,6 +18,16 @@ inline constexpr std::string_view kAutoStrategy = "auto";
 
 // Builds the plan for `request.strategy`, or for "auto" the best plan AutoSearch finds.
 StatusOr<Plan> BuildPlan(const PlanRequest& request);
+
+// A plan and its simulated timeline under the request's own costs and memory model.
+struct SimulatedPlan {
+  Plan plan;
+  Timeline timeline;
+};
+
+// BuildPlan, then Simulate on the plan: the same plan and timeline for less work, since the
+// simulated times are the list schedule comm insertion runs anyway.
+StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request);
 
 // For imported orders: runs comm insertion and validation on a given compute order.
 StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order);
