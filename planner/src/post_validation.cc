@@ -10,7 +10,6 @@
 #include "plan_util.h"
 #include "scheduled_passes.h"
 #include "stage_mb_table.h"
-#include "transfer_links.h"
 
 namespace pipeplan {
 namespace {
@@ -34,7 +33,6 @@ class PostValidationInserter {
 
   StatusOr<std::vector<RankProgram>> Run() {
     PIPEPLAN_RETURN_IF_ERROR(Schedule());
-    PairTransfers();
     const std::vector<double> pv_times = ValidationTimes();
     ChoosePrefixes(pv_times);
     for (size_t r = 0; r < programs_.size(); ++r) Rebuild(static_cast<int>(r));
@@ -52,22 +50,9 @@ class PostValidationInserter {
       PIPEPLAN_ASSIGN_OR_RETURN(own_schedule_, RunListSchedule(view.order, stages_, costs_));
       schedule_ = &own_schedule_;
     }
+    // Filled while the prefixes are scanned: a send comes after its producer on its rank.
     forward_end_.emplace(stages_.num_stages(), microbatches, 0.0);
     input_grad_end_.emplace(stages_.num_stages(), microbatches, 0.0);
-    for (size_t r = 0; r < programs_.size(); ++r) {
-      size_t compute = 0;
-      for (const Action& action : programs_[r].actions) {
-        if (!IsCompute(action.kind)) continue;
-        const double end = schedule_->At(static_cast<int>(r), compute++).end;
-        for (const Action* part : ComputeParts(action)) {
-          if (part->kind == ActionKind::kForward)
-            forward_end_->At(part->stage, part->microbatch) = end;
-          if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
-            input_grad_end_->At(part->stage, part->microbatch) = end;
-          }
-        }
-      }
-    }
     return Status::Ok();
   }
 
@@ -94,6 +79,7 @@ class PostValidationInserter {
         if (a.kind == ActionKind::kForward && a.stage == stage && a.microbatch.value == target) {
           running = std::max(
               running, schedule_->At(static_cast<int>(r), compute).start - LatencyInto(stage));
+          break;  // one forward per (stage, microbatch)
         }
         ++compute;
       }
@@ -158,95 +144,124 @@ class PostValidationInserter {
     return kind == ActionKind::kRecvForward || kind == ActionKind::kRecvBackward;
   }
 
-  // send_of_[r][i], for receive i on rank r: the index of its send on the sender's program
-  // (the k-th send on a link pairs with the k-th receive, as the comm pass built them).
-  void PairTransfers() {
-    const TransferLinks links(programs_);
-    send_of_.resize(programs_.size());
-    for (size_t r = 0; r < programs_.size(); ++r)
-      send_of_[r].assign(programs_[r].actions.size(), 0);
-    for (size_t from = 0; from < programs_.size(); ++from) {
-      for (const TransferLinks::Link& link : links.SendLinks(static_cast<int>(from))) {
-        const TransferLinks::Link* back = links.FindReceiveLink(link.peer, static_cast<int>(from));
-        if (back == nullptr) continue;
-        const std::span<const TransferRef> sends = links.Refs(link);
-        const std::span<const TransferRef> receives = links.Refs(*back);
-        for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
-          send_of_[link.peer][receives[k].index] = sends[k].index;
-        }
+  // Records the end of a compute action's outputs, for timing the sends after it.
+  void RecordEnds(int rank, const Action& action, size_t compute_index) {
+    const double end = schedule_->At(rank, compute_index).end;
+    for (const Action* part : ComputeParts(action)) {
+      if (part->kind == ActionKind::kForward) forward_end_->At(part->stage, part->microbatch) = end;
+      if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
+        input_grad_end_->At(part->stage, part->microbatch) = end;
       }
     }
   }
 
-  // Whether action i of `rank` runs before the rank's PV under the current cuts: compute and
-  // sends when they are before the cut, receives when their send is before the sender's.
-  bool BeforePv(const std::vector<size_t>& cut, int rank, size_t i) const {
-    const Action& a = programs_[rank].actions[i];
-    if (!IsReceive(a.kind)) return i < cut[rank];
-    return static_cast<size_t>(send_of_[rank][i]) < cut[a.peer.value];
+  // Compute and sends: the longest prefix of allowed actions that happen before the PV time.
+  size_t TimedPrefix(int rank, double pv_time) {
+    const auto& actions = programs_[rank].actions;
+    size_t compute = 0;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (IsReceive(actions[i].kind)) continue;
+      if (!AllowedBeforePv(rank, actions[i]) || TimeOf(rank, i, compute) >= pv_time) return i;
+      if (IsCompute(actions[i].kind)) RecordEnds(rank, actions[i], compute++);
+    }
+    return actions.size();
+  }
+
+  // early[from * ranks + to]: how many of `from`'s sends to `to` come before its cut. The k-th
+  // send on a link pairs with the k-th receive (as the comm pass built them), so a receive is
+  // before PV exactly when its ordinal on the link is below that count.
+  std::vector<int> EarlySends(const std::vector<size_t>& cut) const {
+    const size_t ranks = programs_.size();
+    std::vector<int> early(ranks * ranks, 0);
+    for (size_t from = 0; from < ranks; ++from) {
+      const auto& actions = programs_[from].actions;
+      for (size_t i = 0; i < cut[from]; ++i) {
+        const Action& a = actions[i];
+        if (IsComm(a.kind) && !IsReceive(a.kind) && a.peer.value >= 0 &&
+            a.peer.value < static_cast<int>(ranks)) {
+          ++early[from * ranks + a.peer.value];
+        }
+      }
+    }
+    return early;
+  }
+
+  // Walks a rank's receives in order, telling for each whether it is before PV.
+  class ReceiveSides {
+   public:
+    ReceiveSides(const std::vector<int>& early, size_t ranks, int rank)
+        : early_(early), ranks_(ranks), rank_(rank), seen_(ranks, 0) {}
+    bool Early(const Action& receive) {
+      const size_t from = static_cast<size_t>(receive.peer.value);
+      if (from >= ranks_) return false;
+      return seen_[from]++ < early_[from * ranks_ + rank_];
+    }
+
+   private:
+    const std::vector<int>& early_;
+    size_t ranks_;
+    size_t rank_;
+    std::vector<int> seen_;  // per sender: its receives walked so far
+  };
+
+  // The first compute action before the cut fed by a receive that comes after PV; the cut if
+  // there is none.
+  size_t FirstStarvedConsumer(const std::vector<size_t>& cut, const std::vector<int>& early,
+                              int rank) const {
+    const auto& actions = programs_[rank].actions;
+    ReceiveSides sides(early, programs_.size(), rank);
+    std::vector<const Action*> late;  // receives after PV so far; rare before the cut
+    for (size_t i = 0; i < cut[rank]; ++i) {
+      const Action& a = actions[i];
+      if (IsReceive(a.kind)) {
+        if (!sides.Early(a)) late.push_back(&a);
+        continue;
+      }
+      if (!IsCompute(a.kind)) continue;
+      for (const Action* part : ComputeParts(a)) {
+        for (const Action* receive : late) {
+          const bool feeds =
+              receive->stage == part->stage && receive->microbatch == part->microbatch &&
+              (receive->kind == ActionKind::kRecvForward) == (part->kind == ActionKind::kForward);
+          if (feeds) return i;
+        }
+      }
+    }
+    return cut[rank];
   }
 
   // Decides which actions of each rank run before its PV. Compute and sends: the longest
   // prefix that is allowed and happens before the rank's PV time. Receives follow their sends,
   // so every transfer has both ends on the same side of PV; a consumer before PV whose receive
-  // ends up after it cuts the prefix there. Prefixes only shrink, so this settles.
+  // ends up after it cuts the prefix there. Prefixes only shrink, so this settles (on the
+  // largest prefixes that hold together, whatever order the ranks are looked at in).
   void ChoosePrefixes(const std::vector<double>& pv_times) {
     const size_t ranks = programs_.size();
     std::vector<size_t> cut(ranks);
-    for (size_t r = 0; r < ranks; ++r) {
-      const auto& actions = programs_[r].actions;
-      cut[r] = actions.size();
-      size_t compute = 0;
-      for (size_t i = 0; i < actions.size(); ++i) {
-        if (IsReceive(actions[i].kind)) continue;
-        if (!AllowedBeforePv(static_cast<int>(r), actions[i]) ||
-            TimeOf(static_cast<int>(r), i, compute) >= pv_times[r]) {
-          cut[r] = i;
-          break;
-        }
-        if (IsCompute(actions[i].kind)) ++compute;
-      }
-    }
+    for (size_t r = 0; r < ranks; ++r) cut[r] = TimedPrefix(static_cast<int>(r), pv_times[r]);
+    std::vector<int> early = EarlySends(cut);
     bool changed = true;
     while (changed) {
       changed = false;
       for (size_t r = 0; r < ranks; ++r) {
-        // A consumer before PV needs its receive before PV too.
-        for (size_t i = 0; i < std::min(cut[r], programs_[r].actions.size()); ++i) {
-          if (!IsCompute(programs_[r].actions[i].kind) ||
-              ReceivedBefore(cut, static_cast<int>(r), i)) {
-            continue;
-          }
-          cut[r] = i;
+        const size_t starved = FirstStarvedConsumer(cut, early, static_cast<int>(r));
+        if (starved < cut[r]) {
+          cut[r] = starved;
           changed = true;
-          break;
         }
       }
+      if (changed) early = EarlySends(cut);
     }
     before_.resize(ranks);
     for (size_t r = 0; r < ranks; ++r) {
-      before_[r].resize(programs_[r].actions.size());
-      for (size_t i = 0; i < before_[r].size(); ++i) {
-        before_[r][i] = BeforePv(cut, static_cast<int>(r), i) ? 1 : 0;
+      const auto& actions = programs_[r].actions;
+      ReceiveSides sides(early, ranks, static_cast<int>(r));
+      before_[r].resize(actions.size());
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const bool before = IsReceive(actions[i].kind) ? sides.Early(actions[i]) : i < cut[r];
+        before_[r][i] = before ? 1 : 0;
       }
     }
-  }
-
-  // Whether every receive feeding compute action `index` on `rank` is before PV.
-  bool ReceivedBefore(const std::vector<size_t>& cut, int rank, size_t index) const {
-    const auto& actions = programs_[rank].actions;
-    const Action& consumer = actions[index];
-    for (size_t i = 0; i < index; ++i) {
-      const Action& a = actions[i];
-      if (!IsReceive(a.kind) || BeforePv(cut, rank, i)) continue;
-      for (const Action* part : ComputeParts(consumer)) {
-        const bool feeds =
-            a.stage == part->stage && a.microbatch == part->microbatch &&
-            (a.kind == ActionKind::kRecvForward) == (part->kind == ActionKind::kForward);
-        if (feeds) return false;
-      }
-    }
-    return true;
   }
 
   // Stable partition: actions before PV (in their order), the PV group, then the rest.
@@ -295,7 +310,6 @@ class PostValidationInserter {
   ListScheduleResult own_schedule_;  // when none was given
   std::optional<StageMbTable<double>> forward_end_;
   std::optional<StageMbTable<double>> input_grad_end_;
-  std::vector<std::vector<int>> send_of_;     // [rank][receive index]: its send's index
   std::vector<std::vector<uint8_t>> before_;  // [rank][action]: runs before the rank's PV
 };
 
