@@ -133,41 +133,84 @@ struct RankState {
   std::vector<PlannedOp> order;
 };
 
+// Everything a pass changes as it places work: a copy taken between two steps resumes it.
+struct PassState {
+  std::vector<RankState> ranks;
+  StageMbTable<double> forward_end;
+  StageMbTable<double> input_end;
+  long inputs_left = 0;
+  long placed = 0;
+  double max_bubble = 0.0;
+};
+
+// Until a pass first consults a fill setting, the first pass of every setting is the same
+// (they all start unapproved), so the later settings resume from a copy of the first one's
+// state instead of starting over. A copy is taken every sixteenth of a pass (reusing the
+// last copy's storage), so a later setting runs at most that much of the shared part again.
+class SharedStart {
+ public:
+  explicit SharedStart(const ZbvModel& model)
+      : interval_(std::max(1L, static_cast<long>(model.ranks) * model.microbatches * 6 / 16)) {}
+
+  void Offer(const PassState& state, const SettingsUsed& used) {
+    if (used.before_input || used.before_forward || state.placed < next_) return;
+    if (saved_.has_value()) {
+      *saved_ = state;  // reuses the copy's storage
+    } else {
+      saved_.emplace(state);
+    }
+    next_ = state.placed + interval_;
+  }
+  const std::optional<PassState>& saved() const { return saved_; }
+
+ private:
+  long interval_;
+  long next_ = 0;
+  std::optional<PassState> saved_;
+};
+
 // One greedy pass (the reference's try_v_schedule without its recursion).
 class ZbvBuilder {
  public:
   ZbvBuilder(const ZbvModel& model, FillSettings fill, const std::vector<double>& approved,
              SettingsUsed& used)
+      : ZbvBuilder(model, fill, approved, used, FreshState(model)) {}
+
+  // Resumes a pass from a state another pass reached before it consulted any fill setting.
+  ZbvBuilder(const ZbvModel& model, FillSettings fill, const std::vector<double>& approved,
+             SettingsUsed& used, PassState state)
       : model_(model),
         fill_(fill),
         used_(used),
         approved_(approved),
         max_approved_(*std::max_element(approved.begin(), approved.end())),
-        ranks_(static_cast<size_t>(model.ranks)),
-        forward_end_(model.num_stages, model.microbatches, kNotPlaced),
-        input_end_(model.num_stages, model.microbatches, kNotPlaced),
-        inputs_left_(static_cast<long>(model.ranks) * 2 * model.microbatches),
+        state_(std::move(state)),
         input_choice_(static_cast<size_t>(model.ranks)) {
-    for (RankState& rank : ranks_) {
+    for (RankState& rank : state_.ranks) {
       rank.order.reserve(6 * static_cast<size_t>(model.microbatches));  // F, I, W per chunk
       rank.pending.Reserve(2 * static_cast<size_t>(model.microbatches));
     }
   }
 
   // Empty when a step could place nothing (the memory limit is too small).
-  std::optional<PassResult> Run() && {
-    ForwardFirstMicrobatch();
-    StartReturnLeg();
-    StaggerForwards();
-    while (inputs_left_ > 0) {
+  // `shared`, when given, keeps copies of the state taken between steps until a fill setting
+  // is first consulted.
+  std::optional<PassResult> Run(SharedStart* shared = nullptr) && {
+    if (state_.placed == 0) {  // a resumed pass is past the warm-up
+      ForwardFirstMicrobatch();
+      StartReturnLeg();
+      StaggerForwards();
+    }
+    while (state_.inputs_left > 0) {
+      if (shared != nullptr) shared->Offer(state_, used_);
       if (!SteadyStep()) return std::nullopt;
     }
     for (int rank = 0; rank < model_.ranks; ++rank) {
-      while (!ranks_[rank].pending.empty()) PutWeight(rank);
+      while (!state_.ranks[rank].pending.empty()) PutWeight(rank);
     }
     PassResult result;
-    result.max_bubble = max_bubble_;
-    for (RankState& rank : ranks_) {
+    result.max_bubble = state_.max_bubble;
+    for (RankState& rank : state_.ranks) {
       result.bubble.push_back(rank.bubble);
       result.order.push_back(std::move(rank.order));
     }
@@ -175,6 +218,14 @@ class ZbvBuilder {
   }
 
  private:
+  static PassState FreshState(const ZbvModel& model) {
+    PassState state{std::vector<RankState>(static_cast<size_t>(model.ranks)),
+                    StageMbTable<double>(model.num_stages, model.microbatches, kNotPlaced),
+                    StageMbTable<double>(model.num_stages, model.microbatches, kNotPlaced),
+                    static_cast<long>(model.ranks) * 2 * model.microbatches};
+    return state;
+  }
+
   const ChunkModel& Chunk(int rank, int chunk) const { return model_.chunks[rank][chunk]; }
   int M() const { return model_.microbatches; }
 
@@ -203,7 +254,7 @@ class ZbvBuilder {
     if (!IsPlaced(*back.forward_from, 0)) return;
     const double arrival = ArrivalOf(*back.forward_from, 0);
     const double reserve = (rank + 1) * (down.activation + back.activation);
-    RankState& state = ranks_[rank];
+    RankState& state = state_.ranks[rank];
     while (WithinLimit(rank, state.held + reserve) && state.clock + down.forward <= arrival &&
            state.forwards[kDownChunk] < M()) {
       const int before = state.forwards[kDownChunk];
@@ -222,19 +273,19 @@ class ZbvBuilder {
     for (int rank = 1; rank < model_.ranks; ++rank) {
       int stalled_sweeps = 0;
       while (LagsBehindPrevious(rank) && stalled_sweeps < 2) {
-        const int before = ranks_[rank].forwards[chunk];
+        const int before = state_.ranks[rank].forwards[chunk];
         for (int other = model_.ranks - 1; other >= rank; --other) {
           if (CanForward(other, chunk)) PutForward(other, chunk);
         }
-        stalled_sweeps = ranks_[rank].forwards[chunk] == before ? stalled_sweeps + 1 : 0;
+        stalled_sweeps = state_.ranks[rank].forwards[chunk] == before ? stalled_sweeps + 1 : 0;
         chunk = 1 - chunk;
       }
     }
   }
 
   bool LagsBehindPrevious(int rank) const {
-    const RankState& self = ranks_[rank];
-    const RankState& previous = ranks_[rank - 1];
+    const RankState& self = state_.ranks[rank];
+    const RankState& previous = state_.ranks[rank - 1];
     const int own = self.forwards[kDownChunk] + self.forwards[kBackChunk];
     const int ahead = previous.forwards[kDownChunk] + previous.forwards[kBackChunk];
     return own < ahead || (self.forwards[kBackChunk] <= previous.forwards[kBackChunk] &&
@@ -245,10 +296,10 @@ class ZbvBuilder {
 
   // False when nothing at all could be placed (the same state would repeat forever).
   bool SteadyStep() {
-    const long before = placed_;
+    const long before = state_.placed;
     PlaceInputs();
     PlaceForwards();
-    return placed_ != before;
+    return state_.placed != before;
   }
 
   // Chunks are chosen from the state before the step; then the chunk-0 inputs run from the
@@ -266,7 +317,7 @@ class ZbvBuilder {
   // The back chunk's I leads; chunk 0 goes when it is behind and its input is there (or the
   // back chunk is done). None when the rank has no I left.
   std::optional<int> ChooseInputChunk(int rank) const {
-    const RankState& state = ranks_[rank];
+    const RankState& state = state_.ranks[rank];
     if (state.inputs[kDownChunk] + state.inputs[kBackChunk] >= 2 * M()) return std::nullopt;
     if (state.inputs[kDownChunk] >= state.inputs[kBackChunk]) return kBackChunk;
     if (state.inputs[kBackChunk] >= M() ||
@@ -277,7 +328,7 @@ class ZbvBuilder {
   }
 
   void PlaceInput(int rank, int chunk) {
-    const int mb = ranks_[rank].inputs[chunk];
+    const int mb = state_.ranks[rank].inputs[chunk];
     const Upstream& from = Chunk(rank, chunk).input_from;
     if (mb >= M() || !IsPlaced(from, mb)) return;  // the reference would stop here
     const ExtraWeight extra =
@@ -293,7 +344,7 @@ class ZbvBuilder {
       if (!MakeRoomForForward(rank, *chunk)) continue;
       const std::optional<Upstream>& from = Chunk(rank, *chunk).forward_from;
       if (from.has_value()) {
-        FillWait(rank, *from, ranks_[rank].forwards[*chunk], ExtraWeight::kIfBeforeForward);
+        FillWait(rank, *from, state_.ranks[rank].forwards[*chunk], ExtraWeight::kIfBeforeForward);
       }
       PutForward(rank, *chunk);
     }
@@ -302,7 +353,7 @@ class ZbvBuilder {
   // The back chunk when its input is there, else chunk 0 when its input is there; chunk 0
   // whenever the back chunk has caught up with it.
   std::optional<int> ChooseForwardChunk(int rank) const {
-    const RankState& state = ranks_[rank];
+    const RankState& state = state_.ranks[rank];
     const int down = state.forwards[kDownChunk];
     const int back = state.forwards[kBackChunk];
     if (back >= M()) return std::nullopt;
@@ -314,7 +365,7 @@ class ZbvBuilder {
 
   // W's (oldest first) until the forward's activation fits; false if it still does not.
   bool MakeRoomForForward(int rank, int chunk) {
-    RankState& state = ranks_[rank];
+    RankState& state = state_.ranks[rank];
     const double activation = Chunk(rank, chunk).activation;
     while (!WithinLimit(rank, state.held + activation) && !state.pending.empty()) PutWeight(rank);
     return WithinLimit(rank, state.held + activation);
@@ -325,7 +376,7 @@ class ZbvBuilder {
   void FillWait(int rank, const Upstream& from, int mb, ExtraWeight extra) {
     if (!from.cross_rank) return;
     const double arrival = ArrivalOf(from, mb);
-    RankState& state = ranks_[rank];
+    RankState& state = state_.ranks[rank];
     while (!state.pending.empty() &&
            arrival >= state.clock + Chunk(rank, state.pending.front().chunk).weight) {
       PutWeight(rank);
@@ -353,7 +404,7 @@ class ZbvBuilder {
   // refinement pass, what others were approved beyond this rank) minus its own.
   double AllowedBubble(int rank) const {
     const double approved_slack = max_approved_ - approved_[rank];
-    return std::max(max_bubble_, approved_slack) - ranks_[rank].bubble;
+    return std::max(state_.max_bubble, approved_slack) - state_.ranks[rank].bubble;
   }
 
   // --- readiness and memory --------------------------------------------------------------
@@ -362,12 +413,12 @@ class ZbvBuilder {
   double ArrivalOf(const Upstream& from, int mb) const { return EndOf(from, mb) + from.transfer; }
   double EndOf(const Upstream& from, int mb) const {
     const StageMbTable<double>& table =
-        from.kind == ActionKind::kForward ? forward_end_ : input_end_;
+        from.kind == ActionKind::kForward ? state_.forward_end : state_.input_end;
     return table.At(from.stage, MicrobatchId(mb));
   }
 
   bool ForwardReady(int rank, int chunk) const {
-    const int mb = ranks_[rank].forwards[chunk];
+    const int mb = state_.ranks[rank].forwards[chunk];
     if (mb >= M()) return false;
     const std::optional<Upstream>& from = Chunk(rank, chunk).forward_from;
     return !from.has_value() || IsPlaced(*from, mb);
@@ -375,7 +426,7 @@ class ZbvBuilder {
 
   bool CanForward(int rank, int chunk) const {
     return ForwardReady(rank, chunk) &&
-           WithinLimit(rank, ranks_[rank].held + Chunk(rank, chunk).activation);
+           WithinLimit(rank, state_.ranks[rank].held + Chunk(rank, chunk).activation);
   }
 
   bool WithinLimit(int rank, double activations) const {
@@ -386,30 +437,30 @@ class ZbvBuilder {
   // --- placing ---------------------------------------------------------------------------
 
   void PutForward(int rank, int chunk) {
-    RankState& state = ranks_[rank];
+    RankState& state = state_.ranks[rank];
     const ChunkModel& model = Chunk(rank, chunk);
     const int mb = state.forwards[chunk];
     const double ready = model.forward_from.has_value() ? ArrivalOf(*model.forward_from, mb) : 0.0;
-    forward_end_.At(model.stage, MicrobatchId(mb)) =
+    state_.forward_end.At(model.stage, MicrobatchId(mb)) =
         Place(rank, ActionKind::kForward, chunk, mb, ready, model.forward);
     state.held += model.activation;
     ++state.forwards[chunk];
   }
 
   void PutInput(int rank, int chunk) {
-    RankState& state = ranks_[rank];
+    RankState& state = state_.ranks[rank];
     const ChunkModel& model = Chunk(rank, chunk);
     const int mb = state.inputs[chunk];
-    input_end_.At(model.stage, MicrobatchId(mb)) = Place(
+    state_.input_end.At(model.stage, MicrobatchId(mb)) = Place(
         rank, ActionKind::kBackwardInput, chunk, mb, ArrivalOf(model.input_from, mb), model.input);
     Release(state, model.freed_by_input);
     state.pending.Push({chunk, mb});
     ++state.inputs[chunk];
-    --inputs_left_;
+    --state_.inputs_left;
   }
 
   void PutWeight(int rank) {
-    RankState& state = ranks_[rank];
+    RankState& state = state_.ranks[rank];
     assert(!state.pending.empty());
     const PendingWeight weight = state.pending.Pop();
     const ChunkModel& model = Chunk(rank, weight.chunk);
@@ -426,15 +477,15 @@ class ZbvBuilder {
   // Appends the op; it starts when the rank is free and its input is there. Idle time counts
   // as bubble once the rank has run its first chunk-0 forward. Returns the end time.
   double Place(int rank, ActionKind kind, int chunk, int mb, double ready, double cost) {
-    RankState& state = ranks_[rank];
+    RankState& state = state_.ranks[rank];
     const double start = std::max(state.clock, ready);
     if (state.forwards[kDownChunk] > 0) {
       state.bubble += start - state.clock;
-      max_bubble_ = std::max(max_bubble_, state.bubble);
+      state_.max_bubble = std::max(state_.max_bubble, state.bubble);
     }
     state.clock = start + cost;
     state.order.push_back({kind, static_cast<uint8_t>(chunk), mb});
-    ++placed_;
+    ++state_.placed;
     return state.clock;
   }
 
@@ -443,12 +494,7 @@ class ZbvBuilder {
   SettingsUsed& used_;
   const std::vector<double>& approved_;
   double max_approved_;
-  std::vector<RankState> ranks_;
-  StageMbTable<double> forward_end_;
-  StageMbTable<double> input_end_;
-  long inputs_left_;
-  long placed_ = 0;
-  double max_bubble_ = 0.0;
+  PassState state_;
   std::vector<std::optional<int>> input_choice_;  // [rank], scratch of PlaceInputs
 };
 
@@ -456,9 +502,11 @@ class ZbvBuilder {
 // bubble keeps falling, and keep the last pass that lowered it. `used` collects the fill
 // settings any pass consulted.
 std::optional<PassResult> RunWithRefinement(const ZbvModel& model, FillSettings fill,
-                                            SettingsUsed& used) {
+                                            SettingsUsed& used, SharedStart& shared) {
   const std::vector<double> unapproved(static_cast<size_t>(model.ranks), -1.0);
-  std::optional<PassResult> best = ZbvBuilder(model, fill, unapproved, used).Run();
+  std::optional<PassResult> best =
+      shared.saved().has_value() ? ZbvBuilder(model, fill, unapproved, used, *shared.saved()).Run()
+                                 : ZbvBuilder(model, fill, unapproved, used).Run(&shared);
   if (!best.has_value()) return std::nullopt;
   for (int pass = 1; pass < kMaxPasses; ++pass) {
     std::optional<PassResult> next = ZbvBuilder(model, fill, best->bubble, used).Run();
@@ -484,6 +532,7 @@ struct SettingsRun {
 std::optional<PassResult> BestOfFillSettings(const ZbvModel& model) {
   std::optional<PassResult> best;
   std::vector<SettingsRun> runs;
+  SharedStart shared(model);
   for (const bool before_input : {true, false}) {
     for (const bool before_forward : {true, false}) {
       const FillSettings fill{before_input, before_forward};
@@ -491,7 +540,7 @@ std::optional<PassResult> BestOfFillSettings(const ZbvModel& model) {
                                       [&](const SettingsRun& run) { return run.Covers(fill); });
       if (repeat) continue;
       SettingsRun& run = runs.emplace_back(SettingsRun{fill, {}});
-      std::optional<PassResult> result = RunWithRefinement(model, fill, run.used);
+      std::optional<PassResult> result = RunWithRefinement(model, fill, run.used, shared);
       if (result.has_value() && (!best.has_value() || result->max_bubble < best->max_bubble)) {
         best = std::move(result);
       }
