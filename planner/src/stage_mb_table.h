@@ -2,6 +2,7 @@
 // flat index, so callers never do index arithmetic themselves. (Not for bool: use uint8_t.)
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "pipeplan/planner/ids.h"
@@ -20,6 +21,8 @@ class StageMbTable {
            Index(stage, mb) < values_.size();
   }
   T& At(StageId stage, MicrobatchId mb) { return values_[Index(stage, mb)]; }
+  // Every entry back to `value`, keeping the storage.
+  void Fill(const T& value) { std::fill(values_.begin(), values_.end(), value); }
   const T& At(StageId stage, MicrobatchId mb) const { return values_[Index(stage, mb)]; }
 
  private:

@@ -134,7 +134,24 @@ struct RankState {
 };
 
 // Everything a pass changes as it places work: a copy taken between two steps resumes it.
+// The passes of one search take turns on one PassState, so its tables are allocated once.
 struct PassState {
+  explicit PassState(const ZbvModel& model)
+      : ranks(static_cast<size_t>(model.ranks)),
+        forward_end(model.num_stages, model.microbatches, kNotPlaced),
+        input_end(model.num_stages, model.microbatches, kNotPlaced),
+        inputs_left(static_cast<long>(model.ranks) * 2 * model.microbatches) {}
+
+  // Back to an empty pass of `model` (the one it was made for).
+  void Reset(const ZbvModel& model) {
+    ranks.assign(static_cast<size_t>(model.ranks), RankState{});
+    forward_end.Fill(kNotPlaced);
+    input_end.Fill(kNotPlaced);
+    inputs_left = static_cast<long>(model.ranks) * 2 * model.microbatches;
+    placed = 0;
+    max_bubble = 0.0;
+  }
+
   std::vector<RankState> ranks;
   StageMbTable<double> forward_end;
   StageMbTable<double> input_end;
@@ -172,19 +189,16 @@ class SharedStart {
 // One greedy pass (the reference's try_v_schedule without its recursion).
 class ZbvBuilder {
  public:
+  // Runs on `state`: empty (Reset) for a new pass, or a copy of one another pass reached
+  // before it consulted any fill setting, to resume that pass under this one's settings.
   ZbvBuilder(const ZbvModel& model, FillSettings fill, const std::vector<double>& approved,
-             SettingsUsed& used)
-      : ZbvBuilder(model, fill, approved, used, FreshState(model)) {}
-
-  // Resumes a pass from a state another pass reached before it consulted any fill setting.
-  ZbvBuilder(const ZbvModel& model, FillSettings fill, const std::vector<double>& approved,
-             SettingsUsed& used, PassState state)
+             SettingsUsed& used, PassState& state)
       : model_(model),
         fill_(fill),
         used_(used),
         approved_(approved),
         max_approved_(*std::max_element(approved.begin(), approved.end())),
-        state_(std::move(state)),
+        state_(state),
         input_choice_(static_cast<size_t>(model.ranks)) {
     for (RankState& rank : state_.ranks) {
       rank.order.reserve(6 * static_cast<size_t>(model.microbatches));  // F, I, W per chunk
@@ -218,14 +232,6 @@ class ZbvBuilder {
   }
 
  private:
-  static PassState FreshState(const ZbvModel& model) {
-    PassState state{std::vector<RankState>(static_cast<size_t>(model.ranks)),
-                    StageMbTable<double>(model.num_stages, model.microbatches, kNotPlaced),
-                    StageMbTable<double>(model.num_stages, model.microbatches, kNotPlaced),
-                    static_cast<long>(model.ranks) * 2 * model.microbatches};
-    return state;
-  }
-
   const ChunkModel& Chunk(int rank, int chunk) const { return model_.chunks[rank][chunk]; }
   int M() const { return model_.microbatches; }
 
@@ -494,7 +500,7 @@ class ZbvBuilder {
   SettingsUsed& used_;
   const std::vector<double>& approved_;
   double max_approved_;
-  PassState state_;
+  PassState& state_;
   std::vector<std::optional<int>> input_choice_;  // [rank], scratch of PlaceInputs
 };
 
@@ -502,14 +508,21 @@ class ZbvBuilder {
 // bubble keeps falling, and keep the last pass that lowered it. `used` collects the fill
 // settings any pass consulted.
 std::optional<PassResult> RunWithRefinement(const ZbvModel& model, FillSettings fill,
-                                            SettingsUsed& used, SharedStart& shared) {
+                                            SettingsUsed& used, SharedStart& shared,
+                                            PassState& state) {
   const std::vector<double> unapproved(static_cast<size_t>(model.ranks), -1.0);
-  std::optional<PassResult> best =
-      shared.saved().has_value() ? ZbvBuilder(model, fill, unapproved, used, *shared.saved()).Run()
-                                 : ZbvBuilder(model, fill, unapproved, used).Run(&shared);
+  std::optional<PassResult> best;
+  if (shared.saved().has_value()) {
+    state = *shared.saved();
+    best = ZbvBuilder(model, fill, unapproved, used, state).Run();
+  } else {
+    state.Reset(model);
+    best = ZbvBuilder(model, fill, unapproved, used, state).Run(&shared);
+  }
   if (!best.has_value()) return std::nullopt;
   for (int pass = 1; pass < kMaxPasses; ++pass) {
-    std::optional<PassResult> next = ZbvBuilder(model, fill, best->bubble, used).Run();
+    state.Reset(model);
+    std::optional<PassResult> next = ZbvBuilder(model, fill, best->bubble, used, state).Run();
     if (!next.has_value() || next->max_bubble >= best->max_bubble) break;
     best = std::move(next);
   }
@@ -533,6 +546,7 @@ std::optional<PassResult> BestOfFillSettings(const ZbvModel& model) {
   std::optional<PassResult> best;
   std::vector<SettingsRun> runs;
   SharedStart shared(model);
+  PassState state(model);
   for (const bool before_input : {true, false}) {
     for (const bool before_forward : {true, false}) {
       const FillSettings fill{before_input, before_forward};
@@ -540,7 +554,7 @@ std::optional<PassResult> BestOfFillSettings(const ZbvModel& model) {
                                       [&](const SettingsRun& run) { return run.Covers(fill); });
       if (repeat) continue;
       SettingsRun& run = runs.emplace_back(SettingsRun{fill, {}});
-      std::optional<PassResult> result = RunWithRefinement(model, fill, run.used, shared);
+      std::optional<PassResult> result = RunWithRefinement(model, fill, run.used, shared, state);
       if (result.has_value() && (!best.has_value() || result->max_bubble < best->max_bubble)) {
         best = std::move(result);
       }
