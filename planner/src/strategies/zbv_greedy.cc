@@ -13,7 +13,8 @@
 //            the bubble the rank may still take, and the W's that keep F under the limit;
 //   drain    the remaining W's.
 // Refinement passes re-run with each rank's bubble as its approved bubble while the largest
-// bubble keeps falling; the best of the four fill settings wins (first one on ties).
+// bubble keeps falling; the best of the four fill settings wins (first one on ties). All
+// passes share their start up to the first idle-time question (SharedStart).
 //
 // Where the reference stops on an assertion (memory below about 2P chunk activations), a
 // forward or input that is not ready or does not fit is skipped for the step instead; where
