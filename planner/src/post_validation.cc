@@ -5,6 +5,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "list_schedule.h"
 #include "plan_util.h"
@@ -167,20 +169,33 @@ class PostValidationInserter {
     return actions.size();
   }
 
-  // early[from * ranks + to]: how many of `from`'s sends to `to` come before its cut. The k-th
-  // send on a link pairs with the k-th receive (as the comm pass built them), so a receive is
-  // before PV exactly when its ordinal on the link is below that count.
-  std::vector<int> EarlySends(const std::vector<size_t>& cut) const {
-    const size_t ranks = programs_.size();
-    std::vector<int> early(ranks * ranks, 0);
-    for (size_t from = 0; from < ranks; ++from) {
+  // Counts per peer; a rank talks to a few peers, so a short list searched linearly (a
+  // ranks x ranks table would be quadratic in P).
+  using PeerCounts = std::vector<std::pair<int, int>>;  // (peer, count)
+
+  static int& CountFor(PeerCounts& counts, int peer) {
+    for (auto& [p, count] : counts) {
+      if (p == peer) return count;
+    }
+    return counts.emplace_back(peer, 0).second;
+  }
+  static int CountOf(const PeerCounts& counts, int peer) {
+    for (const auto& [p, count] : counts) {
+      if (p == peer) return count;
+    }
+    return 0;
+  }
+
+  // Per sender: how many of its sends to each peer come before its cut. The k-th send on a
+  // link pairs with the k-th receive (as the comm pass built them), so a receive is before PV
+  // exactly when its ordinal on the link is below that count.
+  std::vector<PeerCounts> EarlySends(const std::vector<size_t>& cut) const {
+    std::vector<PeerCounts> early(programs_.size());
+    for (size_t from = 0; from < programs_.size(); ++from) {
       const auto& actions = programs_[from].actions;
       for (size_t i = 0; i < cut[from]; ++i) {
         const Action& a = actions[i];
-        if (IsComm(a.kind) && !IsReceive(a.kind) && a.peer.value >= 0 &&
-            a.peer.value < static_cast<int>(ranks)) {
-          ++early[from * ranks + a.peer.value];
-        }
+        if (IsComm(a.kind) && !IsReceive(a.kind)) ++CountFor(early[from], a.peer.value);
       }
     }
     return early;
@@ -189,27 +204,35 @@ class PostValidationInserter {
   // Walks a rank's receives in order, telling for each whether it is before PV.
   class ReceiveSides {
    public:
-    ReceiveSides(const std::vector<int>& early, size_t ranks, int rank)
-        : early_(early), ranks_(ranks), rank_(rank), seen_(ranks, 0) {}
+    ReceiveSides(const std::vector<PeerCounts>& early, int rank) : early_(early), rank_(rank) {}
     bool Early(const Action& receive) {
-      const size_t from = static_cast<size_t>(receive.peer.value);
-      if (from >= ranks_) return false;
-      return seen_[from]++ < early_[from * ranks_ + rank_];
+      const int from = receive.peer.value;
+      if (from < 0 || from >= static_cast<int>(early_.size())) return false;
+      for (Link& link : links_) {
+        if (link.from == from) return link.seen++ < link.early;
+      }
+      const Link& link =
+          links_.emplace_back(Link{from, CountOf(early_[static_cast<size_t>(from)], rank_), 1});
+      return 0 < link.early;
     }
 
    private:
-    const std::vector<int>& early_;
-    size_t ranks_;
-    size_t rank_;
-    std::vector<int> seen_;  // per sender: its receives walked so far
+    struct Link {
+      int from;
+      int early;  // the sender's sends to this rank before its cut
+      int seen;   // receives from it walked so far
+    };
+    const std::vector<PeerCounts>& early_;
+    int rank_;
+    std::vector<Link> links_;
   };
 
   // The first compute action before the cut fed by a receive that comes after PV; the cut if
   // there is none.
-  size_t FirstStarvedConsumer(const std::vector<size_t>& cut, const std::vector<int>& early,
+  size_t FirstStarvedConsumer(const std::vector<size_t>& cut, const std::vector<PeerCounts>& early,
                               int rank) const {
     const auto& actions = programs_[rank].actions;
-    ReceiveSides sides(early, programs_.size(), rank);
+    ReceiveSides sides(early, rank);
     std::vector<const Action*> late;  // receives after PV so far; rare before the cut
     for (size_t i = 0; i < cut[rank]; ++i) {
       const Action& a = actions[i];
@@ -239,7 +262,7 @@ class PostValidationInserter {
     const size_t ranks = programs_.size();
     std::vector<size_t> cut(ranks);
     for (size_t r = 0; r < ranks; ++r) cut[r] = TimedPrefix(static_cast<int>(r), pv_times[r]);
-    std::vector<int> early = EarlySends(cut);
+    std::vector<PeerCounts> early = EarlySends(cut);
     bool changed = true;
     while (changed) {
       changed = false;
@@ -255,7 +278,7 @@ class PostValidationInserter {
     before_.resize(ranks);
     for (size_t r = 0; r < ranks; ++r) {
       const auto& actions = programs_[r].actions;
-      ReceiveSides sides(early, ranks, static_cast<int>(r));
+      ReceiveSides sides(early, static_cast<int>(r));
       before_[r].resize(actions.size());
       for (size_t i = 0; i < actions.size(); ++i) {
         const bool before = IsReceive(actions[i].kind) ? sides.Early(actions[i]) : i < cut[r];
