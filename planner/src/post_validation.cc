@@ -195,7 +195,9 @@ class PostValidationInserter {
       const auto& actions = programs_[from].actions;
       for (size_t i = 0; i < cut[from]; ++i) {
         const Action& a = actions[i];
-        if (IsComm(a.kind) && !IsReceive(a.kind)) ++CountFor(early[from], a.peer.value);
+        if (a.kind == ActionKind::kSendForward || a.kind == ActionKind::kSendBackward) {
+          ++CountFor(early[from], a.peer.value);
+        }
       }
     }
     return early;

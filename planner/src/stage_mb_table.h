@@ -21,9 +21,9 @@ class StageMbTable {
            Index(stage, mb) < values_.size();
   }
   T& At(StageId stage, MicrobatchId mb) { return values_[Index(stage, mb)]; }
+  const T& At(StageId stage, MicrobatchId mb) const { return values_[Index(stage, mb)]; }
   // Every entry back to `value`, keeping the storage.
   void Fill(const T& value) { std::fill(values_.begin(), values_.end(), value); }
-  const T& At(StageId stage, MicrobatchId mb) const { return values_[Index(stage, mb)]; }
 
  private:
   size_t Index(StageId stage, MicrobatchId mb) const {

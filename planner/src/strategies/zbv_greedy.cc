@@ -138,10 +138,10 @@ struct RankState {
 // The passes of one search take turns on one PassState, so its tables are allocated once.
 struct PassState {
   explicit PassState(const ZbvModel& model)
-      : ranks(static_cast<size_t>(model.ranks)),
-        forward_end(model.num_stages, model.microbatches, kNotPlaced),
-        input_end(model.num_stages, model.microbatches, kNotPlaced),
-        inputs_left(static_cast<long>(model.ranks) * 2 * model.microbatches) {}
+      : forward_end(model.num_stages, model.microbatches, kNotPlaced),
+        input_end(model.num_stages, model.microbatches, kNotPlaced) {
+    Reset(model);
+  }
 
   // Back to an empty pass of `model` (the one it was made for).
   void Reset(const ZbvModel& model) {
@@ -194,7 +194,7 @@ class SharedStart {
 class ZbvBuilder {
  public:
   // Runs on `state`: empty (Reset) for a new pass, or a copy of one another pass reached
-  // before it consulted any fill setting, to resume that pass under this one's settings.
+  // before it first asked about idle time, to resume that pass under this one's settings.
   ZbvBuilder(const ZbvModel& model, FillSettings fill, const std::vector<double>& approved,
              SettingsUsed& used, PassState& state)
       : model_(model),
