@@ -30,10 +30,14 @@ double Makespan(const std::string& json) {
 
 void Ok(const RunResult& result) { ASSERT_EQ(result.exit_code, 0) << result.err << result.out; }
 
-// The synthetic executor holds F for 1 and B for 2 units of 2 ms each. A measured duration is
-// never shorter than its hold (the executor ends at or after its deadline); we allow 50% above
-// it for a loaded machine, which still tells every unit and kind mix-up apart.
+// The synthetic executor holds F for 1 and B for 2 units of 5 ms each. A measured duration is
+// never shorter than its hold (the executor ends at or after its deadline), so the lower bounds
+// hold on every attempt. Above it we allow 50%, which still tells every unit and kind mix-up
+// apart; a busy machine (another test on both cores, a sanitizer build) can delay every op of a
+// run by a scheduler slice, so a miss above is tried again on a fresh run, up to three runs.
 TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
+  constexpr double kUs = 5000;  // microseconds per unit
+  constexpr int kAttempts = 3;
   ScratchDir dir;
   const std::vector<std::string> plan_flags = {"--strategy",     "1f1b", "--ranks",   "2",
                                                "--microbatches", "8",    "--forward", "1",
@@ -42,60 +46,71 @@ TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
   plan.insert(plan.end(), plan_flags.begin(), plan_flags.end());
   plan.insert(plan.end(), {"-o", "plan.pb"});
   Ok(RunPipeplan(plan, dir.path()));
-  for (const char* timeline : {"run1.pb", "run2.json"}) {
-    Ok(RunPipeplan({"run", "plan.pb", "--executor", "synthetic", "--time-scale", "0.002", "--steps",
-                    "3", "--warmup", "1", "--timeline", timeline},
-                   dir.path()));
+
+  CostModel costs;
+  bool within = false;
+  for (int attempt = 1; attempt <= kAttempts && !within; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    for (const char* timeline : {"run1.pb", "run2.json"}) {
+      Ok(RunPipeplan({"run", "plan.pb", "--executor", "synthetic", "--time-scale", "0.005",
+                      "--steps", "3", "--warmup", "1", "--timeline", timeline},
+                     dir.path()));
+    }
+    // The timeline file records the time scale its times are in.
+    const StatusOr<TimelineFile> file =
+        ParseTimelineFile(dir.Read("run1.pb"), ProtoFormat::kBinary);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    EXPECT_EQ(file->seconds_per_unit, 0.005);
+
+    const RunResult profile =
+        RunPipeplan({"profile", "run1.pb", "run2.json", "-o", "profile.json"}, dir.path());
+    Ok(profile);
+    EXPECT_TRUE(
+        profile.out.starts_with("times in us: median (p90 - p10 as a share of the "
+                                "median); - = not measured\n\nstage  "))
+        << profile.out;
+    EXPECT_NE(profile.out.find("\nboundary  clean transfers  late receives  median"),
+              std::string::npos)
+        << profile.out;
+    EXPECT_NE(profile.out.find("wrote profile (2 stages, 2 steps, source \"measured\") to "
+                               "profile.json\n"),
+              std::string::npos)
+        << profile.out;
+
+    const RunResult calibrate =
+        RunPipeplan({"calibrate", "profile.json", "-o", "costs.txtpb"}, dir.path());
+    Ok(calibrate);
+    EXPECT_NE(calibrate.out.find("costs in us per stage"), std::string::npos) << calibrate.out;
+    EXPECT_NE(calibrate.out.find("* I and W not measured: I = 0.5 B (--input-share), W = B - I"),
+              std::string::npos)
+        << calibrate.out;
+    EXPECT_NE(calibrate.out.find("wrote per-stage cost model to costs.txtpb\n"), std::string::npos);
+
+    costs = ReadCosts(dir, "costs.txtpb");
+    ASSERT_EQ(costs.stages.size(), 2u);
+    within = true;
+    for (const StageCosts& stage : costs.stages) {
+      EXPECT_GE(stage.forward, 1 * kUs * 0.999);
+      EXPECT_GE(stage.backward, 2 * kUs * 0.999);
+      EXPECT_DOUBLE_EQ(stage.backward_input, stage.backward / 2);
+      within = within && stage.forward <= 1 * kUs * 1.5 && stage.backward <= 2 * kUs * 1.5;
+    }
   }
-  // The timeline file records the time scale its times are in.
-  const StatusOr<TimelineFile> file = ParseTimelineFile(dir.Read("run1.pb"), ProtoFormat::kBinary);
-  ASSERT_TRUE(file.ok()) << file.status().message();
-  EXPECT_EQ(file->seconds_per_unit, 0.002);
-
-  const RunResult profile =
-      RunPipeplan({"profile", "run1.pb", "run2.json", "-o", "profile.json"}, dir.path());
-  Ok(profile);
-  EXPECT_TRUE(
-      profile.out.starts_with("times in us: median (p90 - p10 as a share of the "
-                              "median); - = not measured\n\nstage  "))
-      << profile.out;
-  EXPECT_NE(profile.out.find("\nboundary  clean transfers  late receives  median"),
-            std::string::npos)
-      << profile.out;
-  EXPECT_NE(profile.out.find("wrote profile (2 stages, 2 steps, source \"measured\") to "
-                             "profile.json\n"),
-            std::string::npos)
-      << profile.out;
-
-  const RunResult calibrate =
-      RunPipeplan({"calibrate", "profile.json", "-o", "costs.txtpb"}, dir.path());
-  Ok(calibrate);
-  EXPECT_NE(calibrate.out.find("costs in us per stage"), std::string::npos) << calibrate.out;
-  EXPECT_NE(calibrate.out.find("* I and W not measured: I = 0.5 B (--input-share), W = B - I"),
-            std::string::npos)
-      << calibrate.out;
-  EXPECT_NE(calibrate.out.find("wrote per-stage cost model to costs.txtpb\n"), std::string::npos);
-
-  const CostModel costs = ReadCosts(dir, "costs.txtpb");
-  ASSERT_EQ(costs.stages.size(), 2u);
   for (const StageCosts& stage : costs.stages) {
-    EXPECT_GE(stage.forward, 2000 * 0.999);
-    EXPECT_LE(stage.forward, 2000 * 1.5);
-    EXPECT_GE(stage.backward, 4000 * 0.999);
-    EXPECT_LE(stage.backward, 4000 * 1.5);
-    EXPECT_DOUBLE_EQ(stage.backward_input, stage.backward / 2);
+    EXPECT_LE(stage.forward, 1 * kUs * 1.5) << "after " << kAttempts << " runs";
+    EXPECT_LE(stage.backward, 2 * kUs * 1.5) << "after " << kAttempts << " runs";
   }
 
   // The planner reads the calibrated file; the plan's simulated step is the held one:
-  // (M + P - 1)(F + B) = 27 units of 2000 us.
+  // (M + P - 1)(F + B) = 27 units.
   std::vector<std::string> replan = {"plan"};
   replan.insert(replan.end(), plan_flags.begin(), plan_flags.end() - 4);  // not F and B
   replan.insert(replan.end(), {"--costs", "costs.txtpb", "-o", "calibrated.pb"});
   Ok(RunPipeplan(replan, dir.path()));
   const RunResult simulate = RunPipeplan({"simulate", "calibrated.pb", "--json"}, dir.path());
   Ok(simulate);
-  EXPECT_GE(Makespan(simulate.out), 27 * 2000 * 0.999);
-  EXPECT_LE(Makespan(simulate.out), 27 * 2000 * 1.5);
+  EXPECT_GE(Makespan(simulate.out), 27 * kUs * 0.999);
+  EXPECT_LE(Makespan(simulate.out), 27 * kUs * 1.5);
 }
 
 // The simulator holds every action for exactly its cost and every clean transfer for exactly
