@@ -98,22 +98,7 @@ std::string ToString(const Action& action) {
   }
   std::string out = std::to_string(action.stage.value);
   out += KindToken(action.kind);
-  switch (action.kind) {
-    case ActionKind::kPostValidation:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      return out;
-    case ActionKind::kForward:
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kOverlapFB:
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-      break;
-  }
+  if (!HasMicrobatch(action.kind)) return out;
   out += std::to_string(action.microbatch.value);
   return out;
 }

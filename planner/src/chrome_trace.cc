@@ -21,26 +21,6 @@ std::string JsonNumber(double value) {
   return std::isfinite(value) ? FormatNumber(value) : std::string("null");
 }
 
-bool HasMicrobatch(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kPostValidation:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      return false;
-    case ActionKind::kForward:
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kOverlapFB:
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-      return true;
-  }
-  return true;
-}
-
 // Streams events as one JSON array, one event per line so traces diff well.
 class TraceWriter {
  public:

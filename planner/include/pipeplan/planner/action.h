@@ -14,7 +14,7 @@
 
 namespace pipeplan {
 
-// The order of the enumerators is relied on by IsCompute and IsComm.
+// The order of the enumerators is relied on by IsCompute, IsComm and HasMicrobatch.
 enum class ActionKind : uint8_t {
   kForward,         // F
   kBackward,        // B: input grad + weight grad
@@ -37,6 +37,9 @@ constexpr bool IsComm(ActionKind kind) {
   return (kind >= ActionKind::kSendForward && kind <= ActionKind::kRecvBackward) ||
          kind == ActionKind::kSendPostValidation || kind == ActionKind::kRecvPostValidation;
 }
+// Whether the kind's actions name a microbatch: PV and its SEND/RECV carry the optimizer's
+// state of the whole step, so theirs is unused.
+constexpr bool HasMicrobatch(ActionKind kind) { return kind < ActionKind::kPostValidation; }
 // Torch-style token for a kind: "F", "B", "I", "W", "OVERLAP_F_B", "SEND_F", ..., "PV".
 std::string_view KindToken(ActionKind kind);
 std::optional<ActionKind> KindFromToken(std::string_view token);
