@@ -604,6 +604,64 @@ std::optional<std::string> FindInvalidUtf8(const pb::Message& message, const std
   return std::nullopt;
 }
 
+// Whether a message of `type`, or one nested in it, can hold a double. `visiting` breaks the
+// schema's cycles (an action's sub-actions are actions).
+bool MayHoldDoubles(const pb::Descriptor* type, std::vector<const pb::Descriptor*>& visiting) {
+  if (std::find(visiting.begin(), visiting.end(), type) != visiting.end()) return false;
+  visiting.push_back(type);
+  bool found = false;
+  for (int i = 0; i < type->field_count() && !found; ++i) {
+    const pb::FieldDescriptor* field = type->field(i);
+    found = field->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE ||
+            (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE &&
+             MayHoldDoubles(field->message_type(), visiting));
+  }
+  visiting.pop_back();
+  return found;
+}
+
+bool MayHoldDoubles(const pb::Descriptor* type) {
+  std::vector<const pb::Descriptor*> visiting;
+  return MayHoldDoubles(type, visiting);
+}
+
+bool IsNegativeZero(double value) { return value == 0.0 && std::signbit(value); }
+
+// JSON has one zero ("-0" reads back as 0), so a -0.0 read from a binary or text file would
+// not survive being written as JSON and read again: every double read is made +0.0 instead
+// (found by the request_file fuzzer).
+void ClearNegativeZeros(pb::Message& message) {
+  const pb::Reflection* reflection = message.GetReflection();
+  const pb::Descriptor* type = message.GetDescriptor();
+  for (int f = 0; f < type->field_count(); ++f) {
+    const pb::FieldDescriptor* field = type->field(f);
+    if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE) {
+      if (!field->is_repeated()) {
+        if (IsNegativeZero(reflection->GetDouble(message, field))) {
+          reflection->SetDouble(&message, field, 0.0);
+        }
+        continue;
+      }
+      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+        if (IsNegativeZero(reflection->GetRepeatedDouble(message, field, i))) {
+          reflection->SetRepeatedDouble(&message, field, i, 0.0);
+        }
+      }
+    } else if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE &&
+               MayHoldDoubles(field->message_type())) {
+      if (!field->is_repeated()) {
+        if (reflection->HasField(message, field)) {
+          ClearNegativeZeros(*reflection->MutableMessage(&message, field));
+        }
+        continue;
+      }
+      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+        ClearNegativeZeros(*reflection->MutableRepeatedMessage(&message, field, i));
+      }
+    }
+  }
+}
+
 // Text and JSON parsing do not check that strings are UTF-8 (binary parsing does), nor does
 // serialising.
 Status CheckUtf8(const pb::Message& message) {
@@ -706,14 +764,20 @@ Status ParseMessage(std::string_view data, ProtoFormat format, pb::Message* mess
   const int size = static_cast<int>(data.size());
   switch (format) {
     case ProtoFormat::kBinary:
-      if (message->ParseFromArray(data.data(), size)) return Status::Ok();
+      if (message->ParseFromArray(data.data(), size)) {
+        ClearNegativeZeros(*message);
+        return Status::Ok();
+      }
       return InvalidArgument("not a valid binary " + message->GetDescriptor()->full_name());
     case ProtoFormat::kText: {
       FirstErrorCollector errors;
       pb::TextFormat::Parser parser;
       parser.RecordErrorsTo(&errors);
       pb::io::ArrayInputStream stream(data.data(), size);
-      if (parser.Parse(&stream, message)) return CheckUtf8(*message);
+      if (parser.Parse(&stream, message)) {
+        ClearNegativeZeros(*message);
+        return CheckUtf8(*message);
+      }
       if (errors.message().empty()) {
         return InvalidArgument("not a valid text-format " + message->GetDescriptor()->full_name());
       }
@@ -722,7 +786,10 @@ Status ParseMessage(std::string_view data, ProtoFormat format, pb::Message* mess
     case ProtoFormat::kJson: {
       const auto status = pb::util::JsonStringToMessage(pb::StringPiece(data.data(), data.size()),
                                                         message, pb::util::JsonParseOptions());
-      if (status.ok()) return CheckUtf8(*message);
+      if (status.ok()) {
+        ClearNegativeZeros(*message);
+        return CheckUtf8(*message);
+      }
       return InvalidArgument(DescribeJsonError(data, MessageOf(status)));
     }
   }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -387,6 +388,33 @@ TEST(ProtoIoTest, UnspecifiedTimelineSourceIsSimulated) {
   EXPECT_EQ(timeline->source, TimelineSource::kSimulated);
   ASSERT_EQ(timeline->ranks.size(), 1u);
   EXPECT_EQ(timeline->ranks[0].busy, 2);
+}
+
+// JSON has one zero: a -0 read from a text (or binary) file must come out as 0, or writing it
+// as JSON and reading that back would change the file (found by the request_file fuzzer;
+// its input is fuzz/corpus/request_file/regression-negative-zero.txtpb).
+TEST(ProtoIoTest, NegativeZeroReadsAsZero) {
+  const StatusOr<CostModel> text = ParseCostModel(
+      "stages { forward: -0 backward: 2 }\nboundaries { latency: -0.0 }\n", ProtoFormat::kText);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  ASSERT_EQ(text->stages.size(), 1u);
+  EXPECT_FALSE(std::signbit(text->stages[0].forward));
+  ASSERT_EQ(text->boundaries.size(), 1u);
+  EXPECT_FALSE(std::signbit(text->boundaries[0].latency));
+
+  // A -0.0 the program computed is written in binary, where it keeps its sign bit.
+  CostModel negative;
+  negative.stages = {StageCosts{.forward = -0.0, .backward = 2}};
+  const StatusOr<std::string> binary = SerializeCostModel(negative, ProtoFormat::kBinary);
+  ASSERT_TRUE(binary.ok()) << binary.status().message();
+  const StatusOr<CostModel> read = ParseCostModel(*binary, ProtoFormat::kBinary);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->stages.size(), 1u);
+  EXPECT_FALSE(std::signbit(read->stages[0].forward));
+
+  const StatusOr<std::string> json = SerializeCostModel(*text, ProtoFormat::kJson);
+  ASSERT_TRUE(json.ok()) << json.status().message();
+  EXPECT_EQ(json->find("-0"), std::string::npos) << *json;
 }
 
 TEST(ProtoIoTest, DetectsFormatFromNameThenContent) {
