@@ -19,8 +19,8 @@ constexpr std::string_view kHelp =
                            [--input-share X] [-q]
 
 Turns a profile ('pipeplan profile', binary, text or JSON protobuf) into a CostModel file for
-'pipeplan plan --costs', 'import --costs' and 'compare --costs'. Every figure is a median of
-the profile converted to --unit. Per stage:
+'pipeplan plan --costs', 'import --costs' and 'compare --costs'. Every figure but the
+receive overhead is a median of the profile converted to --unit. Per stage:
   F        measured (a stage without F, or without any sample, is an error naming it)
   B        measured; else I + W
   I, W     measured, both or neither; neither: I = X B (--input-share), W = B - I
@@ -28,7 +28,9 @@ the profile converted to --unit. Per stage:
 Per boundary: latency = the median clean transfer and bandwidth 0 (infinite), since one
 message size per boundary cannot separate the two; a profiler's own latency and bandwidth
 where the profile has them. A boundary without a clean transfer (a same-rank hand-off, or
-only late receives) gets the mean of the measured boundaries, 0 if none.
+only late receives) gets the mean of the measured boundaries, 0 if none. The receive
+overhead is the mean (not the median: a step adds up its tail) of the profile's receives
+posted after their data landed; where none was, the mean of the boundaries that have one.
 Unless the cost model goes to standard output or -q is given, prints the costs per stage
 (with the spread of the measured ones) and per boundary, marking what was derived.
 

@@ -51,6 +51,7 @@ Costs (durations of one rank's share of the model in your time unit, numbers >= 
   --backward-weight T          W (default B - I, or B/2 when only B is given; 1 by default)
   --overlap T                  one F&B overlap cell, number > 0 (default F + B)
   --comm T                     latency of one transfer between ranks (default 0)
+  --receive-overhead T         time a receive takes once posted, data there or not (default 0)
   --costs FILE                 a CostModel file (text, JSON or binary protobuf) instead
 
 Output:

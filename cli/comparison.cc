@@ -218,7 +218,11 @@ std::string DescribeRequest(const PlanRequest& base) {
     text += "; per-stage costs";
   }
   if (base.costs.boundaries.size() == 1) {
-    text += " comm=" + FormatCompact(base.costs.boundaries.front().latency);
+    const BoundaryCosts& boundary = base.costs.boundaries.front();
+    text += " comm=" + FormatCompact(boundary.latency);
+    if (boundary.receive_overhead > 0) {
+      text += " receive-overhead=" + FormatCompact(boundary.receive_overhead);
+    }
   }
   if (base.memory.limit.has_value()) text += "; memory limit " + FormatCompact(*base.memory.limit);
   if (base.options.post_validation) text += "; post-validation (zero-bubble family only)";

@@ -45,7 +45,7 @@ Options:
 Costs stored in the plan (for 'pipeplan simulate'; durations per stage, numbers >= 0;
 default F=1, B=2, I=W=1, no comm latency):
   --forward T, --backward T, --backward-input T, --backward-weight T, --overlap T,
-  --comm T
+  --comm T, --receive-overhead T
                         as for 'pipeplan plan' (B defaults to I + W; with only B given,
                         I = W = B/2; an OVERLAP_F_B cell costs --overlap, default F + B)
   --costs FILE          a CostModel file (text, JSON or binary protobuf) instead

@@ -57,6 +57,8 @@ Costs (durations per stage in your time unit, e.g. microseconds; numbers >= 0):
                                number > 0 (default F + B of the cell's two halves)
   --comm T                     latency of one activation/gradient transfer between ranks
                                (default 0)
+  --receive-overhead T         time a receive takes once posted even when its data is there
+                               (LogP's overhead; 'pipeplan calibrate' measures it; default 0)
   --costs FILE                 a CostModel file (text, JSON or binary protobuf) instead of the
                                duration flags; allows per-stage and per-boundary costs
 

@@ -52,15 +52,23 @@ bool BoundaryMeasured(const BoundaryProfile& boundary) {
   return boundary.transfer.samples > 0 || boundary.latency > 0 || boundary.bandwidth > 0;
 }
 
+bool OverheadMeasured(const BoundaryProfile& boundary) {
+  return boundary.receive_overhead.samples > 0;
+}
+
 std::string RenderTransfers(const Profile& profile, TimeUnit unit) {
-  TextTable table({"boundary", "clean transfers", "late receives", "median", "p10", "p90"});
+  TextTable table({"boundary", "clean transfers", "late receives", "median", "p10", "p90",
+                   "receive overhead: mean (of n)"});
   for (size_t b = 0; b < profile.boundaries.size(); ++b) {
     const BoundaryProfile& boundary = profile.boundaries[b];
     const DurationStats& t = boundary.transfer;
+    const DurationStats& o = boundary.receive_overhead;
     const bool measured = t.samples > 0;
-    table.AddRow({BoundaryName(b), std::to_string(t.samples),
-                  std::to_string(boundary.late_receives), measured ? InUnit(t.median, unit) : "-",
-                  measured ? InUnit(t.p10, unit) : "-", measured ? InUnit(t.p90, unit) : "-"});
+    table.AddRow(
+        {BoundaryName(b), std::to_string(t.samples), std::to_string(boundary.late_receives),
+         measured ? InUnit(t.median, unit) : "-", measured ? InUnit(t.p10, unit) : "-",
+         measured ? InUnit(t.p90, unit) : "-",
+         o.samples > 0 ? InUnit(o.mean, unit) + " (of " + std::to_string(o.samples) + ")" : "-"});
   }
   return table.Render();
 }
@@ -135,24 +143,37 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
   }
   if (profile.boundaries.empty()) return out;
 
-  TextTable boundaries(
-      {"boundary", "latency", "bandwidth (bytes/" + std::string(TimeUnitName(options.unit)) + ")"});
+  TextTable boundaries({"boundary", "latency",
+                        "bandwidth (bytes/" + std::string(TimeUnitName(options.unit)) + ")",
+                        "receive overhead"});
   bool derived_boundary = false;
+  bool derived_overhead = false;
   for (size_t b = 0; b < costs.boundaries.size(); ++b) {
     const BoundaryCosts& c = costs.boundaries[b];
     const bool measured = options.uniform ? std::any_of(profile.boundaries.begin(),
                                                         profile.boundaries.end(), BoundaryMeasured)
                                           : BoundaryMeasured(profile.boundaries[b]);
+    const bool overhead_measured =
+        options.uniform
+            ? std::any_of(profile.boundaries.begin(), profile.boundaries.end(), OverheadMeasured)
+            : OverheadMeasured(profile.boundaries[b]);
     derived_boundary |= !measured;
+    derived_overhead |= !overhead_measured;
     boundaries.AddRow({options.uniform ? "all" : BoundaryName(b),
                        FormatCompact(c.latency) + (measured ? "" : "*"),
-                       c.bandwidth > 0 ? FormatCompact(c.bandwidth) : "infinite"});
+                       c.bandwidth > 0 ? FormatCompact(c.bandwidth) : "infinite",
+                       FormatCompact(c.receive_overhead) + (overhead_measured ? "" : "**")});
   }
   out += "\n" + boundaries.Render();
   if (derived_boundary) {
     out +=
         "* no clean transfer measured (a same-rank hand-off, or only late receives): the mean "
         "of the measured boundaries, 0 if none\n";
+  }
+  if (derived_overhead) {
+    out +=
+        "** no receive posted after its data landed: the mean of the measured boundaries, 0 if "
+        "none\n";
   }
   return out;
 }

@@ -12,7 +12,8 @@ namespace pipeplan::cli {
 namespace {
 
 constexpr std::string_view kDurationFlags[] = {"forward",         "backward", "backward-input",
-                                               "backward-weight", "overlap",  "comm"};
+                                               "backward-weight", "overlap",  "comm",
+                                               "receive-overhead"};
 constexpr std::string_view kTopologyFlags[] = {"strategy",
                                                "ranks",
                                                "microbatches",
@@ -26,13 +27,14 @@ constexpr std::string_view kTopologyFlags[] = {"strategy",
                                                "backward-input",
                                                "backward-weight",
                                                "overlap",
-                                               "comm"};
+                                               "comm",
+                                               "receive-overhead"};
 
 }  // namespace
 
 std::vector<FlagSpec> CostFlagSpecs() {
   return {{"costs"},           {"forward"}, {"backward"}, {"backward-input"},
-          {"backward-weight"}, {"overlap"}, {"comm"}};
+          {"backward-weight"}, {"overlap"}, {"comm"},     {"receive-overhead"}};
 }
 
 std::vector<FlagSpec> TopologyFlagSpecs() {
@@ -55,6 +57,8 @@ StatusOr<CostFlags> ParseCostFlags(const Flags& flags) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> overlap,
                             flags.GetNonNegativeDouble("overlap"));
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> comm, flags.GetNonNegativeDouble("comm"));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> receive_overhead,
+                            flags.GetNonNegativeDouble("receive-overhead"));
   // The cost model reads an overlap of 0 as "F + B", so 0 cannot be given.
   if (overlap.has_value() && *overlap == 0) {
     return InvalidArgument("--overlap must be > 0, got " + flags.GetString("overlap").value() +
@@ -66,7 +70,7 @@ StatusOr<CostFlags> ParseCostFlags(const Flags& flags) {
   if (out.costs_file.has_value() && any_duration) {
     return InvalidArgument(
         "--costs cannot be combined with --forward, --backward, --backward-input, "
-        "--backward-weight, --overlap or --comm");
+        "--backward-weight, --overlap, --comm or --receive-overhead");
   }
   out.any_given = out.costs_file.has_value() || any_duration;
 
@@ -105,6 +109,7 @@ StatusOr<CostFlags> ParseCostFlags(const Flags& flags) {
   out.from_flags.stages = {stage};
   BoundaryCosts boundary;
   boundary.latency = comm.value_or(0.0);
+  boundary.receive_overhead = receive_overhead.value_or(0.0);
   out.from_flags.boundaries = {boundary};
   return out;
 }

@@ -29,7 +29,8 @@ struct CostFlags {
 // Durations: B defaults to I + W; when B is given, a missing I or W is B minus the other
 // one, or B/2 when both are missing; nothing given means F=1, B=2, I=W=1. --overlap is the
 // cost of one F&B overlap cell (StageCosts::overlap; must be > 0, left out it is F + B).
-// --comm sets the uniform boundary latency. --costs excludes the duration flags.
+// --comm sets the uniform boundary latency, --receive-overhead its receive overhead. --costs
+// excludes the duration flags.
 StatusOr<CostFlags> ParseCostFlags(const Flags& flags);
 // The cost model the flags describe (reads --costs FILE).
 StatusOr<CostModel> LoadCosts(const CostFlags& flags);

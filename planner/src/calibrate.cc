@@ -61,6 +61,20 @@ std::optional<BoundaryCosts> CalibrateBoundary(const BoundaryProfile& boundary,
   return std::nullopt;
 }
 
+// A boundary's receive overhead, where measured: the mean, not the median, since a step adds
+// up the receives on its critical path and the tail counts.
+std::optional<double> CalibrateReceiveOverhead(const BoundaryProfile& boundary,
+                                               double seconds_per_unit) {
+  if (!Measured(boundary.receive_overhead)) return std::nullopt;
+  return boundary.receive_overhead.mean / seconds_per_unit;
+}
+
+double MeanOf(const std::vector<double>& values) {
+  double sum = 0.0;
+  for (const double x : values) sum += x;
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
 // Mean latency of `measured`; bandwidth and activation bytes over the entries that have them.
 BoundaryCosts MeanBoundary(const std::vector<BoundaryCosts>& measured) {
   BoundaryCosts mean;
@@ -163,11 +177,16 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
 
   std::vector<std::optional<BoundaryCosts>> boundaries;
   std::vector<BoundaryCosts> measured;
+  std::vector<std::optional<double>> overheads;
+  std::vector<double> measured_overheads;
   for (const BoundaryProfile& boundary : profile.boundaries) {
     boundaries.push_back(CalibrateBoundary(boundary, seconds_per_unit));
     if (boundaries.back()) measured.push_back(*boundaries.back());
+    overheads.push_back(CalibrateReceiveOverhead(boundary, seconds_per_unit));
+    if (overheads.back()) measured_overheads.push_back(*overheads.back());
   }
-  const BoundaryCosts mean_boundary = MeanBoundary(measured);
+  BoundaryCosts mean_boundary = MeanBoundary(measured);
+  mean_boundary.receive_overhead = MeanOf(measured_overheads);
 
   CostModel costs;
   costs.time_unit = std::string(TimeUnitName(options.unit));
@@ -178,8 +197,10 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
     costs.stages = std::move(stages);
     if (!boundaries.empty()) {
       costs.boundaries.clear();
-      for (const std::optional<BoundaryCosts>& b : boundaries) {
-        costs.boundaries.push_back(b.value_or(mean_boundary));
+      for (size_t b = 0; b < boundaries.size(); ++b) {
+        BoundaryCosts& calibrated =
+            costs.boundaries.emplace_back(boundaries[b].value_or(mean_boundary));
+        calibrated.receive_overhead = overheads[b].value_or(mean_boundary.receive_overhead);
       }
     }
   }

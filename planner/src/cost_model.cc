@@ -49,11 +49,20 @@ double CostModel::ComputeTime(const Action& action) const {
   return 0.0;
 }
 
+const BoundaryCosts& CostModel::Boundary(StageId from, StageId to) const {
+  // Clamped: a plan the validator rejects may pair the last stage with itself.
+  const auto boundary = static_cast<size_t>(std::max(0, std::min(from.value, to.value)));
+  return boundaries[std::min(boundary, boundaries.size() - 1)];
+}
+
 double CostModel::TransferTime(StageId from, StageId to) const {
-  const int boundary = std::min(from.value, to.value);
-  const BoundaryCosts& b = boundaries.size() == 1 ? boundaries.front() : boundaries[boundary];
+  const BoundaryCosts& b = Boundary(from, to);
   const double wire = b.bandwidth > 0 ? b.activation_bytes / b.bandwidth : 0.0;
   return b.latency + wire;
+}
+
+double CostModel::ReceiveOverhead(StageId from, StageId to) const {
+  return Boundary(from, to).receive_overhead;
 }
 
 CostModel SplitShareCosts(CostModel share, int chunks) {
@@ -94,6 +103,7 @@ Status ValidateCostModel(const CostModel& costs, int num_stages) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.latency, where + "latency"));
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.bandwidth, where + "bandwidth"));
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.activation_bytes, where + "activation_bytes"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.receive_overhead, where + "receive_overhead"));
   }
   return Status::Ok();
 }

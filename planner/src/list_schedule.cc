@@ -35,8 +35,10 @@ struct StageInfo {
   int rank = 0;
   bool first = false;
   bool last = false;
-  double from_previous = 0.0;  // transfer of F(s - 1) into s
-  double from_next = 0.0;      // transfer of B/I(s + 1) into s
+  double from_previous = 0.0;           // transfer of F(s - 1) into s
+  double from_next = 0.0;               // transfer of B/I(s + 1) into s
+  double overhead_from_previous = 0.0;  // receive overhead of that transfer
+  double overhead_from_next = 0.0;
   double forward = 0.0;
   double backward = 0.0;
   double backward_input = 0.0;
@@ -69,8 +71,14 @@ class ListScheduler {
       info.rank = stages.RankOf(stage).value;
       info.first = stages.IsFirst(stage);
       info.last = stages.IsLast(stage);
-      if (!info.first) info.from_previous = costs.TransferTime(StageId(s - 1), stage);
-      if (!info.last) info.from_next = costs.TransferTime(StageId(s + 1), stage);
+      if (!info.first) {
+        info.from_previous = costs.TransferTime(StageId(s - 1), stage);
+        info.overhead_from_previous = costs.ReceiveOverhead(StageId(s - 1), stage);
+      }
+      if (!info.last) {
+        info.from_next = costs.TransferTime(StageId(s + 1), stage);
+        info.overhead_from_next = costs.ReceiveOverhead(StageId(s + 1), stage);
+      }
       const StageCosts& c = costs.Stage(stage);
       info.forward = c.forward;
       info.backward = c.backward;
@@ -156,7 +164,10 @@ class ListScheduler {
       return false;
     }
     double ready = end;
-    if (info_[input.stage.value].rank != rank) ready = end + TransferInto(input.stage, consumer);
+    if (info_[input.stage.value].rank != rank) {
+      ready = std::max(end + TransferInto(input.stage, consumer),
+                       rank_free_[rank] + costs_.ReceiveOverhead(input.stage, consumer));
+    }
     start = std::max(start, ready);
     depth = std::max(depth, depth_[slot]);
     return true;
@@ -186,13 +197,14 @@ class ListScheduler {
     const int grad_slot = static_cast<int>(slots_per_kind_) + forward_slot;
     switch (part.kind) {
       case ActionKind::kForward:
-        return info.first || TakeNeighbour(rank, forward_slot - microbatches_, info_[s - 1].rank,
-                                           info.from_previous, start, depth);
+        return info.first ||
+               TakeNeighbour(rank, forward_slot - microbatches_, info_[s - 1].rank,
+                             info.from_previous, info.overhead_from_previous, start, depth);
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
         if (!TakeOwn(rank, forward_slot, part.stage, start, depth)) return false;
         return info.last || TakeNeighbour(rank, grad_slot + microbatches_, info_[s + 1].rank,
-                                          info.from_next, start, depth);
+                                          info.from_next, info.overhead_from_next, start, depth);
       case ActionKind::kBackwardWeight:
         return TakeOwn(rank, grad_slot, part.stage, start, depth);
       case ActionKind::kOverlapFB:
@@ -208,14 +220,19 @@ class ListScheduler {
     return true;
   }
 
-  // An input from a neighbouring stage owned by `owner`, `transfer` away when remote.
-  bool TakeNeighbour(int rank, int slot, int owner, double transfer, double& start, int& depth) {
+  // An input from a neighbouring stage owned by `owner`. When remote it is `transfer` away,
+  // and its receive, posted when the rank's previous compute ends (where comm insertion puts
+  // it), takes at least `overhead`.
+  bool TakeNeighbour(int rank, int slot, int owner, double transfer, double overhead, double& start,
+                     int& depth) {
     const double end = end_[slot];
     if (end == kNotDone) {
       blocked_on_[rank] = slot;
       return false;
     }
-    start = std::max(start, owner != rank ? end + transfer : end);
+    const double ready =
+        owner != rank ? std::max(end + transfer, rank_free_[rank] + overhead) : end;
+    start = std::max(start, ready);
     depth = std::max(depth, depth_[slot]);
     return true;
   }

@@ -1,8 +1,11 @@
 // List schedule of compute actions under a cost model: each rank runs its compute actions in
 // order; one starts when the rank is free and its inputs have arrived (producer end +
-// transfer time across ranks, free on the same rank). The times do not depend on the order
-// ranks are visited in, so a plain worklist computes them. Shared by comm insertion (for the
-// global message order), post-validation (for its PV times) and the simulator (for the times).
+// transfer time across ranks, free on the same rank) and its receives are done (a receive
+// takes at least its boundary's receive overhead from the end of the rank's previous compute,
+// where comm insertion posts it; a RECV posted earlier is charged as if posted there). The times do
+// not depend on the order ranks are visited in, so a plain worklist computes them. Shared by comm
+// insertion (for the global message order), post-validation (for its PV times) and the simulator
+// (for the times).
 #pragma once
 
 #include <cstddef>

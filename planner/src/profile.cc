@@ -46,9 +46,25 @@ std::vector<double>* SamplesOf(StageSamples& samples, ActionKind kind) {
   return nullptr;
 }
 
+// A receive posted after its send started: how long after, and how long it then took.
+struct LateReceive {
+  double after_send = 0.0;
+  double duration = 0.0;
+};
+
 struct BoundarySamples {
   std::vector<double> transfers;
-  int late_receives = 0;
+  std::vector<LateReceive> late;
+
+  // The durations of the late receives whose data had landed when they were posted (at
+  // least `latency` after their send started).
+  std::vector<double> ReceiveOverheads(double latency) const {
+    std::vector<double> out;
+    for (const LateReceive& r : late) {
+      if (r.after_send >= latency) out.push_back(r.duration);
+    }
+    return out;
+  }
 };
 
 std::string TimelineName(const ProfileOptions& options, size_t step) {
@@ -127,8 +143,11 @@ class ProfileBuilder {
                                 .overlap = SummarizeDurations(std::move(s.overlap))});
     }
     for (BoundarySamples& b : boundaries_) {
-      profile.boundaries.push_back({.transfer = SummarizeDurations(std::move(b.transfers)),
-                                    .late_receives = b.late_receives});
+      const DurationStats transfer = SummarizeDurations(std::move(b.transfers));
+      profile.boundaries.push_back(
+          {.transfer = transfer,
+           .late_receives = static_cast<int>(b.late.size()),
+           .receive_overhead = SummarizeDurations(b.ReceiveOverheads(transfer.median))});
     }
     return profile;
   }
@@ -178,17 +197,18 @@ class ProfileBuilder {
     const ActionTiming& received = timeline.ranks[recv_ref.rank].actions[recv_ref.index];
     BoundarySamples& boundary =
         boundaries_[static_cast<size_t>(std::min(send.stage.value, recv.stage.value))];
-    if (received.start > sent.start) {
-      ++boundary.late_receives;
-      return Status::Ok();
-    }
     if (received.end < sent.start) {
       return InvalidArgument(
           Where(recv_ref.rank, recv_ref.index, recv) + " ends at " + FormatNumber(received.end) +
           ", before its send (" + Where(send_ref.rank, send_ref.index, send) + ") starts at " +
           FormatNumber(sent.start) + "; the ranks' times do not share one time zero");
     }
-    boundary.transfers.push_back((received.end - sent.start) * seconds_per_unit_);
+    if (received.start > sent.start) {
+      boundary.late.push_back({.after_send = (received.start - sent.start) * seconds_per_unit_,
+                               .duration = (received.end - received.start) * seconds_per_unit_});
+    } else {
+      boundary.transfers.push_back((received.end - sent.start) * seconds_per_unit_);
+    }
     return Status::Ok();
   }
 
@@ -228,7 +248,21 @@ Status CheckStats(const DurationStats& stats, const std::string& path) {
                              " " + FormatNumber(figures[i].second));
     }
   }
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(stats.mean, path + ".mean"));
+  // 0 with samples: written before the mean was recorded.
+  if (stats.mean != 0 && (stats.mean < stats.min || stats.mean > stats.max)) {
+    return InvalidArgument(path + ".mean: " + FormatNumber(stats.mean) + " is outside [min " +
+                           FormatNumber(stats.min) + ", max " + FormatNumber(stats.max) + "]");
+  }
   return Status::Ok();
+}
+
+// Of sorted samples: summed in that order, so the same samples give the same bits; clamped
+// to [min, max], which rounding could leave by an ulp.
+double MeanOfSorted(const std::vector<double>& samples) {
+  double sum = 0.0;
+  for (const double x : samples) sum += x;
+  return std::clamp(sum / static_cast<double>(samples.size()), samples.front(), samples.back());
 }
 
 }  // namespace
@@ -248,7 +282,8 @@ DurationStats SummarizeDurations(std::vector<double> samples) {
           .min = samples.front(),
           .max = samples.back(),
           .p10 = quantile(0.1),
-          .p90 = quantile(0.9)};
+          .p90 = quantile(0.9),
+          .mean = MeanOfSorted(samples)};
 }
 
 StatusOr<Profile> BuildProfile(const Plan& plan, std::span<const Timeline> steps,
@@ -298,6 +333,13 @@ Status ValidateProfile(const Profile& profile) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(boundary.latency, path + "latency"));
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(boundary.bandwidth, path + "bandwidth"));
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(boundary.activation_bytes, path + "activation_bytes"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(boundary.receive_overhead, path + "receive_overhead"));
+    if (boundary.receive_overhead.samples > boundary.late_receives) {
+      return InvalidArgument(
+          path + "receive_overhead.samples: " + std::to_string(boundary.receive_overhead.samples) +
+          " is above late_receives " + std::to_string(boundary.late_receives) +
+          " (its samples are late receives)");
+    }
   }
   return Status::Ok();
 }

@@ -138,6 +138,7 @@ void ToProto(const BoundaryCosts& costs, v1::BoundaryCosts* out) {
   out->set_latency(costs.latency);
   out->set_bandwidth(costs.bandwidth);
   out->set_activation_bytes(costs.activation_bytes);
+  out->set_receive_overhead(costs.receive_overhead);
 }
 
 void ToProto(const CostModel& costs, v1::CostModel* out) {
@@ -226,6 +227,7 @@ void ToProto(const DurationStats& stats, v1::DurationStats* out) {
   out->set_max(stats.max);
   out->set_p10(stats.p10);
   out->set_p90(stats.p90);
+  out->set_mean(stats.mean);
 }
 
 // Kinds with no samples are left out: an absent message reads back as nothing measured.
@@ -251,6 +253,9 @@ void ToProto(const Profile& profile, v1::Profile* out) {
     entry->set_latency(boundary.latency);
     entry->set_bandwidth(boundary.bandwidth);
     entry->set_activation_bytes(boundary.activation_bytes);
+    if (boundary.receive_overhead.samples > 0) {
+      ToProto(boundary.receive_overhead, entry->mutable_receive_overhead());
+    }
   }
 }
 
@@ -306,6 +311,7 @@ BoundaryCosts FromProto(const v1::BoundaryCosts& proto) {
   costs.latency = proto.latency();
   costs.bandwidth = proto.bandwidth();
   costs.activation_bytes = proto.activation_bytes();
+  costs.receive_overhead = proto.receive_overhead();
   return costs;
 }
 
@@ -518,7 +524,8 @@ DurationStats FromProto(const v1::DurationStats& proto) {
           .min = proto.min(),
           .max = proto.max(),
           .p10 = proto.p10(),
-          .p90 = proto.p90()};
+          .p90 = proto.p90(),
+          .mean = proto.mean()};
 }
 
 StatusOr<Profile> FromProto(const v1::Profile& proto) {
@@ -537,7 +544,8 @@ StatusOr<Profile> FromProto(const v1::Profile& proto) {
                                   .late_receives = boundary.late_receives(),
                                   .latency = boundary.latency(),
                                   .bandwidth = boundary.bandwidth(),
-                                  .activation_bytes = boundary.activation_bytes()});
+                                  .activation_bytes = boundary.activation_bytes(),
+                                  .receive_overhead = FromProto(boundary.receive_overhead())});
   }
   PIPEPLAN_RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;

@@ -41,7 +41,7 @@ ProducerEnds CollectProducerEnds(const std::vector<RankProgram>& programs,
 }
 
 // A SEND runs from its producer's end until the data lands; a RECV from the moment the rank
-// reaches it until the data lands (zero when the data was already there).
+// reaches it until the data lands, and for at least the boundary's receive overhead.
 ActionTiming CommTiming(const Action& action, double rank_time, const ProducerEnds& ends,
                         const CostModel& costs) {
   const StageId s = action.stage;
@@ -58,12 +58,12 @@ ActionTiming CommTiming(const Action& action, double rank_time, const ProducerEn
     case ActionKind::kRecvForward: {
       const StageId from(s.value - 1);
       const double arrival = ends.forward.At(from, m) + costs.TransferTime(from, s);
-      return {rank_time, std::max(rank_time, arrival)};
+      return {rank_time, std::max(rank_time + costs.ReceiveOverhead(from, s), arrival)};
     }
     case ActionKind::kRecvBackward: {
       const StageId from(s.value + 1);
       const double arrival = ends.input_grad.At(from, m) + costs.TransferTime(from, s);
-      return {rank_time, std::max(rank_time, arrival)};
+      return {rank_time, std::max(rank_time + costs.ReceiveOverhead(from, s), arrival)};
     }
     case ActionKind::kPostValidation:
     case ActionKind::kSendPostValidation:

@@ -72,6 +72,7 @@ SyntheticExecutor::SyntheticExecutor(const Plan& plan, RankId rank, const Synthe
 Status SyntheticExecutor::BeginStep(int step) {
   step_ = step;
   spans_.clear();
+  free_since_ = Clock::now();
   return Status::Ok();
 }
 
@@ -130,6 +131,10 @@ Status SyntheticExecutor::CheckInput(const Action& part, TimePoint& ready) {
                     " where " + Describe(want) + " was expected");
   }
   ready = std::max(ready, TimePoint(std::chrono::nanoseconds(got.ready_at)));
+  if (input->recv != ActionKind::kRecvPostValidation) {
+    const double overhead = plan_.request.costs.ReceiveOverhead(input->from, part.stage);
+    ready = std::max(ready, AfterSeconds(free_since_, overhead * options_.seconds_per_unit));
+  }
   return Status::Ok();
 }
 
@@ -145,7 +150,8 @@ Status SyntheticExecutor::Run(const Action& action, const OpContext& context) {
                               : 0.0;
   const TimePoint end = AfterSeconds(ready, duration);
   PIPEPLAN_RETURN_IF_ERROR(HoldUntil(end, context));
-  spans_.push_back({context.action_index, ready, Clock::now()});
+  free_since_ = Clock::now();
+  spans_.push_back({context.action_index, ready, free_since_});
   return Status::Ok();
 }
 

@@ -176,6 +176,11 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Usage("plan", "--forward must be >= 0, got -1"),
        2},
+      {"NegativeReceiveOverhead",
+       {"compare", "--ranks", "4", "--microbatches", "8", "--receive-overhead", "-0.5"},
+       {},
+       Usage("compare", "--receive-overhead must be >= 0, got -0.5"),
+       2},
       {"NonNumericComm",
        {"compare", "--ranks", "4", "--microbatches", "8", "--comm", "fast"},
        {},
@@ -200,14 +205,14 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Usage("plan",
              "--costs cannot be combined with --forward, --backward, --backward-input, "
-             "--backward-weight, --overlap or --comm"),
+             "--backward-weight, --overlap, --comm or --receive-overhead"),
        2},
       {"CostsFileAndOverlap",
        {"compare", "--ranks", "4", "--microbatches", "8", "--costs", "c.txt", "--overlap", "2"},
        {},
        Usage("compare",
              "--costs cannot be combined with --forward, --backward, --backward-input, "
-             "--backward-weight, --overlap or --comm"),
+             "--backward-weight, --overlap, --comm or --receive-overhead"),
        2},
       {"ZeroOverlap",
        {"plan", "--strategy", "1f1b-overlap", "--ranks", "4", "--microbatches", "8", "--overlap",
@@ -637,6 +642,21 @@ TEST(CliTest, CostFlagsAndEqualsSyntax) {
   EXPECT_EQ(JsonNumbers(sim.out, "busy"), std::vector<double>({12, 12}));
   // Critical path of one microbatch: F, comm, F, B, comm, B = 2 + .25 + 2 + 2 + .25 + 2.
   EXPECT_GE(JsonNumber(sim.out, "makespan"), 12 + 4 + 0.5);
+}
+
+// 1F1B P=2 M=1, F=1, B=2, latency 0.5 (makespan 7) with a receive overhead of 3: the first
+// stage-1 receive, posted at 0, ends at 3 instead of 1.5 (simulator_test works it out).
+TEST(CliTest, ReceiveOverheadFlagReachesThePlanAndTheSimulation) {
+  ScratchDir dir;
+  const RunResult plan =
+      RunPipeplan({"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "1", "--comm",
+                   "0.5", "--receive-overhead", "3", "-o", "p.txtpb"},
+                  dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(dir.Read("p.txtpb").find("receive_overhead: 3"), std::string::npos);
+  const RunResult sim = RunPipeplan({"simulate", "p.txtpb", "--json"}, dir.path());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(JsonNumber(sim.out, "makespan"), 8.5);
 }
 
 TEST(CliTest, SimulateWithOtherCostsKeepsTheActionsAndWritesThoseCosts) {

@@ -32,9 +32,11 @@ void Ok(const RunResult& result) { ASSERT_EQ(result.exit_code, 0) << result.err 
 
 // The synthetic executor holds F for 1 and B for 2 units of 5 ms each. A measured duration is
 // never shorter than its hold (the executor ends at or after its deadline), so the lower bounds
-// hold on every attempt. Above it we allow 50%, which still tells every unit and kind mix-up
-// apart; a busy machine (another test on both cores, a sanitizer build) can delay every op of a
-// run by a scheduler slice, so a miss above is tried again on a fresh run, up to three runs.
+// hold on every attempt, and they alone catch F and B swapped (B would be half its bound).
+// Above we allow twice the hold: a unit mix-up is off by 1000x, and a busy machine (a
+// sanitizer build with both cores taken: +56% on 2026-11-24) delays every op of a run by
+// scheduler slices. A miss above is tried again on a fresh run, up to three runs. How close a
+// measured step comes to the model is runtime_fidelity_test's bar, not this one's.
 TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
   constexpr double kUs = 5000;  // microseconds per unit
   constexpr int kAttempts = 3;
@@ -69,8 +71,8 @@ TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
         profile.out.starts_with("times in us: median (p90 - p10 as a share of the "
                                 "median); - = not measured\n\nstage  "))
         << profile.out;
-    EXPECT_NE(profile.out.find("\nboundary  clean transfers  late receives  median"),
-              std::string::npos)
+    // Column widths follow the figures, so only the order of the headings is fixed.
+    EXPECT_NE(profile.out.find("\nboundary  clean transfers  late receives"), std::string::npos)
         << profile.out;
     EXPECT_NE(profile.out.find("wrote profile (2 stages, 2 steps, source \"measured\") to "
                                "profile.json\n"),
@@ -93,16 +95,16 @@ TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
       EXPECT_GE(stage.forward, 1 * kUs * 0.999);
       EXPECT_GE(stage.backward, 2 * kUs * 0.999);
       EXPECT_DOUBLE_EQ(stage.backward_input, stage.backward / 2);
-      within = within && stage.forward <= 1 * kUs * 1.5 && stage.backward <= 2 * kUs * 1.5;
+      within = within && stage.forward <= 1 * kUs * 2 && stage.backward <= 2 * kUs * 2;
     }
   }
   for (const StageCosts& stage : costs.stages) {
-    EXPECT_LE(stage.forward, 1 * kUs * 1.5) << "after " << kAttempts << " runs";
-    EXPECT_LE(stage.backward, 2 * kUs * 1.5) << "after " << kAttempts << " runs";
+    EXPECT_LE(stage.forward, 1 * kUs * 2) << "after " << kAttempts << " runs";
+    EXPECT_LE(stage.backward, 2 * kUs * 2) << "after " << kAttempts << " runs";
   }
 
-  // The planner reads the calibrated file; the plan's simulated step is the held one:
-  // (M + P - 1)(F + B) = 27 units.
+  // The planner reads the calibrated file; the plan's simulated step is the held one,
+  // (M + P - 1)(F + B) = 27 units, plus the measured transfer latencies and receive overheads.
   std::vector<std::string> replan = {"plan"};
   replan.insert(replan.end(), plan_flags.begin(), plan_flags.end() - 4);  // not F and B
   replan.insert(replan.end(), {"--costs", "costs.txtpb", "-o", "calibrated.pb"});
@@ -110,7 +112,7 @@ TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
   const RunResult simulate = RunPipeplan({"simulate", "calibrated.pb", "--json"}, dir.path());
   Ok(simulate);
   EXPECT_GE(Makespan(simulate.out), 27 * kUs * 0.999);
-  EXPECT_LE(Makespan(simulate.out), 27 * kUs * 1.5);
+  EXPECT_LE(Makespan(simulate.out), 27 * kUs * 2.5);
 }
 
 // The simulator holds every action for exactly its cost and every clean transfer for exactly

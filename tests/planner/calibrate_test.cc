@@ -41,7 +41,7 @@ Profile FbProfile() {
                      .backward_input = {},
                      .backward_weight = {},
                      .overlap = {}}};
-  profile.boundaries = {{.transfer = Transfer(20e-6), .late_receives = 3}};
+  profile.boundaries = {{.transfer = Transfer(20e-6), .late_receives = 3, .receive_overhead = {}}};
   return profile;
 }
 
@@ -158,6 +158,31 @@ TEST(CalibrateTest, BoundariesWithoutACleanTransferGetTheMeanOfTheMeasuredOnes) 
   for (const BoundaryCosts& boundary : none->boundaries) EXPECT_EQ(boundary, BoundaryCosts{});
 }
 
+TEST(CalibrateTest, TheReceiveOverheadIsTheMeanNotTheMedian) {
+  Profile profile;
+  profile.stages.assign(4, StageProfile{.forward = Constant(1),
+                                        .backward = Constant(2),
+                                        .backward_input = {},
+                                        .backward_weight = {},
+                                        .overlap = {}});
+  profile.boundaries.resize(3);
+  profile.boundaries[0].receive_overhead = SummarizeDurations({1, 1, 4});  // median 1, mean 2
+  profile.boundaries[0].late_receives = 3;
+  profile.boundaries[2].receive_overhead = SummarizeDurations({6});
+  profile.boundaries[2].late_receives = 1;
+  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kMilliseconds));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_EQ(costs->boundaries.size(), 3u);
+  EXPECT_DOUBLE_EQ(costs->boundaries[0].receive_overhead, 2000);
+  EXPECT_DOUBLE_EQ(costs->boundaries[1].receive_overhead, 4000);  // none: the mean of the others
+  EXPECT_DOUBLE_EQ(costs->boundaries[2].receive_overhead, 6000);
+  const StatusOr<CostModel> uniform =
+      Calibrate(profile, Options(TimeUnit::kMilliseconds, /*uniform=*/true));
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  ASSERT_EQ(uniform->boundaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(uniform->boundaries[0].receive_overhead, 4000);
+}
+
 TEST(CalibrateTest, AProfilersLatencyAndBandwidthWin) {
   Profile profile = FbProfile();
   profile.boundaries[0].latency = 5e-6;
@@ -228,9 +253,12 @@ TEST(CalibrateErrorTest, AnInvalidProfileIsRefused) {
 }
 
 // plan -> simulate -> profile -> calibrate gives the plan's costs back: the simulator's
-// timelines hold every action for exactly its cost, and its clean transfers take exactly the
-// latency.
-TEST(CalibrateTest, SimulatedRunGivesThePlansCostsBack) {
+// timelines hold every action for exactly its cost, its clean transfers take exactly the
+// latency, and a receive posted after its data landed exactly the receive overhead.
+class CalibrateLoopTest : public ::testing::TestWithParam<double> {};
+
+TEST_P(CalibrateLoopTest, SimulatedRunGivesThePlansCostsBack) {
+  const double receive_overhead = GetParam();
   PlanRequest request = testing::MakeRequest("zb-h1", 4, 8);
   request.costs.stages.clear();
   for (int s = 0; s < 4; ++s) {
@@ -241,7 +269,8 @@ TEST(CalibrateTest, SimulatedRunGivesThePlansCostsBack) {
                                     .backward_weight = 0.75 * f,
                                     .overlap = 0});
   }
-  request.costs.boundaries = {{.latency = 7, .bandwidth = 0, .activation_bytes = 0}};
+  request.costs.boundaries = {
+      {.latency = 7, .bandwidth = 0, .activation_bytes = 0, .receive_overhead = receive_overhead}};
   const Plan plan = testing::BuildOrDie(request);
   const std::vector<Timeline> steps = {testing::SimulateOrDie(plan)};
   // The plan's unit is us: 1e-6 s per unit.
@@ -262,12 +291,18 @@ TEST(CalibrateTest, SimulatedRunGivesThePlansCostsBack) {
     EXPECT_EQ(got.overlap, 0);
   }
   ASSERT_EQ(costs->boundaries.size(), 3u);
-  for (const BoundaryCosts& boundary : costs->boundaries) EXPECT_DOUBLE_EQ(boundary.latency, 7);
+  for (const BoundaryCosts& boundary : costs->boundaries) {
+    EXPECT_DOUBLE_EQ(boundary.latency, 7);
+    EXPECT_DOUBLE_EQ(boundary.receive_overhead, receive_overhead);
+  }
   // And the calibrated model predicts the same step.
   const StatusOr<Timeline> again = Simulate(plan, *costs, plan.request.memory);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_NEAR(again->metrics.makespan, steps[0].metrics.makespan, 1e-9 * steps[0].metrics.makespan);
 }
+
+// 0, and an overhead both hidden by late data (below the latency) and not.
+INSTANTIATE_TEST_SUITE_P(ReceiveOverheads, CalibrateLoopTest, ::testing::Values(0.0, 3.0, 12.0));
 
 }  // namespace
 }  // namespace pipeplan

@@ -78,15 +78,37 @@ TEST(SummarizeDurationsTest, NothingMeasuredIsAllZeros) {
 }
 
 TEST(SummarizeDurationsTest, OneSampleIsEveryFigure) {
-  EXPECT_EQ(
-      SummarizeDurations({2.5}),
-      (DurationStats{.samples = 1, .median = 2.5, .min = 2.5, .max = 2.5, .p10 = 2.5, .p90 = 2.5}));
+  EXPECT_EQ(SummarizeDurations({2.5}), (DurationStats{.samples = 1,
+                                                      .median = 2.5,
+                                                      .min = 2.5,
+                                                      .max = 2.5,
+                                                      .p10 = 2.5,
+                                                      .p90 = 2.5,
+                                                      .mean = 2.5}));
 }
 
 TEST(SummarizeDurationsTest, ElevenSamplesHitTheQuantilesExactly) {
   // Positions q (n - 1) = 1, 5 and 9: no interpolation.
   EXPECT_EQ(SummarizeDurations({7, 3, 10, 0, 5, 1, 9, 2, 8, 4, 6}),
-            (DurationStats{.samples = 11, .median = 5, .min = 0, .max = 10, .p10 = 1, .p90 = 9}));
+            (DurationStats{
+                .samples = 11, .median = 5, .min = 0, .max = 10, .p10 = 1, .p90 = 9, .mean = 5}));
+}
+
+TEST(SummarizeDurationsTest, TheMeanStaysWithinMinAndMax) {
+  EXPECT_DOUBLE_EQ(SummarizeDurations({4, 1, 3, 2}).mean, 2.5);
+  EXPECT_DOUBLE_EQ(SummarizeDurations({10, 0, 0, 0, 0}).mean, 2);
+  // Three times 0.1 sums to 0.30000000000000004, and a third of that is above 0.1.
+  const DurationStats same = SummarizeDurations({0.1, 0.1, 0.1});
+  EXPECT_EQ(same.mean, 0.1);
+  EXPECT_TRUE(ValidateProfile({.source = "",
+                               .steps = 1,
+                               .stages = {StageProfile{.forward = same,
+                                                       .backward = same,
+                                                       .backward_input = {},
+                                                       .backward_weight = {},
+                                                       .overlap = {}}},
+                               .boundaries = {}})
+                  .ok());
 }
 
 TEST(SummarizeDurationsTest, QuantilesInterpolateBetweenTheClosestRanks) {
@@ -117,11 +139,17 @@ TEST(BuildProfileTest, DurationsAndTransfersOfHandMadeSteps) {
   EXPECT_EQ(profile->steps, 3);
   ASSERT_EQ(profile->stages.size(), 2u);
   // Stage 0: F {0.5, 1, 2}, B twice F {1, 2, 4}.
+  EXPECT_EQ(profile->stages[0].forward, (DurationStats{.samples = 3,
+                                                       .median = 1,
+                                                       .min = 0.5,
+                                                       .max = 2,
+                                                       .p10 = 0.6,
+                                                       .p90 = 1.8,
+                                                       .mean = 3.5 / 3}));
   EXPECT_EQ(
-      profile->stages[0].forward,
-      (DurationStats{.samples = 3, .median = 1, .min = 0.5, .max = 2, .p10 = 0.6, .p90 = 1.8}));
-  EXPECT_EQ(profile->stages[0].backward,
-            (DurationStats{.samples = 3, .median = 2, .min = 1, .max = 4, .p10 = 1.2, .p90 = 3.6}));
+      profile->stages[0].backward,
+      (DurationStats{
+          .samples = 3, .median = 2, .min = 1, .max = 4, .p10 = 1.2, .p90 = 3.6, .mean = 7.0 / 3}));
   // Stage 1: F {0.5, 1.5, 1.5}, B {1, 3, 3}.
   EXPECT_EQ(profile->stages[1].forward.median, 1.5);
   EXPECT_EQ(profile->stages[1].forward.min, 0.5);
@@ -144,6 +172,7 @@ TEST(BuildProfileTest, DurationsAndTransfersOfHandMadeSteps) {
   EXPECT_EQ(boundary.latency, 0);  // timelines cannot tell latency from bandwidth
   EXPECT_EQ(boundary.bandwidth, 0);
   EXPECT_EQ(boundary.activation_bytes, 0);
+  EXPECT_EQ(boundary.receive_overhead, DurationStats{});  // no receive was late
 }
 
 TEST(BuildProfileTest, AReceivePostedAfterItsSendStartedIsALateReceive) {
@@ -165,6 +194,31 @@ TEST(BuildProfileTest, AReceivePostedAfterItsSendStartedIsALateReceive) {
   EXPECT_EQ(at_once->boundaries[0].transfer.max, 0.5);
 }
 
+TEST(BuildProfileTest, AReceivePostedAfterItsDataLandedGivesTheReceiveOverhead) {
+  const Plan plan = TinyPlan();
+  // The one clean transfer, the activation, takes 0.25: the gradient sent at 4.25 has landed
+  // by 4.5. A receive posted then and done at 4.875 took 0.375 by itself.
+  Timeline landed = TinyStep(plan, 1, 1);
+  Set(landed, plan, 0, "0RECV_B0", 4.5, 4.875);
+  // Posted at 4.375 the data may still have been on its way: late, but not an overhead.
+  Timeline in_flight = TinyStep(plan, 1, 1);
+  Set(in_flight, plan, 0, "0RECV_B0", 4.375, 4.875);
+  const StatusOr<Profile> profile =
+      BuildProfile(plan, std::vector<Timeline>{landed, in_flight, landed}, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  const BoundaryProfile& boundary = profile->boundaries[0];
+  EXPECT_EQ(boundary.late_receives, 3);
+  EXPECT_EQ(boundary.transfer.median, 0.25);
+  EXPECT_EQ(boundary.receive_overhead, (DurationStats{.samples = 2,
+                                                      .median = 0.375,
+                                                      .min = 0.375,
+                                                      .max = 0.375,
+                                                      .p10 = 0.375,
+                                                      .p90 = 0.375,
+                                                      .mean = 0.375}));
+  EXPECT_TRUE(ValidateProfile(*profile).ok());
+}
+
 TEST(BuildProfileTest, SimulatedTimelinesGiveBackThePlansCosts) {
   // zb-h1 splits B into I and W; the simulator's clean transfers take exactly the latency.
   PlanRequest request = MakeRequest("zb-h1", 4, 8, 1, /*forward=*/3, /*input=*/2, /*weight=*/1,
@@ -176,7 +230,8 @@ TEST(BuildProfileTest, SimulatedTimelinesGiveBackThePlansCosts) {
   ASSERT_EQ(profile->stages.size(), 4u);
   for (const StageProfile& stage : profile->stages) {
     EXPECT_EQ(stage.forward,
-              (DurationStats{.samples = 8, .median = 3, .min = 3, .max = 3, .p10 = 3, .p90 = 3}));
+              (DurationStats{
+                  .samples = 8, .median = 3, .min = 3, .max = 3, .p10 = 3, .p90 = 3, .mean = 3}));
     EXPECT_EQ(stage.backward_input.median, 2);
     EXPECT_EQ(stage.backward_input.samples, 8);
     EXPECT_EQ(stage.backward_weight.median, 1);
@@ -189,7 +244,29 @@ TEST(BuildProfileTest, SimulatedTimelinesGiveBackThePlansCosts) {
     EXPECT_GT(boundary.transfer.samples, 0);
     EXPECT_EQ(boundary.transfer.min, 0.25);
     EXPECT_EQ(boundary.transfer.max, 0.25);
+    // A receive whose data was there takes no time by itself in this model.
+    EXPECT_EQ(boundary.receive_overhead.max, 0);
   }
+}
+
+TEST(BuildProfileTest, SimulatedTimelinesGiveBackTheReceiveOverhead) {
+  // Every figure a multiple of 0.25, so the times add up exactly.
+  PlanRequest request = MakeRequest("zb-h1", 4, 8, 1, /*forward=*/3, /*input=*/2, /*weight=*/1,
+                                    /*comm=*/0.25);
+  request.costs.boundaries.front().receive_overhead = 0.5;
+  const Plan plan = BuildOrDie(request);
+  const std::vector<Timeline> steps = {testing::SimulateOrDie(plan)};
+  const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  int measured = 0;
+  for (const BoundaryProfile& boundary : profile->boundaries) {
+    if (boundary.receive_overhead.samples == 0) continue;
+    ++measured;
+    EXPECT_EQ(boundary.receive_overhead.min, 0.5);
+    EXPECT_EQ(boundary.receive_overhead.max, 0.5);
+    EXPECT_EQ(boundary.transfer.median, 0.25);
+  }
+  EXPECT_GT(measured, 0);
 }
 
 TEST(BuildProfileTest, OverlapCellsCountForTheStageOfTheirForwardHalf) {
@@ -349,6 +426,23 @@ TEST(ValidateProfileTest, NamesTheField) {
   negative_count.boundaries[0].late_receives = -3;
   EXPECT_EQ(ValidateProfile(negative_count).message(),
             "boundaries[0].late_receives: must be >= 0, got -3");
+
+  Profile mean_outside = ValidProfile();
+  mean_outside.stages[0].forward.mean = 4;
+  EXPECT_EQ(ValidateProfile(mean_outside).message(),
+            "stages[0].forward.mean: 4 is outside [min 1, max 3]");
+
+  Profile more_overheads_than_late = ValidProfile();
+  more_overheads_than_late.boundaries[0].receive_overhead = SummarizeDurations({1, 2});
+  more_overheads_than_late.boundaries[0].late_receives = 1;
+  EXPECT_EQ(ValidateProfile(more_overheads_than_late).message(),
+            "boundaries[0].receive_overhead.samples: 2 is above late_receives 1 (its samples are "
+            "late receives)");
+
+  // A profile written before the mean was recorded reads as valid.
+  Profile no_mean = ValidProfile();
+  no_mean.stages[0].forward.mean = 0;
+  EXPECT_TRUE(ValidateProfile(no_mean).ok());
 }
 
 }  // namespace

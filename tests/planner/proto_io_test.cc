@@ -46,7 +46,7 @@ PlanRequest MakeRequest() {
       {.forward = 1e-9, .backward = 1e12, .backward_input = 0, .backward_weight = 7},
   };
   request.costs.boundaries = {
-      {.latency = 0.5, .bandwidth = 100, .activation_bytes = 4096},
+      {.latency = 0.5, .bandwidth = 100, .activation_bytes = 4096, .receive_overhead = 0.75},
       {.latency = 0, .bandwidth = 0, .activation_bytes = 0},
       {.latency = 0.125, .bandwidth = 1e9, .activation_bytes = 1.5e6},
   };
@@ -132,7 +132,8 @@ Profile MakeProfile() {
        .backward = {},
        .backward_input = {.samples = 3, .median = 2, .min = 1, .max = 3, .p10 = 1.2, .p90 = 2.8},
        .backward_weight = {.samples = 3, .median = 1, .min = 1, .max = 1, .p10 = 1, .p90 = 1},
-       .overlap = {.samples = 2, .median = 2.5, .min = 2, .max = 3, .p10 = 2.1, .p90 = 2.9}},
+       .overlap =
+           {.samples = 2, .median = 2.5, .min = 2, .max = 3, .p10 = 2.1, .p90 = 2.9, .mean = 2.5}},
   };
   profile.boundaries = {
       {.transfer =
@@ -140,7 +141,14 @@ Profile MakeProfile() {
        .late_receives = 13,
        .latency = 5e-6,
        .bandwidth = 2.5e10,
-       .activation_bytes = 1 << 20}};
+       .activation_bytes = 1 << 20,
+       .receive_overhead = {.samples = 4,
+                            .median = 3e-4,
+                            .min = 1e-4,
+                            .max = 2e-3,
+                            .p10 = 1.5e-4,
+                            .p90 = 1.5e-3,
+                            .mean = 7e-4}}};
   return profile;
 }
 
@@ -308,7 +316,8 @@ TEST(ProtoIoTest, JsonPrintsEveryFieldWithProtoNames) {
             "  {\n"
             "   \"latency\": 0,\n"
             "   \"bandwidth\": 0,\n"
-            "   \"activation_bytes\": 0\n"
+            "   \"activation_bytes\": 0,\n"
+            "   \"receive_overhead\": 0\n"
             "  }\n"
             " ],\n"
             " \"time_unit\": \"\"\n"

@@ -45,6 +45,31 @@ TEST(Simulator, CommLatencyDelaysTheConsumerOnly) {
   EXPECT_DOUBLE_EQ(t.metrics.gap_to_lower_bound, 0);
 }
 
+TEST(Simulator, ReceiveOverheadCountsFromThePostUnlessTheDataIsLater) {
+  // The same plan with a receive overhead of 3: 1RECV_F0, posted at 0, ends at max(0 + 3,
+  // 1.5) = 3, so 1F0 [3,4] and 1B0 [4,6]; 0RECV_B0, posted at 1, ends when the gradient lands
+  // at 6.5 (1 + 3 is earlier): 0B0 [6.5,8.5].
+  PlanRequest request = MakeRequest("1f1b", 2, 1, 1, 1, 1, 1, 0.5);
+  request.costs.boundaries.front().receive_overhead = 3;
+  const Plan plan = BuildOrDie(request);
+  const Timeline t = SimulateOrDie(plan);
+  const auto timing = [&](int rank, const std::string& token) {
+    return t.ranks[rank].actions[Find(plan, rank, token)];
+  };
+  EXPECT_EQ(timing(1, "1RECV_F0"), (ActionTiming{0, 3, kCommThread}));
+  EXPECT_EQ(timing(1, "1F0"), (ActionTiming{3, 4}));
+  EXPECT_EQ(timing(1, "1B0"), (ActionTiming{4, 6}));
+  EXPECT_EQ(timing(0, "0RECV_B0"), (ActionTiming{1, 6.5, kCommThread}));
+  EXPECT_EQ(timing(0, "0B0"), (ActionTiming{6.5, 8.5}));
+  EXPECT_DOUBLE_EQ(t.metrics.makespan, 8.5);
+  // The lower bound leaves the overhead out: a receive posted early enough hides it.
+  EXPECT_DOUBLE_EQ(t.metrics.lower_bound, 7);
+
+  // An overhead of 1 is hidden by both transfers (each lands more than 1 after its post).
+  request.costs.boundaries.front().receive_overhead = 1;
+  EXPECT_DOUBLE_EQ(SimulateOrDie(BuildOrDie(request)).metrics.makespan, 7);
+}
+
 TEST(Simulator, MemoryCurveFollowsForwardsAndBackwards) {
   // GPipe P=1 M=3: activations 1, 2, 3 then back to 0; static 10 added on top.
   PlanRequest request = MakeRequest("gpipe", 1, 3);

@@ -103,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(
                    .forward = 1.0,
                    .costs_file = "costs.txtpb"},
                   "--costs cannot be combined with --forward, --backward, --backward-input, "
-                  "--backward-weight, --overlap or --comm"},
+                  "--backward-weight, --overlap, --comm or --receive-overhead"},
         ErrorCase{"MissingCostsFile",
                   {.strategy = "1f1b",
                    .ranks = 2,

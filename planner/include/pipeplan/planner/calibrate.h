@@ -39,7 +39,9 @@ struct CalibrateOptions {
 // measured them (latency or bandwidth > 0); else latency = the median clean transfer and
 // bandwidth 0 (infinite): one message size per boundary does not separate the two. A
 // boundary with neither (a same-rank hand-off, or only late receives) gets the mean of the
-// boundaries that have one, or latency 0 if none has.
+// boundaries that have one, or latency 0 if none has. The receive overhead is the mean of the
+// boundary's measured receive overheads (the mean: the tail adds up along a step), or the
+// mean over the boundaries that measured one, or 0.
 // uniform: each stage figure is the mean over the stages of the per-stage results (overlap
 // over the stages that measured it); the boundary entry is the mean over the measured
 // boundaries (bandwidth and activation bytes over those that have them).

@@ -27,6 +27,9 @@ struct BoundaryCosts {
   double latency = 0.0;           // fixed cost of one transfer
   double bandwidth = 0.0;         // bytes per time unit; 0 means infinite
   double activation_bytes = 0.0;  // bytes of one microbatch's activation
+  // What a receive takes once posted even when its data is already there (LogP's overhead):
+  // it completes at max(post + receive_overhead, producer end + TransferTime).
+  double receive_overhead = 0.0;
 
   bool operator==(const BoundaryCosts&) const = default;
 };
@@ -37,10 +40,14 @@ struct CostModel {
   std::string time_unit;  // informational ("us" from calibrate); empty when not stated
 
   const StageCosts& Stage(StageId stage) const;
+  // The boundary between two neighbouring stages (the lower one's index).
+  const BoundaryCosts& Boundary(StageId from, StageId to) const;
   // Duration of one compute action (F, B, I, W or an overlap cell) on its stage.
   double ComputeTime(const Action& action) const;
   // Time from the producer's end until the consumer on the other rank may start.
   double TransferTime(StageId from, StageId to) const;
+  // The receive overhead of the boundary between the two stages.
+  double ReceiveOverhead(StageId from, StageId to) const;
 
   bool operator==(const CostModel&) const = default;
 };

@@ -14,7 +14,8 @@
 namespace pipeplan {
 
 // The distribution of one measured duration, in seconds. samples = 0: nothing was measured,
-// and every figure is 0.
+// and every figure is 0. mean = 0 with samples > 0: a profile written before the mean was
+// recorded.
 struct DurationStats {
   int samples = 0;
   double median = 0.0;
@@ -22,6 +23,7 @@ struct DurationStats {
   double max = 0.0;
   double p10 = 0.0;
   double p90 = 0.0;
+  double mean = 0.0;
 
   bool operator==(const DurationStats&) const = default;
 };
@@ -49,7 +51,9 @@ struct StageProfile {
 // receive, and only when the receive was posted no later than the send started: the receive's
 // end is then when the data landed. A receive posted after the send started ends when the
 // receiver got there plus whatever remained, which says nothing clean about the wire, so
-// those transfers are only counted (late_receives).
+// those transfers are only counted (late_receives). A late receive posted when its data had
+// landed (at least the median transfer after its send started) gives its duration, post to
+// end, to receive_overhead: what a receive takes by itself (Calibrate takes the mean).
 struct BoundaryProfile {
   DurationStats transfer;
   int late_receives = 0;
@@ -58,6 +62,7 @@ struct BoundaryProfile {
   double latency = 0.0;
   double bandwidth = 0.0;
   double activation_bytes = 0.0;
+  DurationStats receive_overhead;
 
   bool operator==(const BoundaryProfile&) const = default;
 };
@@ -80,18 +85,19 @@ struct ProfileOptions {
 
 // Profiles `steps`, measured timelines of `plan` (one per step, index-aligned with the plan's
 // programs, as the runtime writes them). Every compute action contributes end - start to its
-// stage and kind; every cross-rank SEND_F/SEND_B its transfer (see BoundaryProfile) to the
-// boundary it crosses; post-validation transfers are left out. Sends and receives pair up as
-// the transport matches them: in order per pair of ranks. Errors name the timeline (see
-// step_names), the rank and the action: shapes that do not fit the plan, times that
+// stage and kind; every cross-rank SEND_F/SEND_B its transfer or its receive's overhead (see
+// BoundaryProfile) to the boundary it crosses; post-validation transfers are left out. Sends and
+// receives pair up as the transport matches them: in order per pair of ranks. Errors name the
+// timeline (see step_names), the rank and the action: shapes that do not fit the plan, times that
 // are not finite or run backwards, a receive that ends before its send started. An invalid
 // plan (ValidatePlan) is refused first.
 StatusOr<Profile> BuildProfile(const Plan& plan, std::span<const Timeline> steps,
                                const ProfileOptions& options);
 
 // Checks what would mislead a consumer: counts >= 0, figures finite and >= 0, quantiles in
-// order (min <= p10 <= median <= p90 <= max), S - 1 boundary entries for S stages (none for
-// one stage). Errors name the field ("stages[2].backward.p90").
+// order (min <= p10 <= median <= p90 <= max), a mean in [min, max] (or 0: not recorded),
+// S - 1 boundary entries for S stages (none for one stage). Errors name the field
+// ("stages[2].backward.p90").
 Status ValidateProfile(const Profile& profile);
 
 }  // namespace pipeplan

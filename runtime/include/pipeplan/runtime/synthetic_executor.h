@@ -1,6 +1,7 @@
 // Synthetic executor: holds every compute action for its modelled duration (plan costs times
 // a time scale) on the steady clock, and models transfers too: a message carries the time its
-// data would land (sent + latency + bytes / bandwidth), and its consumer waits for that. It
+// data would land (sent + latency + bytes / bandwidth), and its consumer waits for that and
+// for the receive overhead counted from the end of the rank's previous compute. It
 // measures the runtime's overhead and the simulator's fidelity without a GPU, and every
 // message it receives is checked to be the one the consumer expects.
 #pragma once
@@ -38,7 +39,7 @@ class SyntheticExecutor final : public OpExecutor {
  private:
   std::vector<std::byte>* Slot(ActionKind kind, StageId stage, MicrobatchId mb);
   // Checks the message a compute part consumes, if it came from another rank; raises
-  // `ready` to when its data lands.
+  // `ready` to when its data lands and to `free_since_` plus the boundary's receive overhead.
   Status CheckInput(const Action& part, TimePoint& ready);
   // Sleeps until `until`, or returns Aborted once `context.stop` is requested.
   Status HoldUntil(TimePoint until, const OpContext& context);
@@ -48,6 +49,10 @@ class SyntheticExecutor final : public OpExecutor {
   RankId rank_;
   SyntheticOptions options_;
   int step_ = 0;
+  // When the previous compute action ended (the step's start before the first): where the
+  // runtime posts the receives of the next one, and where the simulator counts their receive
+  // overhead from.
+  TimePoint free_since_;
   std::unordered_map<uint64_t, std::vector<std::byte>> slots_;  // one buffer per comm key
   std::vector<OpSpan> spans_;
   std::mutex hold_mutex_;
