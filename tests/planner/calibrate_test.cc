@@ -133,7 +133,8 @@ TEST(CalibrateTest, MeasuredOverlapIsKept) {
   EXPECT_DOUBLE_EQ(costs->stages[1].overlap, 5);
 }
 
-TEST(CalibrateTest, BoundariesWithoutACleanTransferGetTheMeanOfTheMeasuredOnes) {
+// Four stages with F = 1 s and B = 2 s, and three boundaries with nothing measured.
+Profile FourStagesNothingAcross() {
   Profile profile;
   profile.stages.assign(4, StageProfile{.forward = Constant(1),
                                         .backward = Constant(2),
@@ -141,6 +142,11 @@ TEST(CalibrateTest, BoundariesWithoutACleanTransferGetTheMeanOfTheMeasuredOnes) 
                                         .backward_weight = {},
                                         .overlap = {}});
   profile.boundaries.resize(3);
+  return profile;
+}
+
+TEST(CalibrateTest, BoundariesWithoutACleanTransferGetTheMeanOfTheMeasuredOnes) {
+  Profile profile = FourStagesNothingAcross();
   profile.boundaries[0].transfer = Transfer(1);
   profile.boundaries[1].late_receives = 16;  // nothing clean
   profile.boundaries[2].transfer = Transfer(3);
@@ -159,13 +165,7 @@ TEST(CalibrateTest, BoundariesWithoutACleanTransferGetTheMeanOfTheMeasuredOnes) 
 }
 
 TEST(CalibrateTest, TheReceiveOverheadIsTheMeanNotTheMedian) {
-  Profile profile;
-  profile.stages.assign(4, StageProfile{.forward = Constant(1),
-                                        .backward = Constant(2),
-                                        .backward_input = {},
-                                        .backward_weight = {},
-                                        .overlap = {}});
-  profile.boundaries.resize(3);
+  Profile profile = FourStagesNothingAcross();
   profile.boundaries[0].receive_overhead = SummarizeDurations({1, 1, 4});  // median 1, mean 2
   profile.boundaries[0].late_receives = 3;
   profile.boundaries[2].receive_overhead = SummarizeDurations({6});
