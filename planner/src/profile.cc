@@ -57,11 +57,13 @@ struct BoundarySamples {
   std::vector<LateReceive> late;
 
   // The durations of the late receives whose data had landed when they were posted (at
-  // least `latency` after their send started).
-  std::vector<double> ReceiveOverheads(double latency) const {
+  // least the median clean transfer after their send started). Without a clean transfer
+  // nothing says when data lands, so none counts.
+  std::vector<double> ReceiveOverheads(const DurationStats& transfer) const {
     std::vector<double> out;
+    if (transfer.samples == 0) return out;
     for (const LateReceive& r : late) {
-      if (r.after_send >= latency) out.push_back(r.duration);
+      if (r.after_send >= transfer.median) out.push_back(r.duration);
     }
     return out;
   }
@@ -147,7 +149,7 @@ class ProfileBuilder {
       profile.boundaries.push_back(
           {.transfer = transfer,
            .late_receives = static_cast<int>(b.late.size()),
-           .receive_overhead = SummarizeDurations(b.ReceiveOverheads(transfer.median))});
+           .receive_overhead = SummarizeDurations(b.ReceiveOverheads(transfer))});
     }
     return profile;
   }

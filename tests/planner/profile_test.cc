@@ -217,6 +217,15 @@ TEST(BuildProfileTest, AReceivePostedAfterItsDataLandedGivesTheReceiveOverhead) 
                                                       .p90 = 0.375,
                                                       .mean = 0.375}));
   EXPECT_TRUE(ValidateProfile(*profile).ok());
+
+  // With the activation's receive late too there is no clean transfer to say when data lands:
+  // no receive overhead is measured.
+  Set(landed, plan, 1, "1RECV_F0", 1.125, 1.25);
+  const StatusOr<Profile> all_late = BuildProfile(plan, std::vector<Timeline>{landed}, {});
+  ASSERT_TRUE(all_late.ok()) << all_late.status().message();
+  EXPECT_EQ(all_late->boundaries[0].late_receives, 2);
+  EXPECT_EQ(all_late->boundaries[0].transfer.samples, 0);
+  EXPECT_EQ(all_late->boundaries[0].receive_overhead, DurationStats{});
 }
 
 TEST(BuildProfileTest, SimulatedTimelinesGiveBackThePlansCosts) {

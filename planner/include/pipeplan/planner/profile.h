@@ -52,8 +52,9 @@ struct StageProfile {
 // end is then when the data landed. A receive posted after the send started ends when the
 // receiver got there plus whatever remained, which says nothing clean about the wire, so
 // those transfers are only counted (late_receives). A late receive posted when its data had
-// landed (at least the median transfer after its send started) gives its duration, post to
-// end, to receive_overhead: what a receive takes by itself (Calibrate takes the mean).
+// landed (at least the median clean transfer after its send started; with no clean transfer
+// none counts) gives its duration, post to end, to receive_overhead: what a receive takes by
+// itself (Calibrate takes the mean).
 struct BoundaryProfile {
   DurationStats transfer;
   int late_receives = 0;
