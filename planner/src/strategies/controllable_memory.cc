@@ -21,11 +21,11 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "stage_mb_table.h"
 #include "strategies.h"
 
 namespace pipeplan::strategies {
@@ -198,33 +198,41 @@ double MemoryChange(const PlanRequest& request, StageId stage, ActionKind kind) 
 
 // Activation memory a rank will still add above what it holds now if it runs the rest of its
 // block order as is: a segment tree over the order's memory changes that keeps the largest
-// prefix sum, so running one pass early is an O(log n) update. The tree's lowest levels are
-// not stored: a leaf covers a block of kBlock passes and is recombined from their changes
-// (one or two cache lines) when needed, which keeps the tree an eighth of the size (with a
-// leaf per pass it was 256 MB over all ranks at P=256, M=4096, and perf showed the greedy
-// steps stalling in its walks).
-// The block is recombined in the same pairs as the full tree, so every sum is the same.
+// prefix sum, so running one pass early is an O(log n) update. Two things keep its walks
+// short, since every greedy step makes one and perf showed the steps stalling in them (at
+// P=256 each step lands on another rank, whose tree is cold):
+//  * the lowest levels are not stored: a leaf covers a block of kBlock passes and is
+//    recombined from their changes (one or two cache lines) when needed, an eighth of the
+//    nodes (with a leaf per pass it was 256 MB over all ranks at P=256, M=4096);
+//  * a node has four children, kept side by side in one cache line: half the levels of a
+//    binary tree, one line read per level.
+// Every node is recombined in the pairs of the binary tree over the same passes (a block
+// pairwise, four children as (0, 1), (2, 3), then the two pairs), and empty nodes padding the
+// tree change no sum, so every figure is bit-for-bit the same as a leaf-per-pass binary tree.
 class FutureMemory {
  public:
   FutureMemory() = default;
   explicit FutureMemory(std::vector<double> changes) : changes_(std::move(changes)) {
     const size_t blocks = (changes_.size() + kBlock - 1) / kBlock;
-    while (leaves_ < blocks) leaves_ *= 2;
-    nodes_.assign(2 * leaves_, Node{});
+    size_t leaves = 1;
+    while (leaves < blocks) {
+      first_leaf_ += leaves;  // the ids above the leaf level: 1 + 4 + 16 + ...
+      leaves *= 4;
+    }
+    groups_.assign(first_leaf_, Group{});  // each node above the leaves has a group
     for (size_t block = 0; block < blocks; ++block) {
-      nodes_[leaves_ + block] = BlockNode(block, kKeepAll);
+      SetNode(first_leaf_ + block, BlockNode(block, kKeepAll));
     }
-    for (size_t node = leaves_ - 1; node >= 1; --node) {
-      nodes_[node] = Combine(nodes_[2 * node], nodes_[2 * node + 1]);
-    }
+    for (size_t id = first_leaf_; id-- > 0;) SetNode(id, CombineGroup(groups_[id]));
   }
 
   void Remove(size_t position) {
     changes_[position] = 0.0;  // Leaf(0) is the empty node
-    size_t node = leaves_ + position / kBlock;
-    nodes_[node] = BlockNode(position / kBlock, kKeepAll);
-    for (node /= 2; node >= 1; node /= 2) {
-      nodes_[node] = Combine(nodes_[2 * node], nodes_[2 * node + 1]);
+    size_t id = first_leaf_ + position / kBlock;
+    SetNode(id, BlockNode(position / kBlock, kKeepAll));
+    while (id != 0) {
+      id = ParentOf(id);
+      SetNode(id, CombineGroup(groups_[id]));
     }
   }
 
@@ -232,9 +240,10 @@ class FutureMemory {
   // the root recombined along the leaf's path, read-only (this runs for every candidate F).
   double RiseWithout(size_t position) const {
     Node combined = BlockNode(position / kBlock, position);
-    for (size_t node = leaves_ + position / kBlock; node > 1; node /= 2) {
-      const Node& sibling = nodes_[node ^ 1];
-      combined = (node & 1) == 0 ? Combine(combined, sibling) : Combine(sibling, combined);
+    for (size_t id = first_leaf_ + position / kBlock; id != 0; id = ParentOf(id)) {
+      Group group = groups_[ParentOf(id)];
+      group.child[(id - 1) % 4] = combined;
+      combined = CombineGroup(group);
     }
     return combined.rise;
   }
@@ -244,15 +253,35 @@ class FutureMemory {
   static constexpr size_t kKeepAll = ~size_t{0};
 
   // A range of the order: its total change and its largest prefix sum (empty prefix
-  // included). Side by side, so a walk up the tree reads one cache line per level.
+  // included).
   struct Node {
     double sum = 0.0;
     double rise = 0.0;
   };
+  // The four children of one node: one cache line.
+  struct alignas(64) Group {
+    std::array<Node, 4> child;
+  };
+
+  // Node ids as in a 4-ary heap: the root is 0, the children of `id` are 4 id + 1 .. 4 id + 4
+  // and live in groups_[id]; the root's value is kept apart.
+  static size_t ParentOf(size_t id) { return (id - 1) / 4; }
+  Node& NodeAt(size_t id) { return groups_[ParentOf(id)].child[(id - 1) % 4]; }
+  void SetNode(size_t id, const Node& node) {
+    if (id == 0) {
+      root_ = node;
+    } else {
+      NodeAt(id) = node;
+    }
+  }
 
   static Node Leaf(double change) { return {change, std::max(0.0, change)}; }
   static Node Combine(const Node& left, const Node& right) {
     return {left.sum + right.sum, std::max(left.rise, left.sum + right.rise)};
+  }
+  static Node CombineGroup(const Group& group) {
+    return Combine(Combine(group.child[0], group.child[1]),
+                   Combine(group.child[2], group.child[3]));
   }
 
   // The block's subtree, with the pass at `skip` (if in the block) left out; positions past
@@ -271,8 +300,9 @@ class FutureMemory {
   }
 
   std::vector<double> changes_;  // per position; 0 once the pass ran
-  size_t leaves_ = 1;
-  std::vector<Node> nodes_;  // nodes_[1] is the root; block b's leaf at leaves_ + b
+  size_t first_leaf_ = 0;        // the id of block 0's leaf
+  std::vector<Group> groups_;
+  Node root_;
 };
 
 // Which liberties the greedy reordering takes; each combination tried is one candidate order.
@@ -308,6 +338,25 @@ struct PassEnds {
   }
 };
 
+// PassEnds per (stage, microbatch), microbatch-major: a pass reads its own stage's entry and a
+// neighbour stage's for the same microbatch, which then share a cache line.
+class PassEndsTable {
+ public:
+  PassEndsTable(int stages, int microbatches)
+      : stages_(static_cast<size_t>(stages)),
+        values_(stages_ * static_cast<size_t>(microbatches)) {}
+  PassEnds& At(StageId stage, MicrobatchId mb) { return values_[Index(stage, mb)]; }
+  const PassEnds& At(StageId stage, MicrobatchId mb) const { return values_[Index(stage, mb)]; }
+
+ private:
+  size_t Index(StageId stage, MicrobatchId mb) const {
+    return static_cast<size_t>(mb.value) * stages_ + static_cast<size_t>(stage.value);
+  }
+
+  size_t stages_;
+  std::vector<PassEnds> values_;
+};
+
 // F, I, W and B: the kinds a block order holds, as an index.
 size_t PassIndex(ActionKind kind) {
   switch (kind) {
@@ -333,15 +382,20 @@ size_t PassIndex(ActionKind kind) {
 
 // One rank's block order and its progress through it.
 struct RankState {
-  explicit RankState(std::vector<PatternEntry> block_order)
-      : pattern(std::move(block_order)), ran(pattern.size(), 0) {}
+  // `block_order` outlives the state: every reordering setting reads the same one.
+  explicit RankState(std::span<const PatternEntry> block_order)
+      : pattern(block_order), ran(pattern.size(), 0) {}
 
-  // The passes of one (kind, chunk) in microbatch order, which is also their block order.
+  // The passes of one (kind, chunk) in microbatch order, which is also their block order:
+  // the j-th pass of a stream is microbatch j (CheckStreams). A greedy step reads its
+  // candidates from here alone, not from the pattern: at P=256 every step runs on another
+  // rank, whose state is cold, and each line not read is a cache miss saved.
   struct Stream {
     ActionKind kind = ActionKind::kForward;
     int chunk = kDownChunk;
     uint32_t size = 0;
-    uint32_t ran = 0;
+    uint32_t ran = 0;       // passes run, so also the microbatch of the next one
+    uint32_t position = 0;  // block position of the next pass, while ran < size
   };
 
   // The j-th pass of stream k is at block position stream_positions[j * streams.size() + k]:
@@ -352,7 +406,7 @@ struct RankState {
     return stream_positions[static_cast<size_t>(j) * streams.size() + stream];
   }
 
-  std::vector<PatternEntry> pattern;
+  std::span<const PatternEntry> pattern;
   std::vector<uint8_t> ran;  // per pattern position
   size_t next = 0;           // first position not run yet: the pass the block order wants next
   std::vector<Stream> streams;
@@ -376,8 +430,9 @@ struct RankState {
   std::vector<uint32_t> order;  // positions in the order they ran
 };
 
-// A rank's choice for its next pass: the pattern position and when it can start.
+// A rank's choice for its next pass: its stream, its pattern position and when it can start.
 struct Proposal {
+  size_t stream = 0;
   size_t position = 0;
   double start = 0.0;
 };
@@ -439,7 +494,7 @@ class GreedyReorder {
         stages_(stages),
         settings_(settings),
         memory_cap_(memory_cap),
-        ends_(stages.num_stages(), request.topology.microbatches, PassEnds{}) {
+        ends_(stages.num_stages(), request.topology.microbatches) {
     ranks_.reserve(patterns.size());
     for (size_t rank = 0; rank < patterns.size(); ++rank) {
       ranks_.push_back(MakeRankState(RankId(static_cast<int>(rank)), patterns[rank]));
@@ -462,7 +517,7 @@ class GreedyReorder {
       const size_t r = *earliest;
       const Proposal chosen = *proposals[r];
       makespan = std::max(makespan, RunPass(r, chosen));
-      for (const size_t stale : RanksToRefresh(r, chosen.position)) {
+      for (const size_t stale : RanksToRefresh(r, chosen.stream)) {
         proposals[stale] = Propose(stale);
         if (proposals[stale].has_value()) {
           queue.Set(stale, proposals[stale]->start);
@@ -516,6 +571,9 @@ class GreedyReorder {
       state.stream_positions[static_cast<size_t>(filled[k]++) * state.streams.size() + k] =
           static_cast<uint32_t>(position);
     }
+    for (size_t k = 0; k < state.streams.size(); ++k) {
+      state.streams[k].position = state.PositionOf(k, 0);
+    }
     return state;
   }
 
@@ -528,6 +586,9 @@ class GreedyReorder {
 
   StageId StageOf(RankId rank, const PatternEntry& entry) const {
     return ranks_[static_cast<size_t>(rank.value)].stage_of_chunk[entry.chunk];
+  }
+  StageId StageOf(RankId rank, const RankState::Stream& stream) const {
+    return ranks_[static_cast<size_t>(rank.value)].stage_of_chunk[stream.chunk];
   }
 
   Phase PhaseOf(const RankState& rank) const {
@@ -551,21 +612,22 @@ class GreedyReorder {
     return false;
   }
 
-  // Order among passes that can start at the same time: the block order, except that in
-  // cool-down (if the settings say so) I's, which others wait for, go before W's.
-  std::pair<int, int> Priority(const RankState& rank, const PatternEntry& entry) const {
+  // Order among passes that can start at the same time: the block order (the pattern is in
+  // slot order), except that in cool-down (if the settings say so) I's, which others wait
+  // for, go before W's.
+  std::pair<int, size_t> Priority(const RankState& rank, ActionKind kind, size_t position) const {
     const bool deferred = settings_.inputs_before_weights_in_cooldown &&
-                          PhaseOf(rank) == Phase::kCooldown &&
-                          entry.kind == ActionKind::kBackwardWeight;
-    return {deferred ? 1 : 0, entry.slot};
+                          PhaseOf(rank) == Phase::kCooldown && kind == ActionKind::kBackwardWeight;
+    return {deferred ? 1 : 0, position};
   }
 
-  // When the inputs of a pass are there; nullopt while a producer has not run.
-  std::optional<double> InputsReady(RankId rank, const PatternEntry& entry) const {
-    const StageId stage = StageOf(rank, entry);
-    const MicrobatchId mb(entry.microbatch);
+  // When the inputs of the next pass of `stream` are there; nullopt while a producer has not
+  // run.
+  std::optional<double> InputsReady(RankId rank, const RankState::Stream& stream) const {
+    const StageId stage = StageOf(rank, stream);
+    const MicrobatchId mb(static_cast<int>(stream.ran));
     const PassEnds& own = ends_.At(stage, mb);
-    switch (entry.kind) {
+    switch (stream.kind) {
       case ActionKind::kForward:
         if (stages_.IsFirst(stage)) return 0.0;
         return Arrival(PassEnds::IfRun(ends_.At(StageId(stage.value - 1), mb).forward),
@@ -619,26 +681,25 @@ class GreedyReorder {
     const RankId rank_id(static_cast<int>(r));
     const bool may_run_ahead = MayRunAhead(PhaseOf(rank));
     std::optional<Proposal> best;
-    std::pair<int, int> best_priority;
+    std::pair<int, size_t> best_priority;
     for (size_t k = 0; k < rank.streams.size(); ++k) {
       const RankState::Stream& stream = rank.streams[k];
       if (stream.ran >= stream.size) continue;
-      const size_t position = rank.PositionOf(k, stream.ran);
+      const size_t position = stream.position;
       const bool ahead = position != rank.next;
       if (ahead && !may_run_ahead) continue;
-      const PatternEntry& entry = rank.pattern[position];
-      const std::optional<double> ready = InputsReady(rank_id, entry);
+      const std::optional<double> ready = InputsReady(rank_id, stream);
       if (!ready.has_value()) continue;
-      if (ahead && entry.kind == ActionKind::kForward &&
-          !ForwardFits(rank, position, entry.chunk)) {
+      if (ahead && stream.kind == ActionKind::kForward &&
+          !ForwardFits(rank, position, stream.chunk)) {
         continue;
       }
       const double start = std::max(rank.free_at, *ready);
-      const std::pair<int, int> priority = Priority(rank, entry);
+      const std::pair<int, size_t> priority = Priority(rank, stream.kind, position);
       const bool better = !best.has_value() || start < best->start ||
                           (start == best->start && priority < best_priority);
       if (better) {
-        best = Proposal{position, start};
+        best = Proposal{k, position, start};
         best_priority = priority;
       }
     }
@@ -648,12 +709,12 @@ class GreedyReorder {
   // Runs the proposed pass on rank r; returns its end.
   double RunPass(size_t r, const Proposal& proposal) {
     RankState& rank = ranks_[r];
-    const PatternEntry& entry = rank.pattern[proposal.position];
-    const StageId stage = rank.stage_of_chunk[entry.chunk];
-    const MicrobatchId mb(entry.microbatch);
-    const RankState::PassFacts& facts = rank.FactsOf(entry);
+    RankState::Stream& stream = rank.streams[proposal.stream];
+    const StageId stage = rank.stage_of_chunk[stream.chunk];
+    const MicrobatchId mb(static_cast<int>(stream.ran));
+    const RankState::PassFacts& facts = rank.facts[stream.chunk][PassIndex(stream.kind)];
     const double end = proposal.start + facts.cost;
-    switch (entry.kind) {
+    switch (stream.kind) {
       case ActionKind::kForward:
         ends_.At(stage, mb).forward = end;
         --rank.forwards_left;
@@ -678,8 +739,8 @@ class GreedyReorder {
     if (RunsAhead()) rank.future.Remove(proposal.position);
     rank.ran[proposal.position] = 1;
     while (rank.next < rank.ran.size() && rank.ran[rank.next] != 0) ++rank.next;
-    for (RankState::Stream& stream : rank.streams) {
-      if (stream.kind == entry.kind && stream.chunk == entry.chunk) ++stream.ran;
+    if (++stream.ran < stream.size) {
+      stream.position = rank.PositionOf(proposal.stream, stream.ran);
     }
     rank.free_at = end;
     rank.order.push_back(static_cast<uint32_t>(proposal.position));
@@ -699,8 +760,8 @@ class GreedyReorder {
   };
 
   // The rank itself and the ranks whose passes consume what the pass produced.
-  RankList RanksToRefresh(size_t r, size_t position) const {
-    const StageId stage = StageOf(RankId(static_cast<int>(r)), ranks_[r].pattern[position]);
+  RankList RanksToRefresh(size_t r, size_t stream) const {
+    const StageId stage = StageOf(RankId(static_cast<int>(r)), ranks_[r].streams[stream]);
     RankList ranks;
     ranks.push_back(r);
     if (!stages_.IsLast(stage)) {
@@ -743,7 +804,7 @@ class GreedyReorder {
   const StageMap& stages_;
   ReorderSettings settings_;
   double memory_cap_;
-  StageMbTable<PassEnds> ends_;
+  PassEndsTable ends_;
   std::vector<RankState> ranks_;
 };
 
@@ -759,6 +820,25 @@ double PeakOf(const PlanRequest& request, const StageMap& stages, RankId rank,
     peak = std::max(peak, held);
   }
   return peak;
+}
+
+// The greedy reads a pass's microbatch from its stream's progress: in each rank's block
+// order the passes of every (kind, chunk) must be microbatches 0, 1, 2, ... in turn.
+Status CheckStreams(const std::vector<std::vector<PatternEntry>>& patterns) {
+  for (size_t rank = 0; rank < patterns.size(); ++rank) {
+    // Next microbatch per (pass kind, chunk).
+    std::array<std::array<int, 2>, 4> next{};
+    for (const PatternEntry& entry : patterns[rank]) {
+      int& expected = next[PassIndex(entry.kind)][static_cast<size_t>(entry.chunk)];
+      if (entry.microbatch != expected) {
+        return Internal("controllable-memory block order of rank " + std::to_string(rank) +
+                        " has microbatch " + std::to_string(entry.microbatch) + " where " +
+                        std::to_string(expected) + " was due");
+      }
+      ++expected;
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<ComputeOrder> GenerateControllableMemory(const PlanRequest& request,
@@ -777,6 +857,7 @@ StatusOr<ComputeOrder> GenerateControllableMemory(const PlanRequest& request,
     patterns.push_back(block.RepeatOn(RankId(r), topology.microbatches));
     memory_cap = std::max(memory_cap, PeakOf(request, stages, RankId(r), patterns.back()));
   }
+  PIPEPLAN_RETURN_IF_ERROR(CheckStreams(patterns));
   std::optional<CandidateOrder> best;
   for (const ReorderSettings& settings : kReorderSettings) {
     GreedyReorder reorder(request, stages, patterns, memory_cap, settings);
