@@ -6,6 +6,7 @@
 #include "pipeplan/planner/comm_insertion.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -19,22 +20,38 @@ namespace {
 
 constexpr int kMissing = -1;
 
-// A comm action waiting to be placed on one rank, before compute action `slot`. Plain data:
-// the Action is made only when the program is assembled.
-struct PendingComm {
-  int slot = 0;
-  bool is_send = false;
-  ActionKind kind = ActionKind::kSendForward;
-  StageId stage;
-  MicrobatchId microbatch;
-  RankId peer;
-};
+// A comm action waiting to be placed on one rank, before compute action `slot`: 12 bytes of
+// plain data, since these lists hold every comm action of the plan and writing them is a
+// good part of what comm insertion costs. The peer follows from the stage and the kind, and
+// a stage fits 24 bits (requests are capped at 4096 ranks x 64 stages per rank); the Action
+// is made only when the program is assembled.
+class PendingComm {
+ public:
+  PendingComm(int at, ActionKind kind, StageId stage, MicrobatchId mb)
+      : slot(at),
+        microbatch_(mb.value),
+        stage_and_kind_((static_cast<uint32_t>(stage.value) << 8) | static_cast<uint32_t>(kind)) {}
 
-Action MakeComm(ActionKind kind, StageId stage, MicrobatchId mb, RankId peer) {
-  Action action = MakeCompute(kind, stage, mb);
-  action.peer = peer;
-  return action;
-}
+  ActionKind kind() const { return static_cast<ActionKind>(stage_and_kind_ & 0xffu); }
+  bool is_receive() const {
+    return kind() == ActionKind::kRecvForward || kind() == ActionKind::kRecvBackward;
+  }
+  Action ToAction(const StageMap& stages) const {
+    const StageId stage(static_cast<int>(stage_and_kind_ >> 8));
+    Action action = MakeCompute(kind(), stage, MicrobatchId(microbatch_));
+    // SEND_F and RECV_B talk to the next stage, RECV_F and SEND_B to the previous one.
+    const bool next = kind() == ActionKind::kSendForward || kind() == ActionKind::kRecvBackward;
+    action.peer = stages.RankOf(StageId(stage.value + (next ? 1 : -1)));
+    return action;
+  }
+
+  int slot;
+
+ private:
+  int microbatch_;
+  uint32_t stage_and_kind_;
+};
+static_assert(sizeof(PendingComm) == 12);
 
 class CommInserter {
  public:
@@ -140,10 +157,9 @@ class CommInserter {
                              ToString(part) + " of rank " + std::to_string(sender.value));
     }
     // Messages arrive here in global order, so every rank's list stays sorted by message.
-    pending_[sender.value].push_back(
-        {producer.index + 1, true, send_kind, part.stage, part.microbatch, receiver});
-    pending_[receiver.value].push_back(
-        {consumer_index, false, recv_kind, consumer_stage, part.microbatch, sender});
+    pending_[sender.value].emplace_back(producer.index + 1, send_kind, part.stage, part.microbatch);
+    pending_[receiver.value].emplace_back(consumer_index, recv_kind, consumer_stage,
+                                          part.microbatch);
     return Status::Ok();
   }
 
@@ -151,7 +167,7 @@ class CommInserter {
   static void PlaceReceivesLate(std::vector<PendingComm>& comms) {
     int earliest_later = std::numeric_limits<int>::max();
     for (auto it = comms.rbegin(); it != comms.rend(); ++it) {
-      if (!it->is_send) it->slot = std::min(it->slot, earliest_later);
+      if (it->is_receive()) it->slot = std::min(it->slot, earliest_later);
       earliest_later = std::min(earliest_later, it->slot);
     }
   }
@@ -166,8 +182,7 @@ class CommInserter {
       const std::vector<PendingComm>& comms = pending_[r];
       for (size_t i = 0; i <= order_[r].size(); ++i) {
         while (next_comm < comms.size() && comms[next_comm].slot <= static_cast<int>(i)) {
-          const PendingComm& c = comms[next_comm++];
-          program.actions.push_back(MakeComm(c.kind, c.stage, c.microbatch, c.peer));
+          program.actions.push_back(comms[next_comm++].ToAction(stages_));
         }
         if (i < order_[r].size()) program.actions.push_back(std::move(order[r][i]));
       }
