@@ -318,6 +318,13 @@ constexpr std::array<ReorderSettings, 3> kReorderSettings{{
     {true, false, true},
     {false, false, false},
 }};
+// The order they run in: the block order first, the cheapest (nothing to look ahead at), so
+// that its step bounds the other two, which stop as soon as they cannot beat it.
+constexpr std::array<size_t, 3> kEvaluationOrder{2, 0, 1};
+
+// Relative slack on that bound: a run stops only when its lower bound exceeds the best step
+// by more than the rounding of ~10^8 sums could explain, so stopping never changes the pick.
+constexpr double kBoundSlack = 1e-9;
 
 struct CandidateOrder {
   ComputeOrder order;
@@ -425,6 +432,8 @@ struct RankState {
   FutureMemory future;  // empty when the settings never run a pass ahead
   double held = 0.0;    // activation memory held now
   double free_at = 0.0;
+  // Cost of the passes not run yet: the rank ends at free_at + this or later.
+  double work_left = 0.0;
   int forwards_left = 0;
   bool ran_input = false;
   std::vector<uint32_t> order;  // positions in the order they ran
@@ -501,7 +510,9 @@ class GreedyReorder {
     }
   }
 
-  StatusOr<CandidateOrder> Run() {
+  // The candidate order, or nullopt once its step is sure to be longer than `bound`: some rank
+  // that still has `work_left` to run from `free_at` would end after it.
+  StatusOr<std::optional<CandidateOrder>> Run(double bound) {
     size_t total = 0;
     for (const RankState& rank : ranks_) total += rank.pattern.size();
     std::vector<std::optional<Proposal>> proposals(ranks_.size());
@@ -517,6 +528,9 @@ class GreedyReorder {
       const size_t r = *earliest;
       const Proposal chosen = *proposals[r];
       makespan = std::max(makespan, RunPass(r, chosen));
+      if (ranks_[r].free_at + ranks_[r].work_left > bound) {
+        return std::optional<CandidateOrder>();
+      }
       for (const size_t stale : RanksToRefresh(r, chosen.stream)) {
         proposals[stale] = Propose(stale);
         if (proposals[stale].has_value()) {
@@ -529,7 +543,7 @@ class GreedyReorder {
     CandidateOrder result;
     result.makespan = makespan;
     for (size_t r = 0; r < ranks_.size(); ++r) result.order.push_back(ActionsOf(r));
-    return result;
+    return std::optional<CandidateOrder>(std::move(result));
   }
 
  private:
@@ -548,6 +562,7 @@ class GreedyReorder {
       }
     }
     if (RunsAhead()) state.future = FutureMemory(MemoryChanges(state));
+    for (const PatternEntry& entry : pattern) state.work_left += state.FactsOf(entry).cost;
     std::vector<size_t> stream_of(pattern.size());
     uint32_t longest = 0;
     for (size_t position = 0; position < pattern.size(); ++position) {
@@ -743,6 +758,7 @@ class GreedyReorder {
       stream.position = rank.PositionOf(proposal.stream, stream.ran);
     }
     rank.free_at = end;
+    rank.work_left -= facts.cost;
     rank.order.push_back(static_cast<uint32_t>(proposal.position));
     return end;
   }
@@ -858,11 +874,22 @@ StatusOr<ComputeOrder> GenerateControllableMemory(const PlanRequest& request,
     memory_cap = std::max(memory_cap, PeakOf(request, stages, RankId(r), patterns.back()));
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckStreams(patterns));
+  // The shortest step wins; on a tie the setting listed first in kReorderSettings.
   std::optional<CandidateOrder> best;
-  for (const ReorderSettings& settings : kReorderSettings) {
-    GreedyReorder reorder(request, stages, patterns, memory_cap, settings);
-    PIPEPLAN_ASSIGN_OR_RETURN(CandidateOrder candidate, reorder.Run());
-    if (!best.has_value() || candidate.makespan < best->makespan) best = std::move(candidate);
+  size_t best_setting = 0;
+  for (const size_t setting : kEvaluationOrder) {
+    const double bound =
+        best.has_value() ? best->makespan + kBoundSlack * std::max(1.0, std::abs(best->makespan))
+                         : std::numeric_limits<double>::infinity();
+    GreedyReorder reorder(request, stages, patterns, memory_cap, kReorderSettings[setting]);
+    PIPEPLAN_ASSIGN_OR_RETURN(std::optional<CandidateOrder> candidate, reorder.Run(bound));
+    if (!candidate.has_value()) continue;
+    const bool better = !best.has_value() || candidate->makespan < best->makespan ||
+                        (candidate->makespan == best->makespan && setting < best_setting);
+    if (better) {
+      best = std::move(candidate);
+      best_setting = setting;
+    }
   }
   return std::move(best->order);
 }
