@@ -763,7 +763,7 @@ class GreedyReorder {
     return end;
   }
 
-  // At most three ranks, without allocating: this runs once per greedy step.
+  // At most two ranks, without allocating: this runs once per greedy step.
   class RankList {
    public:
     void push_back(size_t rank) { ranks_[size_++] = rank; }
@@ -771,20 +771,29 @@ class GreedyReorder {
     const size_t* end() const { return ranks_.data() + size_; }
 
    private:
-    std::array<size_t, 3> ranks_{};
+    std::array<size_t, 2> ranks_{};
     size_t size_ = 0;
   };
 
-  // The rank itself and the ranks whose passes consume what the pass produced.
+  // The ranks whose proposals the pass just run on rank r can change: r itself, and the rank
+  // of the pass that consumes its output on another rank. An F feeds the F of the next stage,
+  // an I the I of the previous stage (the I and W of its own stage are on r), a W nothing.
+  // Every other rank's proposal reads nothing the pass wrote, so it stands.
   RankList RanksToRefresh(size_t r, size_t stream) const {
-    const StageId stage = StageOf(RankId(static_cast<int>(r)), ranks_[r].streams[stream]);
+    const RankState::Stream& pass = ranks_[r].streams[stream];
+    const StageId stage = StageOf(RankId(static_cast<int>(r)), pass);
     RankList ranks;
     ranks.push_back(r);
-    if (!stages_.IsLast(stage)) {
-      ranks.push_back(static_cast<size_t>(stages_.RankOf(StageId(stage.value + 1)).value));
+    std::optional<StageId> consumer;
+    if (pass.kind == ActionKind::kForward && !stages_.IsLast(stage)) {
+      consumer = StageId(stage.value + 1);
     }
-    if (!stages_.IsFirst(stage)) {
-      ranks.push_back(static_cast<size_t>(stages_.RankOf(StageId(stage.value - 1)).value));
+    if (pass.kind == ActionKind::kBackwardInput && !stages_.IsFirst(stage)) {
+      consumer = StageId(stage.value - 1);
+    }
+    if (consumer.has_value()) {
+      const auto consumer_rank = static_cast<size_t>(stages_.RankOf(*consumer).value);
+      if (consumer_rank != r) ranks.push_back(consumer_rank);
     }
     return ranks;
   }
