@@ -5,6 +5,9 @@
 // reduces to its comm groups. The k-th send on a link pairs with the k-th receive on it, so a
 // send is matched once its receiver has posted more than k receives from it (and the other
 // way round): per-link counters of posted transfers stand in for an explicit pairing.
+// A blocked rank waits on one counter reaching one value and is woken only then, and it
+// resumes at the transfer it waited for (matched stays matched): every transfer is posted
+// once and looked at a bounded number of times.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -33,6 +36,7 @@ struct Link {
   bool sends = false;
   int posted = 0;        // transfers on it in groups this rank has reached
   int counterpart = -1;  // the peer's link for the other end (global index), -1 if none
+  int wake_at = 0;       // the peer waits until `posted` reaches this (0: nobody waits)
 };
 
 // One rank's comm actions, in program order, cut into groups.
@@ -53,7 +57,7 @@ class DryRunner {
     const size_t ranks = plan.programs.size();
     groups_.resize(ranks);
     head_.assign(ranks, 0);
-    queued_.assign(ranks, 0);
+    scan_.assign(ranks, 0);
     for (size_t r = 0; r < ranks; ++r) BuildGroups(static_cast<int>(r));
     ConnectLinks();
     for (size_t r = 0; r < ranks; ++r) Post(static_cast<int>(r), 0);
@@ -61,20 +65,11 @@ class DryRunner {
 
   Status Run() {
     work_.reserve(groups_.size());
-    for (size_t r = 0; r < groups_.size(); ++r) Wake(static_cast<int>(r));
-    // work_ grows while it is walked, so it is indexed rather than iterated.
+    for (size_t r = 0; r < groups_.size(); ++r) work_.push_back(static_cast<int>(r));
+    // work_ grows while it is walked, so it is indexed rather than iterated. A rank is in it
+    // at most once at a time: it is woken only while it waits, and it waits on one counter.
     size_t next = 0;
-    while (next < work_.size()) {
-      const int rank = work_[next++];
-      queued_[rank] = 0;
-      const int start = head_[rank];
-      while (head_[rank] < groups_[rank].size() && Blocking(rank) == nullptr) {
-        ++head_[rank];
-        if (head_[rank] < groups_[rank].size()) Post(rank, head_[rank]);
-      }
-      // Peers waiting on what this rank has now posted get another look.
-      if (head_[rank] != start) WakePeersOf(rank, start);
-    }
+    while (next < work_.size()) Advance(work_[next++]);
     for (size_t r = 0; r < groups_.size(); ++r) {
       if (head_[r] < groups_[r].size()) return Deadlock(static_cast<int>(r));
     }
@@ -135,27 +130,44 @@ class DryRunner {
     }
   }
 
-  // Group `g` of `rank` is reached: its transfers are posted.
+  // Runs `rank` from where it stopped until a transfer of its head group is not matched
+  // (then it waits on that counter) or its program ends.
+  void Advance(int rank) {
+    const RankGroups& groups = groups_[rank];
+    while (head_[rank] < groups.size()) {
+      const CommOp* end = groups.end(head_[rank]);
+      for (const CommOp* op = groups.begin(head_[rank]) + scan_[rank]; op != end; ++op) {
+        if (!Matched(*op)) {
+          WaitFor(*op);
+          return;
+        }
+        ++scan_[rank];
+      }
+      ++head_[rank];
+      scan_[rank] = 0;
+      Post(rank, head_[rank]);
+    }
+  }
+
+  // The rank of `op` sleeps until the peer has posted the counterpart of its transfer; a
+  // transfer with no counterpart link is never matched, and its rank never woken.
+  void WaitFor(const CommOp& op) {
+    if (op.link < 0 || links_[op.link].counterpart < 0) return;
+    links_[links_[op.link].counterpart].wake_at = op.ordinal + 1;
+  }
+
+  // Group `g` of `rank` is reached: its transfers are posted, and a peer waiting for one of
+  // them is woken.
   void Post(int rank, int g) {
     const RankGroups& groups = groups_[rank];
     if (g >= groups.size()) return;
     for (const CommOp* op = groups.begin(g); op != groups.end(g); ++op) {
-      if (op->link >= 0) ++links_[op->link].posted;
-    }
-  }
-
-  void Wake(int rank) {
-    if (queued_[rank]) return;
-    queued_[rank] = 1;
-    work_.push_back(rank);
-  }
-
-  void WakePeersOf(int rank, int from_group) {
-    const RankGroups& groups = groups_[rank];
-    const int last = std::min(head_[rank], groups.size() - 1);
-    for (int g = from_group; g <= last; ++g) {
-      for (const CommOp* op = groups.begin(g); op != groups.end(g); ++op) {
-        if (op->link >= 0 && links_[op->link].counterpart >= 0) Wake(op->peer);
+      if (op->link < 0) continue;
+      Link& link = links_[op->link];
+      ++link.posted;
+      if (link.wake_at != 0 && link.posted >= link.wake_at) {
+        link.wake_at = 0;
+        work_.push_back(link.peer);
       }
     }
   }
@@ -210,8 +222,8 @@ class DryRunner {
   std::vector<Link> links_;      // every rank's links, rank by rank
   std::vector<int> link_count_;  // per link: transfers seen while building
   std::vector<int> head_;        // per rank: its first group not completed
-  std::vector<uint8_t> queued_;
-  std::vector<int> work_;  // FIFO of ranks to look at; each is queued at most once at a time
+  std::vector<int> scan_;        // per rank: the ops of its head group matched so far
+  std::vector<int> work_;        // FIFO of ranks to advance
 };
 
 }  // namespace
