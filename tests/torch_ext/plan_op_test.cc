@@ -48,6 +48,22 @@ TEST(PlanOpTest, CostsChangeTheMetrics) {
       << result->metrics_json;  // 3 * (0.5 + 1.25)
 }
 
+TEST(PlanOpTest, ReceiveOverheadDelaysEachReceive) {
+  PlanOpRequest request = {.strategy = "1f1b", .ranks = 2, .microbatches = 1};
+  request.comm = 0.5;
+  const StatusOr<PlanOpResult> without = RunPlanOp(request);
+  request.receive_overhead = 3;
+  const StatusOr<PlanOpResult> with = RunPlanOp(request);
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  // F=1, B=2. Without: F on rank 1 at 1.5, its B ends at 4.5, rank 0's B starts at 5 -> 7.
+  // With o=3: rank 1's receive, posted at 0, ends at 3; its B ends at 6; rank 0's, posted
+  // at 1 (after its F), ends at max(1 + 3, 6 + 0.5) = 6.5 -> 8.5.
+  EXPECT_NE(without->metrics_json.find(R"("makespan":7,)"), std::string::npos)
+      << without->metrics_json;
+  EXPECT_NE(with->metrics_json.find(R"("makespan":8.5,)"), std::string::npos) << with->metrics_json;
+}
+
 TEST(PlanOpTest, PostValidationIsLeftOutWithNotes) {
   const StatusOr<PlanOpResult> result =
       RunPlanOp({.strategy = "zbv", .ranks = 4, .microbatches = 8, .post_validation = true});

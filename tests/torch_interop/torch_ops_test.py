@@ -29,6 +29,7 @@ FLAGS = {
     "backward_weight": "--backward-weight",
     "overlap": "--overlap",
     "comm": "--comm",
+    "receive_overhead": "--receive-overhead",
     "costs_file": "--costs",
     "memory_limit": "--memory-limit",
 }
@@ -46,6 +47,7 @@ def requests(costs_file):
         (("zbv", 4, 8), {"post_validation": True, "format": "torch-csv-comms"}),
         (("auto", 4, 8), {"memory_limit": 4.0}),
         (("zb-2p", 2, 6), {"costs_file": costs_file}),
+        (("interleaved-1f1b", 4, 8), {"comm": 0.25, "receive_overhead": 0.5}),
     ]
 
 

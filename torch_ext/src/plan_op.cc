@@ -66,6 +66,7 @@ std::vector<std::string> PlanArgs(const PlanOpRequest& request) {
   AddNumber("--backward-weight", request.backward_weight, &args);
   AddNumber("--overlap", request.overlap, &args);
   AddNumber("--comm", request.comm, &args);
+  AddNumber("--receive-overhead", request.receive_overhead, &args);
   if (request.costs_file.has_value()) args.insert(args.end(), {"--costs", *request.costs_file});
   AddNumber("--memory-limit", request.memory_limit, &args);
   if (request.post_validation) args.emplace_back("--post-validation");

@@ -29,8 +29,9 @@ PlanOpOutput Plan(std::string strategy, int64_t ranks, int64_t microbatches,
                   std::optional<int64_t> microbatch_group_size, std::optional<double> forward,
                   std::optional<double> backward, std::optional<double> backward_input,
                   std::optional<double> backward_weight, std::optional<double> overlap,
-                  std::optional<double> comm, std::optional<std::string> costs_file,
-                  std::optional<double> memory_limit, bool post_validation, std::string format) {
+                  std::optional<double> comm, std::optional<double> receive_overhead,
+                  std::optional<std::string> costs_file, std::optional<double> memory_limit,
+                  bool post_validation, std::string format) {
   // NOLINTEND(performance-unnecessary-value-param)
   const StatusOr<TorchCsvFormat> csv_format = ParseTorchCsvFormat(format);
   TORCH_CHECK(csv_format.ok(), "pipeplan::plan: ", csv_format.status().message());
@@ -45,6 +46,7 @@ PlanOpOutput Plan(std::string strategy, int64_t ranks, int64_t microbatches,
                                  .backward_weight = backward_weight,
                                  .overlap = overlap,
                                  .comm = comm,
+                                 .receive_overhead = receive_overhead,
                                  .costs_file = std::move(costs_file),
                                  .memory_limit = memory_limit,
                                  .post_validation = post_validation,
@@ -63,7 +65,8 @@ TORCH_LIBRARY(pipeplan, m) {
       "plan(str strategy, int ranks, int microbatches, *, int? stages_per_rank=None, "
       "int? microbatch_group_size=None, float? forward=None, float? backward=None, "
       "float? backward_input=None, float? backward_weight=None, float? overlap=None, "
-      "float? comm=None, str? costs_file=None, float? memory_limit=None, "
+      "float? comm=None, float? receive_overhead=None, str? costs_file=None, "
+      "float? memory_limit=None, "
       "bool post_validation=False, str format=\"torch-csv\") "
       "-> (str[][] actions, str metrics_json, str[] notes)",
       &pipeplan::torch_ext::Plan);

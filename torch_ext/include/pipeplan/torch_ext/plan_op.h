@@ -28,6 +28,7 @@ struct PlanOpRequest {
   std::optional<double> backward_weight = std::nullopt;
   std::optional<double> overlap = std::nullopt;
   std::optional<double> comm = std::nullopt;
+  std::optional<double> receive_overhead = std::nullopt;
   std::optional<std::string> costs_file =
       std::nullopt;  // a CostModel file instead of the durations
   std::optional<double> memory_limit = std::nullopt;
