@@ -49,8 +49,9 @@
 // Counters: actions, ms (mean wall per iteration: plan + simulate), plan_ms, sim_ms, user_ms
 // and sys_ms (CPU), us_per_action (wall), peak_MB (child's VmHWM), wait4_MB (its ru_maxrss),
 // B_per_action, growth_user, growth_wall, growth_mem; the label carries the verdicts. v-half and
-// v-min, whose greedy reordering costs ~5700 instructions per action, are over the time budget
-// (figures and profile in docs/reliability.md, "Scale").
+// v-min, whose greedy reordering runs up to three simulations of the whole step, are the
+// slowest: 0.68-0.71 and 0.55-0.56 us per action at the large size on 2026-11-24 (session 11;
+// 1.07-1.19 us with the session-10 code the same hour; docs/reliability.md, "Scale").
 //
 // The whole run takes ~3.5 minutes on the 2-core VM (the large cases take 2-46 s each). A quick
 // run without the large cases takes ~30 s:
