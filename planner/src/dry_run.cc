@@ -8,9 +8,8 @@
 // A blocked rank waits on one counter reaching one value and is woken only then, and it
 // resumes at the transfer it waited for (matched stays matched): every transfer is posted
 // once and looked at a bounded number of times.
-#include <algorithm>
 #include <string>
-#include <utility>
+#include <vector>
 
 #include "pipeplan/planner/validator.h"
 #include "plan_util.h"

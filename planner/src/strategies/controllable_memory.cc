@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "stage_mb_table.h"
 #include "strategies.h"
 
 namespace pipeplan::strategies {
@@ -345,25 +346,6 @@ struct PassEnds {
   }
 };
 
-// PassEnds per (stage, microbatch), microbatch-major: a pass reads its own stage's entry and a
-// neighbour stage's for the same microbatch, which then share a cache line.
-class PassEndsTable {
- public:
-  PassEndsTable(int stages, int microbatches)
-      : stages_(static_cast<size_t>(stages)),
-        values_(stages_ * static_cast<size_t>(microbatches)) {}
-  PassEnds& At(StageId stage, MicrobatchId mb) { return values_[Index(stage, mb)]; }
-  const PassEnds& At(StageId stage, MicrobatchId mb) const { return values_[Index(stage, mb)]; }
-
- private:
-  size_t Index(StageId stage, MicrobatchId mb) const {
-    return static_cast<size_t>(mb.value) * stages_ + static_cast<size_t>(stage.value);
-  }
-
-  size_t stages_;
-  std::vector<PassEnds> values_;
-};
-
 // F, I, W and B: the kinds a block order holds, as an index.
 size_t PassIndex(ActionKind kind) {
   switch (kind) {
@@ -439,10 +421,9 @@ struct RankState {
   std::vector<uint32_t> order;  // positions in the order they ran
 };
 
-// A rank's choice for its next pass: its stream, its pattern position and when it can start.
+// A rank's choice for its next pass: the stream whose next pass it is, and when it can start.
 struct Proposal {
   size_t stream = 0;
-  size_t position = 0;
   double start = 0.0;
 };
 
@@ -503,7 +484,7 @@ class GreedyReorder {
         stages_(stages),
         settings_(settings),
         memory_cap_(memory_cap),
-        ends_(stages.num_stages(), request.topology.microbatches) {
+        ends_(stages.num_stages(), request.topology.microbatches, PassEnds{}) {
     ranks_.reserve(patterns.size());
     for (size_t rank = 0; rank < patterns.size(); ++rank) {
       ranks_.push_back(MakeRankState(RankId(static_cast<int>(rank)), patterns[rank]));
@@ -562,12 +543,12 @@ class GreedyReorder {
       }
     }
     if (RunsAhead()) state.future = FutureMemory(MemoryChanges(state));
-    for (const PatternEntry& entry : pattern) state.work_left += state.FactsOf(entry).cost;
     std::vector<size_t> stream_of(pattern.size());
     uint32_t longest = 0;
     for (size_t position = 0; position < pattern.size(); ++position) {
       const PatternEntry& entry = pattern[position];
       if (entry.kind == ActionKind::kForward) ++state.forwards_left;
+      state.work_left += state.FactsOf(entry).cost;
       auto stream =
           std::find_if(state.streams.begin(), state.streams.end(), [&](const RankState::Stream& s) {
             return s.kind == entry.kind && s.chunk == entry.chunk;
@@ -714,7 +695,7 @@ class GreedyReorder {
       const bool better = !best.has_value() || start < best->start ||
                           (start == best->start && priority < best_priority);
       if (better) {
-        best = Proposal{k, position, start};
+        best = Proposal{k, start};
         best_priority = priority;
       }
     }
@@ -751,15 +732,16 @@ class GreedyReorder {
         break;
     }
     rank.held += facts.change;
-    if (RunsAhead()) rank.future.Remove(proposal.position);
-    rank.ran[proposal.position] = 1;
+    const size_t position = stream.position;
+    if (RunsAhead()) rank.future.Remove(position);
+    rank.ran[position] = 1;
     while (rank.next < rank.ran.size() && rank.ran[rank.next] != 0) ++rank.next;
     if (++stream.ran < stream.size) {
       stream.position = rank.PositionOf(proposal.stream, stream.ran);
     }
     rank.free_at = end;
     rank.work_left -= facts.cost;
-    rank.order.push_back(static_cast<uint32_t>(proposal.position));
+    rank.order.push_back(static_cast<uint32_t>(position));
     return end;
   }
 
@@ -829,7 +811,9 @@ class GreedyReorder {
   const StageMap& stages_;
   ReorderSettings settings_;
   double memory_cap_;
-  PassEndsTable ends_;
+  // Microbatch-major: a pass reads its own stage's entry and a neighbour stage's for the same
+  // microbatch, which then share a cache line.
+  StageMbTable<PassEnds, TableOrder::kMicrobatchMajor> ends_;
   std::vector<RankState> ranks_;
 };
 
