@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "pipeplan/planner/plan.h"
+#include "pipeplan/model/plan.h"
 #include "pipeplan/planner/planner.h"
 #include "unit_costs.h"
 

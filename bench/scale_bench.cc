@@ -78,10 +78,10 @@
 #include <string>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
+#include "pipeplan/model/plan.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/strategy.h"
+#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/strategies/strategy.h"
 #include "unit_costs.h"
 
 namespace pipeplan {

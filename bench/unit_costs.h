@@ -2,7 +2,7 @@
 // a small comm latency, so their figures are comparable with each other.
 #pragma once
 
-#include "pipeplan/planner/cost_model.h"
+#include "pipeplan/model/cost_model.h"
 
 namespace pipeplan::bench {
 

@@ -20,10 +20,11 @@
 #include <string>
 #include <utility>
 
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/plan_util.h"
+#include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/auto_search.h"
-#include "pipeplan/planner/plan.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/post_validation.h"
 
 namespace pipeplan {
 namespace {

@@ -5,10 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
-#include "files.h"
-#include "pipeplan/planner/calibrate.h"
-#include "pipeplan/planner/proto_io.h"
+#include "commands.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/calibrate.h"
 #include "profile_table.h"
 
 namespace pipeplan::cli {
@@ -61,9 +62,9 @@ struct CalibrateCommandOptions {
   bool quiet = false;
 };
 
-StatusOr<CalibrateCommandOptions> ParseCalibrateOptions(const Flags& flags) {
+StatusOr<CalibrateCommandOptions> ParseCalibrateOptions(const app::Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(
-      ExpectPositional(flags, 1, "the profile file (pipeplan calibrate PROFILE)"));
+      app::ExpectPositional(flags, 1, "the profile file (pipeplan calibrate PROFILE)"));
   CalibrateCommandOptions options;
   options.profile_path = flags.positional().front();
   options.output = flags.GetString("output");
@@ -82,7 +83,7 @@ StatusOr<CalibrateCommandOptions> ParseCalibrateOptions(const Flags& flags) {
 }
 
 Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(options.profile_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(options.profile_path));
   StatusOr<Profile> profile =
       ParseProfile(content, DetectProtoFormat(options.profile_path, content));
   if (!profile.ok()) return profile.status().WithContext(options.profile_path);
@@ -93,7 +94,7 @@ Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeCostModel(*costs, format));
-  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (to_stdout || options.quiet) return Status::Ok();
   std::cout << options.profile_path << ": " << profile->stages.size() << " stages, "
             << profile->steps << (profile->steps == 1 ? " step" : " steps") << ", source \""
@@ -107,16 +108,17 @@ Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
 }  // namespace
 
 int RunCalibrateCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<CalibrateCommandOptions> kSpec = {"calibrate",
-                                                             kHelp,
-                                                             {{"output", FlagKind::kValue, 'o'},
-                                                              {"unit"},
-                                                              {"uniform", FlagKind::kBool},
-                                                              {"input-share"},
-                                                              {"quiet", FlagKind::kBool, 'q'}},
-                                                             ParseCalibrateOptions,
-                                                             ExecuteCalibrate};
-  return RunCommand(kSpec, args);
+  static const app::CommandSpec<CalibrateCommandOptions> kSpec = {
+      "calibrate",
+      kHelp,
+      {{"output", app::FlagKind::kValue, 'o'},
+       {"unit"},
+       {"uniform", app::FlagKind::kBool},
+       {"input-share"},
+       {"quiet", app::FlagKind::kBool, 'q'}},
+      ParseCalibrateOptions,
+      ExecuteCalibrate};
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

@@ -4,11 +4,12 @@
 #include <optional>
 #include <string>
 
-#include "atomic_write.h"
-#include "command.h"
+#include "commands.h"
 #include "comparison.h"
-#include "pipeplan/planner/html_report.h"
-#include "request_flags.h"
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -74,29 +75,30 @@ Examples:
 )";
 
 struct CompareOptions {
-  RequestFlags request;
+  app::RequestFlags request;
   bool with_auto = false;
   std::optional<std::string> html;
 };
 
-std::vector<FlagSpec> CompareFlags() {
-  std::vector<FlagSpec> specs = {{"request"}, {"html"}, {"auto", FlagKind::kBool}};
-  for (const FlagSpec& spec : TopologyFlagSpecs()) specs.push_back(spec);
-  for (const FlagSpec& spec : CostFlagSpecs()) specs.push_back(spec);
+std::vector<app::FlagSpec> CompareFlags() {
+  std::vector<app::FlagSpec> specs = {{"request"}, {"html"}, {"auto", app::FlagKind::kBool}};
+  for (const app::FlagSpec& spec : app::TopologyFlagSpecs()) specs.push_back(spec);
+  for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
 
-StatusOr<CompareOptions> ParseCompareOptions(const Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 0, ""));
+StatusOr<CompareOptions> ParseCompareOptions(const app::Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(app::ExpectPositional(flags, 0, ""));
   CompareOptions options;
-  PIPEPLAN_ASSIGN_OR_RETURN(options.request, ParseRequestFlags(flags, StrategyFlag::kNone));
+  PIPEPLAN_ASSIGN_OR_RETURN(options.request,
+                            app::ParseRequestFlags(flags, app::StrategyFlag::kNone));
   options.with_auto = flags.GetBool("auto");
   options.html = flags.GetString("html");
   return options;
 }
 
 Status ExecuteCompare(const CompareOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest base, LoadRequest(options.request));
+  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest base, app::LoadRequest(options.request));
   int multi_stage_v = options.request.stages_per_rank.value_or(2);
   if (options.request.request_file.has_value()) {
     multi_stage_v = std::max(2, base.topology.stages_per_rank);
@@ -125,7 +127,7 @@ Status ExecuteCompare(const CompareOptions& options) {
     report.title = "pipeplan compare";
     report.subtitle = ReportSubtitle(description, rows, entries);
     PIPEPLAN_RETURN_IF_ERROR(
-        WriteFileAtomic(*options.html, RenderHtmlReport(entries, report), true));
+        app::WriteFileAtomic(*options.html, RenderHtmlReport(entries, report), true));
     std::cout << "wrote " << *options.html << "\n";
   }
   return Status::Ok();
@@ -134,9 +136,9 @@ Status ExecuteCompare(const CompareOptions& options) {
 }  // namespace
 
 int RunCompareCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<CompareOptions> kSpec = {"compare", kHelp, CompareFlags(),
-                                                    ParseCompareOptions, ExecuteCompare};
-  return RunCommand(kSpec, args);
+  static const app::CommandSpec<CompareOptions> kSpec = {"compare", kHelp, CompareFlags(),
+                                                         ParseCompareOptions, ExecuteCompare};
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

@@ -4,12 +4,13 @@
 #include <cmath>
 #include <limits>
 
-#include "format.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/app/plan_summary.h"
+#include "pipeplan/model/plan_util.h"
+#include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/post_validation.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/strategy.h"
-#include "plan_summary.h"
+#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -50,7 +51,7 @@ std::string CandidateSetting(const PlanRequest& request) {
     return "group=" + std::to_string(request.options.microbatch_group_size);
   }
   if (request.strategy == "zb" && request.memory.limit.has_value()) {
-    return "limit=" + FormatCompact(*request.memory.limit);
+    return "limit=" + app::FormatCompact(*request.memory.limit);
   }
   return "";
 }
@@ -79,7 +80,7 @@ std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stag
 std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
   // With post-validation the rollback receives get a column of their own.
   const bool with_pv = std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& row) {
-    return row.plan.has_value() && SummarizePostValidation(*row.plan).ranks_with_pv > 0;
+    return row.plan.has_value() && app::SummarizePostValidation(*row.plan).ranks_with_pv > 0;
   });
   std::vector<std::string> header = {"",
                                      "strategy",
@@ -91,7 +92,7 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
                                      "peak act. mem",
                                      "gap to LB"};
   if (with_pv) header.emplace_back("rollback RECVs");
-  TextTable table(header, {true, true});
+  app::TextTable table(header, {true, true});
   for (const ComparisonRow& row : rows) {
     const std::string mark = row.best ? "*" : "";
     const std::string v = std::to_string(row.stages_per_rank);
@@ -103,12 +104,12 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
     std::vector<std::string> cells = {mark,
                                       row.strategy,
                                       v,
-                                      FormatCompact(m.makespan),
+                                      app::FormatCompact(m.makespan),
                                       FormatFixed(m.zb_bubble_rate, 4),
                                       FormatFixed(m.bubble_fraction_max, 4),
                                       FormatFixed(m.bubble_fraction_mean, 4),
-                                      FormatCompact(PeakActivationMemory(*row.timeline)),
-                                      FormatPercent(m.gap_to_lower_bound)};
+                                      app::FormatCompact(app::PeakActivationMemory(*row.timeline)),
+                                      app::FormatPercent(m.gap_to_lower_bound)};
     if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(*row.plan)));
     table.AddRow(std::move(cells));
   }
@@ -135,8 +136,8 @@ std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
   std::string out =
       "auto picks " + best.strategy + " (V=" + std::to_string(best.topology.stages_per_rank);
   if (const std::string setting = CandidateSetting(best); !setting.empty()) out += ", " + setting;
-  out += "): makespan " + FormatCompact(first.makespan) + ", peak memory " +
-         FormatCompact(first.peak_memory) + "; the fastest of " +
+  out += "): makespan " + app::FormatCompact(first.makespan) + ", peak memory " +
+         app::FormatCompact(first.peak_memory) + "; the fastest of " +
          std::to_string(result->candidates.size()) + " candidates (" + std::to_string(planned) +
          " planned, " + std::to_string(failed) + " failed)\n";
   return out;
@@ -145,8 +146,8 @@ std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
 std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
   std::string out = RenderAutoPick(result);
   if (!result.ok()) return out;
-  TextTable table({"#", "strategy", "V", "setting", "makespan", "peak memory"},
-                  {false, true, true, true});
+  app::TextTable table({"#", "strategy", "V", "setting", "makespan", "peak memory"},
+                       {false, true, true, true});
   int rank = 0;
   for (const AutoCandidate& candidate : result->candidates) {
     const PlanRequest& r = candidate.request;
@@ -157,7 +158,8 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
       continue;
     }
     table.AddRow({std::to_string(++rank), r.strategy, v, CandidateSetting(r),
-                  FormatCompact(candidate.makespan), FormatCompact(candidate.peak_memory)});
+                  app::FormatCompact(candidate.makespan),
+                  app::FormatCompact(candidate.peak_memory)});
   }
   return out + "\n" + table.Render() +
          "(fastest first, ties: less memory; setting: interleaved-1f1b group size or zb memory\n"
@@ -178,7 +180,7 @@ std::string ReportSubtitle(const std::string& description, const std::vector<Com
   std::string subtitle = description;
   std::string rollbacks;
   for (const ReportEntry& entry : entries) {
-    if (SummarizePostValidation(entry.plan).ranks_with_pv == 0) continue;
+    if (app::SummarizePostValidation(entry.plan).ranks_with_pv == 0) continue;
     rollbacks += rollbacks.empty() ? "" : ", ";
     rollbacks += entry.name + " " + std::to_string(CountRollbackReceives(entry.plan));
   }
@@ -210,21 +212,22 @@ std::string DescribeRequest(const PlanRequest& base) {
   std::string text = "P=" + std::to_string(t.ranks) + " M=" + std::to_string(t.microbatches);
   if (base.costs.stages.size() == 1) {
     const StageCosts& c = base.costs.stages.front();
-    text += "; costs per rank share F=" + FormatCompact(c.forward) +
-            " B=" + FormatCompact(c.backward) + " (I=" + FormatCompact(c.backward_input) +
-            " W=" + FormatCompact(c.backward_weight) + ")";
-    if (c.overlap > 0) text += " overlap=" + FormatCompact(c.overlap);
+    text += "; costs per rank share F=" + app::FormatCompact(c.forward) +
+            " B=" + app::FormatCompact(c.backward) + " (I=" + app::FormatCompact(c.backward_input) +
+            " W=" + app::FormatCompact(c.backward_weight) + ")";
+    if (c.overlap > 0) text += " overlap=" + app::FormatCompact(c.overlap);
   } else {
     text += "; per-stage costs";
   }
   if (base.costs.boundaries.size() == 1) {
     const BoundaryCosts& boundary = base.costs.boundaries.front();
-    text += " comm=" + FormatCompact(boundary.latency);
+    text += " comm=" + app::FormatCompact(boundary.latency);
     if (boundary.receive_overhead > 0) {
-      text += " receive-overhead=" + FormatCompact(boundary.receive_overhead);
+      text += " receive-overhead=" + app::FormatCompact(boundary.receive_overhead);
     }
   }
-  if (base.memory.limit.has_value()) text += "; memory limit " + FormatCompact(*base.memory.limit);
+  if (base.memory.limit.has_value())
+    text += "; memory limit " + app::FormatCompact(*base.memory.limit);
   if (base.options.post_validation) text += "; post-validation (zero-bubble family only)";
   return text;
 }

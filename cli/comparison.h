@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
 #include "pipeplan/planner/auto_search.h"
-#include "pipeplan/planner/html_report.h"
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {
 

@@ -4,10 +4,11 @@
 #include <iostream>
 #include <string>
 
-#include "atomic_write.h"
-#include "command.h"
+#include "commands.h"
 #include "comparison.h"
-#include "pipeplan/planner/html_report.h"
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -49,8 +50,8 @@ struct DemoOptions {
   std::string output_dir = "pipeplan-report";
 };
 
-StatusOr<DemoOptions> ParseDemoOptions(const Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 0, ""));
+StatusOr<DemoOptions> ParseDemoOptions(const app::Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(app::ExpectPositional(flags, 0, ""));
   DemoOptions options;
   if (std::optional<std::string> dir = flags.GetString("output-dir"); dir.has_value()) {
     if (dir->empty()) return InvalidArgument("--output-dir must not be empty");
@@ -95,7 +96,7 @@ Status ExecuteDemo(const DemoOptions& options) {
   report.title = "pipeplan demo: Zero Bubble paper, 1.5B model";
   report.subtitle = ReportSubtitle(DescribeRequest(request) + " (microseconds)", rows, entries);
   const std::string path = (std::filesystem::path(options.output_dir) / "index.html").string();
-  PIPEPLAN_RETURN_IF_ERROR(WriteFileAtomic(path, RenderHtmlReport(entries, report), true));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteFileAtomic(path, RenderHtmlReport(entries, report), true));
   std::cout << "\nreport: " << path << " (open it in a browser)\n";
   return Status::Ok();
 }
@@ -103,9 +104,9 @@ Status ExecuteDemo(const DemoOptions& options) {
 }  // namespace
 
 int RunDemoCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<DemoOptions> kSpec = {
+  static const app::CommandSpec<DemoOptions> kSpec = {
       "demo", kHelp, {{"output-dir"}}, ParseDemoOptions, ExecuteDemo};
-  return RunCommand(kSpec, args);
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

@@ -5,12 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "atomic_write.h"
-#include "command.h"
+#include "commands.h"
 #include "diff_report.h"
-#include "files.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/timeline_diff.h"
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/simulation/timeline_diff.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -41,14 +42,14 @@ struct DiffOptions {
   std::optional<std::string> html;
 };
 
-StatusOr<DiffOptions> ParseDiffOptions(const Flags& flags) {
+StatusOr<DiffOptions> ParseDiffOptions(const app::Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(
-      ExpectPositional(flags, 2, "two timeline files (pipeplan diff SIMULATED MEASURED)"));
+      app::ExpectPositional(flags, 2, "two timeline files (pipeplan diff SIMULATED MEASURED)"));
   return DiffOptions{flags.positional()[0], flags.positional()[1], flags.GetString("html")};
 }
 
 StatusOr<TimelineFile> LoadTimelineFile(const std::string& path) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(path));
   StatusOr<TimelineFile> file = ParseTimelineFile(content, DetectProtoFormat(path, content));
   if (!file.ok()) return file.status().WithContext(path);
   return file;
@@ -78,10 +79,10 @@ Status ExecuteDiff(const DiffOptions& options) {
   const DiffLabels labels;
   if (options.html) {
     PIPEPLAN_RETURN_IF_ERROR(
-        WriteFileAtomic(*options.html,
-                        RenderDiffHtml(plan, expected.timeline, actual.timeline, diff, labels,
-                                       options.expected_path + " vs " + options.actual_path),
-                        true));
+        app::WriteFileAtomic(*options.html,
+                             RenderDiffHtml(plan, expected.timeline, actual.timeline, diff, labels,
+                                            options.expected_path + " vs " + options.actual_path),
+                             true));
   }
   std::cout << options.expected_path << " (" << labels.expected << ") vs " << options.actual_path
             << " (" << labels.actual << ")\n\n"
@@ -93,9 +94,9 @@ Status ExecuteDiff(const DiffOptions& options) {
 }  // namespace
 
 int RunDiffCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<DiffOptions> kSpec = {
+  static const app::CommandSpec<DiffOptions> kSpec = {
       "diff", kHelp, {{"html"}}, ParseDiffOptions, ExecuteDiff};
-  return RunCommand(kSpec, args);
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

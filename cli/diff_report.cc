@@ -1,15 +1,15 @@
 #include "diff_report.h"
 
-#include "format.h"
-#include "pipeplan/planner/html_report.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {
 namespace {
 
-std::string Signed(double value) { return (value >= 0 ? "+" : "") + FormatCompact(value); }
+std::string Signed(double value) { return (value >= 0 ? "+" : "") + app::FormatCompact(value); }
 
 std::string SignedPercent(double fraction) {
-  return (fraction >= 0 ? "+" : "") + FormatPercent(fraction);
+  return (fraction >= 0 ? "+" : "") + app::FormatPercent(fraction);
 }
 
 std::string ErrorOf(double expected, double actual) {
@@ -22,40 +22,39 @@ std::string RenderDiffText(const Plan& plan, const TimelineDiff& diff, const Dif
   const std::string& e = labels.expected;
   const std::string& a = labels.actual;
   std::string out;
-  TextTable step({"step time", e, a, "error"}, {true, false, false, false});
-  step.AddRow({"makespan", FormatCompact(diff.step_expected), FormatCompact(diff.step_actual),
-               SignedPercent(diff.relative_error)});
+  app::TextTable step({"step time", e, a, "error"}, {true, false, false, false});
+  step.AddRow({"makespan", app::FormatCompact(diff.step_expected),
+               app::FormatCompact(diff.step_actual), SignedPercent(diff.relative_error)});
   out += step.Render() + "\n";
 
-  TextTable ranks({"rank", "busy " + e, "busy " + a, "idle " + e, "idle " + a});
+  app::TextTable ranks({"rank", "busy " + e, "busy " + a, "idle " + e, "idle " + a});
   for (const RankDiff& rank : diff.ranks) {
-    ranks.AddRow({std::to_string(rank.rank.value), FormatCompact(rank.busy_expected),
-                  FormatCompact(rank.busy_actual), FormatCompact(rank.idle_expected),
-                  FormatCompact(rank.idle_actual)});
+    ranks.AddRow({std::to_string(rank.rank.value), app::FormatCompact(rank.busy_expected),
+                  app::FormatCompact(rank.busy_actual), app::FormatCompact(rank.idle_expected),
+                  app::FormatCompact(rank.idle_actual)});
   }
   out += ranks.Render() + "\n";
 
-  TextTable kinds({"kind", "count", "mean duration " + e, "mean duration " + a, "error",
-                   "mean start error", "mean |start error|"},
-                  {true, false, false, false, false, false, false});
+  app::TextTable kinds({"kind", "count", "mean duration " + e, "mean duration " + a, "error",
+                        "mean start error", "mean |start error|"},
+                       {true, false, false, false, false, false, false});
   for (const KindDiff& kind : diff.kinds) {
     kinds.AddRow({std::string(KindToken(kind.kind)), std::to_string(kind.count),
-                  FormatCompact(kind.mean_duration_expected),
-                  FormatCompact(kind.mean_duration_actual),
+                  app::FormatCompact(kind.mean_duration_expected),
+                  app::FormatCompact(kind.mean_duration_actual),
                   ErrorOf(kind.mean_duration_expected, kind.mean_duration_actual),
-                  Signed(kind.mean_start_error), FormatCompact(kind.mean_abs_start_error)});
+                  Signed(kind.mean_start_error), app::FormatCompact(kind.mean_abs_start_error)});
   }
   out += kinds.Render();
-  out +=
-      "mean |start error| over all compute actions: " + FormatCompact(diff.mean_abs_start_error) +
-      "\n";
+  out += "mean |start error| over all compute actions: " +
+         app::FormatCompact(diff.mean_abs_start_error) + "\n";
   if (diff.worst_start) {
     const OpStartError& w = *diff.worst_start;
     const Action& action = plan.programs[w.rank.value].actions[w.action_index];
     out += "furthest off: rank " + std::to_string(w.rank.value) + ", action " +
            std::to_string(w.action_index) + " (" + ToString(action) + "): starts at " +
-           FormatCompact(w.actual) + " " + a + ", " + FormatCompact(w.expected) + " " + e + " (" +
-           Signed(w.actual - w.expected) + ")\n";
+           app::FormatCompact(w.actual) + " " + a + ", " + app::FormatCompact(w.expected) + " " +
+           e + " (" + Signed(w.actual - w.expected) + ")\n";
   }
   return out;
 }
@@ -65,10 +64,10 @@ std::string RenderDiffHtml(const Plan& plan, const Timeline& expected, const Tim
                            const std::string& subtitle) {
   ReportOptions options;
   options.title = "pipeplan: " + labels.expected + " vs " + labels.actual;
-  options.subtitle = subtitle + "; step time " + FormatCompact(diff.step_expected) + " " +
-                     labels.expected + ", " + FormatCompact(diff.step_actual) + " " +
+  options.subtitle = subtitle + "; step time " + app::FormatCompact(diff.step_expected) + " " +
+                     labels.expected + ", " + app::FormatCompact(diff.step_actual) + " " +
                      labels.actual + " (" + SignedPercent(diff.relative_error) +
-                     "); mean |start error| " + FormatCompact(diff.mean_abs_start_error);
+                     "); mean |start error| " + app::FormatCompact(diff.mean_abs_start_error);
   options.shared_time_axis = true;
   return RenderHtmlReport(
       {ReportEntry{labels.expected, plan, expected}, ReportEntry{labels.actual, plan, actual}},

@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/timeline.h"
-#include "pipeplan/planner/timeline_diff.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
+#include "pipeplan/simulation/timeline_diff.h"
 
 namespace pipeplan::cli {
 

@@ -3,11 +3,12 @@
 #include <optional>
 #include <string>
 
-#include "command.h"
-#include "files.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/torch_csv.h"
-#include "request_flags.h"
+#include "commands.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/formats/torch_csv.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -53,8 +54,8 @@ StatusOr<ExportFormat> ParseExportFormat(const std::string& name) {
                          "' (expected torch-csv, torch-csv-comms, textproto or json)");
 }
 
-StatusOr<ExportOptions> ParseExportOptions(const Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 1, "the plan file (pipeplan export PLAN)"));
+StatusOr<ExportOptions> ParseExportOptions(const app::Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(app::ExpectPositional(flags, 1, "the plan file (pipeplan export PLAN)"));
   ExportOptions options;
   options.plan_path = flags.positional().front();
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string format, flags.RequireString("format"));
@@ -65,7 +66,7 @@ StatusOr<ExportOptions> ParseExportOptions(const Flags& flags) {
 
 StatusOr<std::string> RenderTorchCsv(const Plan& plan, TorchCsvFormat format) {
   TorchCsvExport exported = ExportTorchCsv(plan, format);
-  for (const std::string& note : exported.notes) PrintNote(note);
+  for (const std::string& note : exported.notes) app::PrintNote(note);
   return std::move(exported.csv);
 }
 
@@ -84,20 +85,21 @@ StatusOr<std::string> Render(const Plan& plan, ExportFormat format) {
 }
 
 Status ExecuteExport(const ExportOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, LoadPlanFile(options.plan_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, app::LoadPlanFile(options.plan_path));
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, Render(plan, options.format));
-  return WriteOutput(options.output, data);
+  return app::WriteOutput(options.output, data);
 }
 
 }  // namespace
 
 int RunExportCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<ExportOptions> kSpec = {"export",
-                                                   kHelp,
-                                                   {{"format"}, {"output", FlagKind::kValue, 'o'}},
-                                                   ParseExportOptions,
-                                                   ExecuteExport};
-  return RunCommand(kSpec, args);
+  static const app::CommandSpec<ExportOptions> kSpec = {
+      "export",
+      kHelp,
+      {{"format"}, {"output", app::FlagKind::kValue, 'o'}},
+      ParseExportOptions,
+      ExecuteExport};
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

@@ -4,12 +4,13 @@
 #include <optional>
 #include <string>
 
-#include "command.h"
-#include "files.h"
+#include "commands.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/torch_csv.h"
-#include "request_flags.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -61,14 +62,14 @@ struct ImportOptions {
   TorchCsvFormat format = TorchCsvFormat::kComputeOnly;
   std::optional<int> microbatches;
   std::string strategy_name = "imported";
-  CostFlags costs;
+  app::CostFlags costs;
   std::optional<std::string> output;
 };
 
-std::vector<FlagSpec> ImportFlags() {
-  std::vector<FlagSpec> specs = {
-      {"format"}, {"microbatches"}, {"strategy-name"}, {"output", FlagKind::kValue, 'o'}};
-  for (const FlagSpec& spec : CostFlagSpecs()) specs.push_back(spec);
+std::vector<app::FlagSpec> ImportFlags() {
+  std::vector<app::FlagSpec> specs = {
+      {"format"}, {"microbatches"}, {"strategy-name"}, {"output", app::FlagKind::kValue, 'o'}};
+  for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
 
@@ -78,9 +79,9 @@ StatusOr<TorchCsvFormat> ParseImportFormat(const std::string& name) {
   return InvalidArgument("unknown --format '" + name + "' (expected torch-csv or torch-csv-comms)");
 }
 
-StatusOr<ImportOptions> ParseImportOptions(const Flags& flags) {
+StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(
-      ExpectPositional(flags, 1, "the CSV file (pipeplan import --format torch-csv FILE)"));
+      app::ExpectPositional(flags, 1, "the CSV file (pipeplan import --format torch-csv FILE)"));
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string format, flags.RequireString("format"));
   ImportOptions options;
   PIPEPLAN_ASSIGN_OR_RETURN(options.format, ParseImportFormat(format));
@@ -90,21 +91,21 @@ StatusOr<ImportOptions> ParseImportOptions(const Flags& flags) {
     if (name->empty()) return InvalidArgument("--strategy-name must not be empty");
     options.strategy_name = *std::move(name);
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(options.costs, ParseCostFlags(flags));
+  PIPEPLAN_ASSIGN_OR_RETURN(options.costs, app::ParseCostFlags(flags));
   options.output = flags.GetString("output");
   return options;
 }
 
 Status ExecuteImport(const ImportOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string csv, ReadFile(options.csv_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string csv, app::ReadFile(options.csv_path));
   StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, options.format, options.microbatches);
   if (!imported.ok()) return imported.status().WithContext(options.csv_path);
-  for (const std::string& note : imported->notes) PrintNote(note);
+  for (const std::string& note : imported->notes) app::PrintNote(note);
 
   PlanRequest request;
   request.topology = imported->topology;
   request.strategy = options.strategy_name;
-  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, LoadCosts(options.costs));
+  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, app::LoadCosts(options.costs));
   StatusOr<Plan> plan = BuildPlanFromOrder(request, imported->order);
   if (!plan.ok()) return plan.status().WithContext(options.csv_path);
 
@@ -112,7 +113,7 @@ Status ExecuteImport(const ImportOptions& options) {
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializePlan(*plan, format));
-  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (!to_stdout) {
     const Topology& t = plan->request.topology;
     std::cout << "imported " << options.csv_path << " (P=" << t.ranks << " V=" << t.stages_per_rank
@@ -124,9 +125,9 @@ Status ExecuteImport(const ImportOptions& options) {
 }  // namespace
 
 int RunImportCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<ImportOptions> kSpec = {"import", kHelp, ImportFlags(),
-                                                   ParseImportOptions, ExecuteImport};
-  return RunCommand(kSpec, args);
+  static const app::CommandSpec<ImportOptions> kSpec = {"import", kHelp, ImportFlags(),
+                                                        ParseImportOptions, ExecuteImport};
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

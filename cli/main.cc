@@ -4,12 +4,13 @@
 #include <string_view>
 #include <vector>
 
-#include "command.h"
+#include "commands.h"
+#include "pipeplan/app/command.h"
 #include "pipeplan/planner/planner.h"
 
 namespace {
 
-using pipeplan::cli::kExitOk;
+using pipeplan::app::kExitOk;
 
 struct Subcommand {
   std::string_view name;
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   if (words.empty()) {
     std::cerr << "pipeplan: error: missing command\n";
     PrintUsage(std::cerr);
-    return pipeplan::cli::kExitUsage;
+    return pipeplan::app::kExitUsage;
   }
   const std::string& first = words.front();
   if (first == "-h" || first == "--help" || first == "help") {
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     if (command.name == first) return command.run({words.begin() + 1, words.end()});
   }
   const std::string what = first.starts_with("-") ? "unknown option '" : "unknown command '";
-  return pipeplan::cli::ReportUsageError(
+  return pipeplan::app::ReportUsageError(
       "",
       pipeplan::InvalidArgument(
           what + first +

@@ -4,14 +4,15 @@
 #include <optional>
 #include <string>
 
-#include "command.h"
-#include "files.h"
-#include "format.h"
+#include "commands.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/app/plan_summary.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/simulator.h"
-#include "plan_summary.h"
-#include "request_flags.h"
+#include "pipeplan/simulation/simulator.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -88,21 +89,23 @@ Examples:
 )";
 
 struct PlanOptions {
-  RequestFlags request;
+  app::RequestFlags request;
   std::optional<std::string> output;
 };
 
-std::vector<FlagSpec> PlanFlags() {
-  std::vector<FlagSpec> specs = {{"strategy"}, {"request"}, {"output", FlagKind::kValue, 'o'}};
-  for (const FlagSpec& spec : TopologyFlagSpecs()) specs.push_back(spec);
-  for (const FlagSpec& spec : CostFlagSpecs()) specs.push_back(spec);
+std::vector<app::FlagSpec> PlanFlags() {
+  std::vector<app::FlagSpec> specs = {
+      {"strategy"}, {"request"}, {"output", app::FlagKind::kValue, 'o'}};
+  for (const app::FlagSpec& spec : app::TopologyFlagSpecs()) specs.push_back(spec);
+  for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
 
-StatusOr<PlanOptions> ParsePlanOptions(const Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 0, ""));
+StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(app::ExpectPositional(flags, 0, ""));
   PlanOptions options;
-  PIPEPLAN_ASSIGN_OR_RETURN(options.request, ParseRequestFlags(flags, StrategyFlag::kRequired));
+  PIPEPLAN_ASSIGN_OR_RETURN(options.request,
+                            app::ParseRequestFlags(flags, app::StrategyFlag::kRequired));
   options.output = flags.GetString("output");
   return options;
 }
@@ -113,26 +116,26 @@ void NoteAutoPick(const Plan& plan) {
   std::string line =
       "auto chose " + plan.request.strategy + " (V=" + std::to_string(t.stages_per_rank) + ")";
   if (const StatusOr<Timeline> timeline = Simulate(plan); timeline.ok()) {
-    line += ": makespan " + FormatCompact(timeline->metrics.makespan) + ", peak memory " +
-            FormatCompact(PeakMemory(*timeline));
+    line += ": makespan " + app::FormatCompact(timeline->metrics.makespan) + ", peak memory " +
+            app::FormatCompact(app::PeakMemory(*timeline));
   }
-  PrintNote(line + "; 'pipeplan compare --auto' lists the candidates");
+  app::PrintNote(line + "; 'pipeplan compare --auto' lists the candidates");
 }
 
 Status ExecutePlan(const PlanOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, LoadRequest(options.request));
+  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, app::LoadRequest(options.request));
   PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, BuildPlan(request));
   if (request.strategy == kAutoStrategy) NoteAutoPick(plan);
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializePlan(plan, format));
-  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (!to_stdout) {
     size_t actions = 0;
     for (const RankProgram& program : plan.programs) actions += program.actions.size();
     const Topology& t = plan.request.topology;
-    std::cout << "wrote " << PlanStrategyName(plan) << " plan (P=" << t.ranks
+    std::cout << "wrote " << app::PlanStrategyName(plan) << " plan (P=" << t.ranks
               << " V=" << t.stages_per_rank << " M=" << t.microbatches << ", " << actions
               << " actions) to " << *options.output << "\n";
   }
@@ -142,9 +145,9 @@ Status ExecutePlan(const PlanOptions& options) {
 }  // namespace
 
 int RunPlanCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<PlanOptions> kSpec = {"plan", kHelp, PlanFlags(), ParsePlanOptions,
-                                                 ExecutePlan};
-  return RunCommand(kSpec, args);
+  static const app::CommandSpec<PlanOptions> kSpec = {"plan", kHelp, PlanFlags(), ParsePlanOptions,
+                                                      ExecutePlan};
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

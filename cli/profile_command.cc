@@ -5,10 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
-#include "files.h"
-#include "format.h"
-#include "pipeplan/planner/proto_io.h"
+#include "commands.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/build_profile.h"
 #include "profile_table.h"
 
 namespace pipeplan::cli {
@@ -57,7 +59,7 @@ struct ProfileCommandOptions {
   bool quiet = false;
 };
 
-StatusOr<ProfileCommandOptions> ParseProfileOptions(const Flags& flags) {
+StatusOr<ProfileCommandOptions> ParseProfileOptions(const app::Flags& flags) {
   if (flags.positional().empty()) {
     return InvalidArgument("missing the timeline files (pipeplan profile TIMELINE...)");
   }
@@ -81,7 +83,7 @@ struct LoadedTimeline {
 
 StatusOr<LoadedTimeline> LoadTimeline(const std::string& path,
                                       const std::optional<double>& time_scale) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(path));
   StatusOr<TimelineFile> file = ParseTimelineFile(content, DetectProtoFormat(path, content));
   if (!file.ok()) return file.status().WithContext(path);
   if (!file->plan) {
@@ -155,7 +157,7 @@ Status ExecuteProfile(const ProfileCommandOptions& options) {
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeProfile(profile, format));
-  PIPEPLAN_RETURN_IF_ERROR(WriteOutput(options.output, data));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (to_stdout || options.quiet) return Status::Ok();
   std::cout << RenderProfileTable(profile, TimeUnit::kMicroseconds) << "\nwrote profile ("
             << profile.stages.size() << " stages, " << profile.steps
@@ -167,15 +169,16 @@ Status ExecuteProfile(const ProfileCommandOptions& options) {
 }  // namespace
 
 int RunProfileCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<ProfileCommandOptions> kSpec = {"profile",
-                                                           kHelp,
-                                                           {{"output", FlagKind::kValue, 'o'},
-                                                            {"time-scale"},
-                                                            {"source"},
-                                                            {"quiet", FlagKind::kBool, 'q'}},
-                                                           ParseProfileOptions,
-                                                           ExecuteProfile};
-  return RunCommand(kSpec, args);
+  static const app::CommandSpec<ProfileCommandOptions> kSpec = {
+      "profile",
+      kHelp,
+      {{"output", app::FlagKind::kValue, 'o'},
+       {"time-scale"},
+       {"source"},
+       {"quiet", app::FlagKind::kBool, 'q'}},
+      ParseProfileOptions,
+      ExecuteProfile};
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "format.h"
+#include "pipeplan/app/format.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -37,11 +37,11 @@ bool MissingOnAnyStage(const Profile& profile, const KindColumn& kind) {
 // " (0.4%)": p90 - p10 as a share of the median.
 std::string Spread(const DurationStats& stats) {
   if (stats.median <= 0) return "";
-  return " (" + FormatPercent((stats.p90 - stats.p10) / stats.median) + ")";
+  return " (" + app::FormatPercent((stats.p90 - stats.p10) / stats.median) + ")";
 }
 
 std::string InUnit(double seconds, TimeUnit unit) {
-  return FormatCompact(seconds / SecondsPer(unit));
+  return app::FormatCompact(seconds / SecondsPer(unit));
 }
 
 std::string BoundaryName(size_t boundary) {
@@ -57,8 +57,8 @@ bool OverheadMeasured(const BoundaryProfile& boundary) {
 }
 
 std::string RenderTransfers(const Profile& profile, TimeUnit unit) {
-  TextTable table({"boundary", "clean transfers", "late receives", "median", "p10", "p90",
-                   "receive overhead: mean (of n)"});
+  app::TextTable table({"boundary", "clean transfers", "late receives", "median", "p10", "p90",
+                        "receive overhead: mean (of n)"});
   for (size_t b = 0; b < profile.boundaries.size(); ++b) {
     const BoundaryProfile& boundary = profile.boundaries[b];
     const DurationStats& t = boundary.transfer;
@@ -83,7 +83,7 @@ std::string RenderProfileTable(const Profile& profile, TimeUnit unit) {
     kinds.push_back(&kind);
     header.emplace_back(kind.name);
   }
-  TextTable table(header);
+  app::TextTable table(header);
   for (size_t s = 0; s < profile.stages.size(); ++s) {
     std::vector<std::string> row = {std::to_string(s)};
     for (const KindColumn* kind : kinds) {
@@ -104,7 +104,7 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
   const bool has_overlap = MeasuredOnAnyStage(profile, kOverlap);
   std::vector<std::string> header = {"stage", "F", "B", "I", "W"};
   if (has_overlap) header.emplace_back("overlap");
-  TextTable table(header);
+  app::TextTable table(header);
   bool derived_backward = false;
   bool derived_split = false;
   for (size_t s = 0; s < costs.stages.size(); ++s) {
@@ -115,12 +115,12 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
       const bool measured = options.uniform ? !MissingOnAnyStage(profile, kind)
                                             : (profile.stages[s].*kind.stats).samples > 0;
       if (measured) {
-        row.push_back(FormatCompact(cost) +
+        row.push_back(app::FormatCompact(cost) +
                       (options.uniform ? "" : Spread(profile.stages[s].*kind.stats)));
       } else if (kind.stats == kOverlap.stats) {
-        row.push_back(cost > 0 ? FormatCompact(cost) + "*" : "F+B");
+        row.push_back(cost > 0 ? app::FormatCompact(cost) + "*" : "F+B");
       } else {
-        row.push_back(FormatCompact(cost) + "*");
+        row.push_back(app::FormatCompact(cost) + "*");
         derived_backward |= kind.stats == &StageProfile::backward;
         derived_split |= kind.stats == &StageProfile::backward_input;
       }
@@ -134,7 +134,7 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
       "; * = derived\n\n" + table.Render();
   if (derived_backward) out += "* B not measured: B = I + W\n";
   if (derived_split) {
-    out += "* I and W not measured: I = " + FormatCompact(options.input_share) +
+    out += "* I and W not measured: I = " + app::FormatCompact(options.input_share) +
            " B (--input-share), W = B - I\n";
   }
   if (has_overlap && MissingOnAnyStage(profile, kOverlap)) {
@@ -143,9 +143,9 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
   }
   if (profile.boundaries.empty()) return out;
 
-  TextTable boundaries({"boundary", "latency",
-                        "bandwidth (bytes/" + std::string(TimeUnitName(options.unit)) + ")",
-                        "receive overhead"});
+  app::TextTable boundaries({"boundary", "latency",
+                             "bandwidth (bytes/" + std::string(TimeUnitName(options.unit)) + ")",
+                             "receive overhead"});
   bool derived_boundary = false;
   bool derived_overhead = false;
   for (size_t b = 0; b < costs.boundaries.size(); ++b) {
@@ -160,9 +160,9 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
     derived_boundary |= !measured;
     derived_overhead |= !overhead_measured;
     boundaries.AddRow({options.uniform ? "all" : BoundaryName(b),
-                       FormatCompact(c.latency) + (measured ? "" : "*"),
-                       c.bandwidth > 0 ? FormatCompact(c.bandwidth) : "infinite",
-                       FormatCompact(c.receive_overhead) + (overhead_measured ? "" : "**")});
+                       app::FormatCompact(c.latency) + (measured ? "" : "*"),
+                       c.bandwidth > 0 ? app::FormatCompact(c.bandwidth) : "infinite",
+                       app::FormatCompact(c.receive_overhead) + (overhead_measured ? "" : "**")});
   }
   out += "\n" + boundaries.Render();
   if (derived_boundary) {

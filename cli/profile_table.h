@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "pipeplan/planner/calibrate.h"
-#include "pipeplan/planner/cost_model.h"
-#include "pipeplan/planner/profile.h"
+#include "pipeplan/measurement/calibrate.h"
+#include "pipeplan/model/cost_model.h"
+#include "pipeplan/model/profile.h"
 
 namespace pipeplan::cli {
 

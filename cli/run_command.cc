@@ -7,17 +7,18 @@
 #include <utility>
 #include <vector>
 
-#include "atomic_write.h"
-#include "command.h"
+#include "commands.h"
 #include "diff_report.h"
-#include "format.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/timeline_diff.h"
-#include "pipeplan/planner/timeline_metrics.h"
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/formats/proto_io.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/synthetic_run.h"
-#include "request_flags.h"
+#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/simulation/timeline_diff.h"
+#include "pipeplan/simulation/timeline_metrics.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -80,8 +81,8 @@ struct RunOptions {
   std::optional<runtime::Fault> fault;
 };
 
-StatusOr<RunOptions> ParseRunOptions(const Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 1, "the plan file (pipeplan run PLAN)"));
+StatusOr<RunOptions> ParseRunOptions(const app::Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(app::ExpectPositional(flags, 1, "the plan file (pipeplan run PLAN)"));
   RunOptions options;
   options.plan_path = flags.positional().front();
   if (auto executor = flags.GetString("executor"); executor && *executor != "synthetic") {
@@ -154,7 +155,7 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
 }
 
 Status ExecuteRun(const RunOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, ReadPlanFile(options.plan_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, app::ReadPlanFile(options.plan_path));
   if (options.fault) {
     PIPEPLAN_RETURN_IF_ERROR(
         runtime::CheckFault(plan, *options.fault, options.warmup + options.steps)
@@ -180,7 +181,7 @@ Status ExecuteRun(const RunOptions& options) {
   const Timeline& measured = MedianStep(steps);
   PIPEPLAN_ASSIGN_OR_RETURN(const TimelineDiff diff, DiffTimelines(plan, simulated, measured));
 
-  std::vector<OutputFile> files;  // rendered before anything is written
+  std::vector<app::OutputFile> files;  // rendered before anything is written
   if (options.timeline) {
     PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
                               SerializeTimelineFile({measured, plan, time_scale},
@@ -193,33 +194,33 @@ Status ExecuteRun(const RunOptions& options) {
                                        options.plan_path + ", median of " +
                                            std::to_string(options.steps) + " measured steps")});
   }
-  PIPEPLAN_RETURN_IF_ERROR(WriteFilesAtomic(files, /*create_parents=*/true));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
 
   std::cout << "steps: " << options.warmup << " warm-up + " << options.steps
             << " measured; median step " << Milliseconds(measured.metrics.makespan * time_scale)
             << "\n\n"
             << RenderDiffText(plan, diff, {});
-  for (const OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
+  for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
 }
 
 }  // namespace
 
 int RunRunCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<RunOptions> kSpec = {"run",
-                                                kHelp,
-                                                {{"executor"},
-                                                 {"transport"},
-                                                 {"steps"},
-                                                 {"warmup"},
-                                                 {"time-scale"},
-                                                 {"timeout"},
-                                                 {"timeline"},
-                                                 {"html"},
-                                                 {"inject-fault"}},
-                                                ParseRunOptions,
-                                                ExecuteRun};
-  return RunCommand(kSpec, args);
+  static const app::CommandSpec<RunOptions> kSpec = {"run",
+                                                     kHelp,
+                                                     {{"executor"},
+                                                      {"transport"},
+                                                      {"steps"},
+                                                      {"warmup"},
+                                                      {"time-scale"},
+                                                      {"timeout"},
+                                                      {"timeline"},
+                                                      {"html"},
+                                                      {"inject-fault"}},
+                                                     ParseRunOptions,
+                                                     ExecuteRun};
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

@@ -7,17 +7,18 @@
 #include <utility>
 #include <vector>
 
-#include "atomic_write.h"
-#include "command.h"
-#include "format.h"
-#include "metrics_json.h"
-#include "pipeplan/planner/chrome_trace.h"
-#include "pipeplan/planner/html_report.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/svg_timeline.h"
-#include "plan_summary.h"
-#include "request_flags.h"
+#include "commands.h"
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/app/metrics_json.h"
+#include "pipeplan/app/plan_summary.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/reports/chrome_trace.h"
+#include "pipeplan/reports/html_report.h"
+#include "pipeplan/reports/svg_timeline.h"
+#include "pipeplan/simulation/simulator.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -77,8 +78,9 @@ struct SimulateOptions {
   std::optional<std::string> timeline;
 };
 
-StatusOr<SimulateOptions> ParseSimulateOptions(const Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(ExpectPositional(flags, 1, "the plan file (pipeplan simulate PLAN)"));
+StatusOr<SimulateOptions> ParseSimulateOptions(const app::Flags& flags) {
+  PIPEPLAN_RETURN_IF_ERROR(
+      app::ExpectPositional(flags, 1, "the plan file (pipeplan simulate PLAN)"));
   SimulateOptions options;
   options.plan_path = flags.positional().front();
   options.costs = flags.GetString("costs");
@@ -93,41 +95,43 @@ StatusOr<SimulateOptions> ParseSimulateOptions(const Flags& flags) {
 std::string RenderText(const std::string& path, const Plan& plan, const Timeline& timeline) {
   const Metrics& m = timeline.metrics;
   const Topology& t = plan.request.topology;
-  std::string out = path + ": " + PlanStrategyName(plan) + ", P=" + std::to_string(t.ranks) +
+  std::string out = path + ": " + app::PlanStrategyName(plan) + ", P=" + std::to_string(t.ranks) +
                     " V=" + std::to_string(t.stages_per_rank) +
                     " M=" + std::to_string(t.microbatches) + "\n\n";
-  TextTable metrics({"metric", "value"}, {true, false});
-  metrics.AddRow({"makespan", FormatCompact(m.makespan)});
-  metrics.AddRow({"lower bound", FormatCompact(m.lower_bound)});
-  metrics.AddRow({"gap to lower bound", FormatPercent(m.gap_to_lower_bound)});
+  app::TextTable metrics({"metric", "value"}, {true, false});
+  metrics.AddRow({"makespan", app::FormatCompact(m.makespan)});
+  metrics.AddRow({"lower bound", app::FormatCompact(m.lower_bound)});
+  metrics.AddRow({"gap to lower bound", app::FormatPercent(m.gap_to_lower_bound)});
   metrics.AddRow({"zb_bubble_rate", FormatFixed(m.zb_bubble_rate, 4)});
   metrics.AddRow({"bubble fraction max", FormatFixed(m.bubble_fraction_max, 4)});
   metrics.AddRow({"bubble fraction mean", FormatFixed(m.bubble_fraction_mean, 4)});
   out += metrics.Render() + "\n";
-  if (const std::string pv = PostValidationLine(plan); !pv.empty()) out += pv + "\n\n";
-  TextTable ranks({"rank", "busy", "idle", "peak activation memory", "peak memory"});
+  if (const std::string pv = app::PostValidationLine(plan); !pv.empty()) out += pv + "\n\n";
+  app::TextTable ranks({"rank", "busy", "idle", "peak activation memory", "peak memory"});
   for (const RankTimeline& rank : timeline.ranks) {
-    ranks.AddRow({std::to_string(rank.rank.value), FormatCompact(rank.busy),
-                  FormatCompact(std::max(0.0, m.makespan - rank.busy)),
-                  FormatCompact(rank.peak_activation_memory), FormatCompact(rank.peak_memory)});
+    ranks.AddRow({std::to_string(rank.rank.value), app::FormatCompact(rank.busy),
+                  app::FormatCompact(std::max(0.0, m.makespan - rank.busy)),
+                  app::FormatCompact(rank.peak_activation_memory),
+                  app::FormatCompact(rank.peak_memory)});
   }
   out += ranks.Render();
   return out;
 }
 
 Status ExecuteSimulate(const SimulateOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(options.plan_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, app::LoadPlanFile(options.plan_path));
   if (options.costs.has_value()) {
     // The plan written with the timeline carries the costs it was simulated with.
-    PIPEPLAN_ASSIGN_OR_RETURN(plan.request.costs, LoadCosts(CostFlags{options.costs, {}, true}));
+    PIPEPLAN_ASSIGN_OR_RETURN(plan.request.costs,
+                              app::LoadCosts(app::CostFlags{options.costs, {}, true}));
     const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
     if (!valid.ok()) return valid.WithContext(*options.costs);
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
 
   // Render everything first so that a failure leaves no output behind.
-  std::vector<OutputFile> files;
-  const std::string name = PlanStrategyName(plan);
+  std::vector<app::OutputFile> files;
+  const std::string name = app::PlanStrategyName(plan);
   if (options.trace.has_value())
     files.push_back({*options.trace, ExportChromeTrace(plan, timeline)});
   if (options.svg.has_value()) {
@@ -138,7 +142,8 @@ Status ExecuteSimulate(const SimulateOptions& options) {
   if (options.html.has_value()) {
     ReportOptions report;
     report.subtitle = name + ", " + options.plan_path;
-    if (const std::string pv = PostValidationLine(plan); !pv.empty()) report.subtitle += "; " + pv;
+    if (const std::string pv = app::PostValidationLine(plan); !pv.empty())
+      report.subtitle += "; " + pv;
     files.push_back({*options.html, RenderHtmlReport({ReportEntry{name, plan, timeline}}, report)});
   }
   if (options.timeline.has_value()) {
@@ -147,12 +152,12 @@ Status ExecuteSimulate(const SimulateOptions& options) {
         SerializeTimelineFile({timeline, plan}, DetectProtoFormat(*options.timeline, "")));
     files.push_back({*options.timeline, std::move(content)});
   }
-  PIPEPLAN_RETURN_IF_ERROR(WriteFilesAtomic(files, /*create_parents=*/true));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
 
-  std::cout << (options.json ? RenderMetricsJson(plan, timeline)
+  std::cout << (options.json ? app::RenderMetricsJson(plan, timeline)
                              : RenderText(options.plan_path, plan, timeline));
   if (!options.json) {
-    for (const OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
+    for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   }
   return Status::Ok();
 }
@@ -160,13 +165,13 @@ Status ExecuteSimulate(const SimulateOptions& options) {
 }  // namespace
 
 int RunSimulateCommand(const std::vector<std::string>& args) {
-  static const CommandSpec<SimulateOptions> kSpec = {
+  static const app::CommandSpec<SimulateOptions> kSpec = {
       "simulate",
       kHelp,
-      {{"costs"}, {"json", FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}, {"timeline"}},
+      {{"costs"}, {"json", app::FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}, {"timeline"}},
       ParseSimulateOptions,
       ExecuteSimulate};
-  return RunCommand(kSpec, args);
+  return app::RunCommand(kSpec, args);
 }
 
 }  // namespace pipeplan::cli

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "flags.h"
 #include "fuzz_support.h"
-#include "request_flags.h"
+#include "pipeplan/app/flags.h"
+#include "pipeplan/app/request_flags.h"
 
 namespace {
 
@@ -27,28 +27,28 @@ std::vector<std::string> Words(std::string_view text) {
 }
 
 // The flags 'pipeplan plan' declares (plan_command.cc); compare takes a subset of them.
-std::vector<cli::FlagSpec> PlanFlagSpecs() {
-  std::vector<cli::FlagSpec> specs = {
-      {"strategy"}, {"request"}, {"output", cli::FlagKind::kValue, 'o'}};
-  for (const cli::FlagSpec& spec : cli::TopologyFlagSpecs()) specs.push_back(spec);
-  for (const cli::FlagSpec& spec : cli::CostFlagSpecs()) specs.push_back(spec);
+std::vector<app::FlagSpec> PlanFlagSpecs() {
+  std::vector<app::FlagSpec> specs = {
+      {"strategy"}, {"request"}, {"output", app::FlagKind::kValue, 'o'}};
+  for (const app::FlagSpec& spec : app::TopologyFlagSpecs()) specs.push_back(spec);
+  for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::vector<cli::FlagSpec> kSpecs = PlanFlagSpecs();
-  const StatusOr<cli::Flags> flags = cli::Flags::Parse(Words(fuzz::AsText(data, size)), kSpecs);
+  static const std::vector<app::FlagSpec> kSpecs = PlanFlagSpecs();
+  const StatusOr<app::Flags> flags = app::Flags::Parse(Words(fuzz::AsText(data, size)), kSpecs);
   if (!flags.ok()) return 0;
-  for (const cli::StrategyFlag strategy :
-       {cli::StrategyFlag::kRequired, cli::StrategyFlag::kNone}) {
-    const StatusOr<cli::RequestFlags> parsed = cli::ParseRequestFlags(*flags, strategy);
+  for (const app::StrategyFlag strategy :
+       {app::StrategyFlag::kRequired, app::StrategyFlag::kNone}) {
+    const StatusOr<app::RequestFlags> parsed = app::ParseRequestFlags(*flags, strategy);
     // Files are the other targets' inputs; a fuzz target reads none.
     if (!parsed.ok() || parsed->request_file || parsed->costs.costs_file) continue;
-    const StatusOr<PlanRequest> request = cli::LoadRequest(*parsed);
+    const StatusOr<PlanRequest> request = app::LoadRequest(*parsed);
     PIPEPLAN_FUZZ_CHECK_OK(request.status());  // nothing left to fail without files
-    if (strategy == cli::StrategyFlag::kRequired) fuzz::PlanAndSimulate(*request);
+    if (strategy == app::StrategyFlag::kRequired) fuzz::PlanAndSimulate(*request);
   }
   return 0;
 }

@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "pipeplan/planner/cost_model.h"
-#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/cost_model.h"
 
 namespace {
 

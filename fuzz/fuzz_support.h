@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/topology.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/topology.h"
+#include "pipeplan/simulation/simulator.h"
 
 #define PIPEPLAN_FUZZ_CHECK(condition) \
   ((condition) ? (void)0 : ::pipeplan::fuzz::InvariantFailed(#condition, "", __FILE__, __LINE__))

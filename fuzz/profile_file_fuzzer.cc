@@ -5,10 +5,10 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "pipeplan/planner/calibrate.h"
-#include "pipeplan/planner/cost_model.h"
-#include "pipeplan/planner/profile.h"
-#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/calibrate.h"
+#include "pipeplan/model/cost_model.h"
+#include "pipeplan/model/profile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pipeplan;

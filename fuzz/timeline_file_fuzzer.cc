@@ -7,11 +7,11 @@
 #include <span>
 
 #include "fuzz_support.h"
-#include "pipeplan/planner/calibrate.h"
-#include "pipeplan/planner/html_report.h"
-#include "pipeplan/planner/profile.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/timeline_diff.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/build_profile.h"
+#include "pipeplan/measurement/calibrate.h"
+#include "pipeplan/reports/html_report.h"
+#include "pipeplan/simulation/timeline_diff.h"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "fuzz_support.h"
+#include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/torch_csv.h"
+#include "pipeplan/simulation/simulator.h"
 
 namespace {
 

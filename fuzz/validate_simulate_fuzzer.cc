@@ -7,13 +7,13 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "pipeplan/planner/chrome_trace.h"
-#include "pipeplan/planner/cost_model.h"
-#include "pipeplan/planner/memory_model.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/torch_csv.h"
-#include "pipeplan/planner/validator.h"
+#include "pipeplan/checks/validator.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/formats/torch_csv.h"
+#include "pipeplan/model/cost_model.h"
+#include "pipeplan/model/memory_model.h"
+#include "pipeplan/reports/chrome_trace.h"
+#include "pipeplan/simulation/simulator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pipeplan;

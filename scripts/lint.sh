@@ -24,7 +24,7 @@ for arg in "$@"; do
 done
 
 cd "$repo"
-mapfile -t sources < <(find planner cli runtime torch_ext tests bench examples fuzz \
+mapfile -t sources < <(find planner app cli runtime torch_ext tests bench examples fuzz \
   -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) 2>/dev/null | sort)
 
 if [[ $fix -eq 1 ]]; then
@@ -48,7 +48,7 @@ if [[ $tidy -eq 1 ]]; then
     # Generated protobuf headers must exist for clang-tidy to parse planner sources.
     cmake --build "$build_dir" --target pipeplan_proto -j "$jobs" >/dev/null
   fi
-  tidy_dirs=(planner/src runtime/src cli)
+  tidy_dirs=(planner app/src runtime/src cli)
   # The torch extension when this build has it (its units parse LibTorch: ~45 s each).
   if grep -q '/torch_ext/src/' "$build_dir/compile_commands.json"; then
     tidy_dirs+=(torch_ext/src torch_ext/tools)

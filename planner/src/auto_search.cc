@@ -5,10 +5,10 @@
 #include <limits>
 #include <string>
 
+#include "pipeplan/model/text_format.h"
+#include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/post_validation.h"
-#include "pipeplan/planner/strategy.h"
-#include "pipeplan/planner/text_format.h"
+#include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan {
 namespace {

@@ -3,16 +3,16 @@
 #include <algorithm>
 #include <string>
 
-#include "added_actions_check.h"
-#include "memory_tracker.h"
+#include "pipeplan/checks/added_actions_check.h"
+#include "pipeplan/checks/validator.h"
+#include "pipeplan/model/text_format.h"
+#include "pipeplan/passes/comm_insertion.h"
+#include "pipeplan/passes/post_validation.h"
+#include "pipeplan/passes/scheduled_passes.h"
 #include "pipeplan/planner/auto_search.h"
-#include "pipeplan/planner/comm_insertion.h"
-#include "pipeplan/planner/post_validation.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/strategy.h"
-#include "pipeplan/planner/text_format.h"
-#include "pipeplan/planner/validator.h"
-#include "scheduled_passes.h"
+#include "pipeplan/simulation/memory_tracker.h"
+#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/strategies/strategy.h"
 
 #ifndef PIPEPLAN_VERSION
 #define PIPEPLAN_VERSION "0.0.0"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "pipeplan/planner/action.h"
+#include "pipeplan/model/action.h"
 
 namespace pipeplan::runtime {
 

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "comm_key.h"
-#include "pipeplan/planner/validator.h"
+#include "pipeplan/checks/validator.h"
 
 namespace pipeplan::runtime {
 namespace {

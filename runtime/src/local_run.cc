@@ -8,10 +8,10 @@
 #include <thread>
 #include <utility>
 
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/timeline_metrics.h"
 #include "pipeplan/runtime/execute.h"
 #include "pipeplan/runtime/watchdog.h"
+#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/simulation/timeline_metrics.h"
 
 namespace pipeplan::runtime {
 namespace {

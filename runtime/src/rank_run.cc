@@ -5,12 +5,12 @@
 #include <string>
 #include <utility>
 
-#include "pipeplan/planner/clock_alignment.h"
-#include "pipeplan/planner/simulator.h"
-#include "pipeplan/planner/timeline_metrics.h"
 #include "pipeplan/runtime/execute.h"
 #include "pipeplan/runtime/rank_progress.h"
 #include "pipeplan/runtime/watchdog.h"
+#include "pipeplan/simulation/clock_alignment.h"
+#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/simulation/timeline_metrics.h"
 
 namespace pipeplan::runtime {
 

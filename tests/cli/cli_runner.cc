@@ -105,4 +105,62 @@ RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& c
   return result;
 }
 
+// The number after "key": in a flat JSON object.
+double JsonNumber(const std::string& json, const std::string& key) {
+  const std::string needle = "\"" + key + "\":";
+  const size_t at = json.find(needle);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << key << " in " << json;
+    return -1;
+  }
+  return std::strtod(json.c_str() + at + needle.size(), nullptr);
+}
+
+// The numbers of "key":[a,b,...].
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
+  const std::string needle = "\"" + key + "\":[";
+  const size_t at = json.find(needle);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no array " << key << " in " << json;
+    return {};
+  }
+  std::vector<double> values;
+  const char* p = json.c_str() + at + needle.size();
+  while (*p != ']' && *p != '\0') {
+    char* end = nullptr;
+    values.push_back(std::strtod(p, &end));
+    if (end == p) break;
+    p = end;
+    if (*p == ',') ++p;
+  }
+  return values;
+}
+
+// The whitespace-separated words of the first line of `text` whose words start with
+// `prefix` (e.g. {"*", "zbv"} or {"3", "dualpipe", "2"}); empty when there is none.
+std::vector<std::string> LineStartingWith(const std::string& text,
+                                          const std::vector<std::string>& prefix) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> tokens;
+    for (std::string word; words >> word;) tokens.push_back(word);
+    if (tokens.size() >= prefix.size() &&
+        std::equal(prefix.begin(), prefix.end(), tokens.begin())) {
+      return tokens;
+    }
+  }
+  return {};
+}
+
+// The makespan printed by `simulate --json` for a plan built by `plan_args` (plus -o p.pb).
+double PlannedMakespan(std::vector<std::string> plan_args, const ScratchDir& dir) {
+  plan_args.insert(plan_args.end(), {"-o", "p.pb"});
+  const RunResult plan = RunPipeplan(plan_args, dir.path());
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  const RunResult sim = RunPipeplan({"simulate", "p.pb", "--json"}, dir.path());
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
+  return JsonNumber(sim.out, "makespan");
+}
+
 }  // namespace pipeplan::cli_test

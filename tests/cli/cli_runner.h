@@ -50,4 +50,29 @@ class ScratchDir {
 RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& cwd,
                       const ChildLimits& limits = {});
 
+// Reading what a command printed. JsonNumber and JsonNumbers add a test failure when the key
+// is missing.
+// The number after "key": in a flat JSON object.
+double JsonNumber(const std::string& json, const std::string& key);
+// The numbers of "key":[a,b,...].
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key);
+// The whitespace-separated words of the first line of `text` whose words start with
+// `prefix` (e.g. {"*", "zbv"} or {"3", "dualpipe", "2"}); empty when there is none.
+std::vector<std::string> LineStartingWith(const std::string& text,
+                                          const std::vector<std::string>& prefix);
+// The makespan printed by `simulate --json` for a plan built by `plan_args` (plus -o p.pb).
+double PlannedMakespan(std::vector<std::string> plan_args, const ScratchDir& dir);
+
+// Expected stderr of a failed command.
+// "pipeplan <command>: error: <message>" plus the pointer to --help; exit code 2.
+inline std::string Usage(const std::string& command, const std::string& message) {
+  const std::string prefix = command.empty() ? "pipeplan" : "pipeplan " + command;
+  return prefix + ": error: " + message + "\nrun '" + prefix + " --help' for usage\n";
+}
+
+// "pipeplan <command>: error: <message>"; exit code 1.
+inline std::string Input(const std::string& command, const std::string& message) {
+  return "pipeplan " + command + ": error: " + message + "\n";
+}
+
 }  // namespace pipeplan::cli_test

@@ -6,8 +6,8 @@
 
 #include "cli_runner.h"
 #include "gtest/gtest.h"
+#include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/proto_io.h"
 
 namespace pipeplan::cli_test {
 namespace {

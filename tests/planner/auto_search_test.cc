@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pipeplan/planner/strategy.h"
+#include "pipeplan/strategies/strategy.h"
 #include "test_support.h"
 
 namespace pipeplan {

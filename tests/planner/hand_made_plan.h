@@ -5,9 +5,9 @@
 #include <utility>
 #include <vector>
 
-#include "pipeplan/planner/action.h"
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/model/action.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
 
 namespace pipeplan::testing {
 

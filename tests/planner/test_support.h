@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
+#include "pipeplan/model/plan.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/simulator.h"
+#include "pipeplan/simulation/simulator.h"
 
 namespace pipeplan::testing {
 

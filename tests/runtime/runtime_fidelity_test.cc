@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "host_steal.h"
-#include "pipeplan/planner/simulator.h"
 #include "pipeplan/runtime/synthetic_run.h"
+#include "pipeplan/simulation/simulator.h"
 #include "runtime_test_support.h"
 
 namespace pipeplan::runtime {

@@ -9,7 +9,7 @@
 #include <thread>
 #include <tuple>
 
-#include "pipeplan/planner/validator.h"
+#include "pipeplan/checks/validator.h"
 #include "pipeplan/runtime/execute.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/synthetic_run.h"

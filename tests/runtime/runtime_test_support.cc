@@ -1,6 +1,6 @@
 #include "runtime_test_support.h"
 
-#include "pipeplan/planner/post_validation.h"
+#include "pipeplan/passes/post_validation.h"
 
 namespace pipeplan::runtime::testing {
 

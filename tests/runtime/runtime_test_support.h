@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/strategy.h"
+#include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan::runtime::testing {
 

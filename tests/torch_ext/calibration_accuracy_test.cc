@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "host_steal.h"
-#include "pipeplan/planner/calibrate.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/calibrate.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/simulator.h"
+#include "pipeplan/simulation/simulator.h"
 #include "torch_test_support.h"
 
 namespace pipeplan::torch_ext {

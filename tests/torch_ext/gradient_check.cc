@@ -9,7 +9,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "pipeplan/planner/proto_io.h"
+#include "pipeplan/formats/proto_io.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/torch_ext/gradient_dump.h"

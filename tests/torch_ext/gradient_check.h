@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
+#include "pipeplan/model/plan.h"
 #include "pipeplan/torch_ext/stage_module.h"
 #include "pipeplan/torch_ext/torch_executor.h"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/proto_io.h"
 #include "torch_test_support.h"
 
 namespace pipeplan::torch_ext {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/planner/proto_io.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 #include "torch_test_support.h"

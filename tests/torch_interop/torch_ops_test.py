@@ -114,6 +114,34 @@ class TorchOpsTest(unittest.TestCase):
                     self.plan(*args, **kwargs)
                 self.assertIn("pipeplan::plan: " + message, str(raised.exception))
 
+    def test_request_errors_read_exactly_as_the_cli_says_them(self):
+        # The op checks its typed arguments with the function the CLI checks its flags with.
+        cases = [
+            (("1f1b", 0, 8), {}),
+            (("1f1b", 2, 0), {}),
+            (("nope", 2, 4), {}),
+            (("1f1b", 2, 4), {"forward": -1.5}),
+            (("1f1b", 2, 4), {"overlap": 0.0}),
+            (("1f1b", 2, 4), {"backward": 1.0, "backward_input": 2.0}),
+            (("1f1b", 2, 4), {"forward": 1.0, "costs_file": "costs.txtpb"}),
+            (("auto", 2, 4), {"microbatch_group_size": 2}),
+            (("1f1b", 2, 4), {"stages_per_rank": 0}),
+            (("1f1b", 2, 4), {"memory_limit": -2.0}),
+            (("zb-h2", 4, 4), {}),
+        ]
+        for args, kwargs in cases:
+            with self.subTest(f"{args} {kwargs}"):
+                with self.assertRaises(RuntimeError) as raised:
+                    self.plan(*args, **kwargs)
+                with self.assertRaises(RuntimeError) as cli:
+                    support.run_pipeplan("plan", *cli_flags(args, kwargs), "-o",
+                                         os.path.join(self.tmp.name, "never.pb"))
+                cli_message = str(cli.exception).split("pipeplan plan: error: ", 1)[1]
+                cli_message = cli_message.split("\n", 1)[0]
+                op_message = str(raised.exception).split("pipeplan::plan: ", 1)[1]
+                op_message = op_message.split("\n", 1)[0]
+                self.assertEqual(op_message, cli_message)
+
 
 def main():
     support.require_torch()

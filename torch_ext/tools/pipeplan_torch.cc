@@ -23,29 +23,29 @@
 #include <thread>
 #include <vector>
 
-#include "atomic_write.h"
-#include "command.h"
-#include "pipeplan/planner/profile.h"
-#include "pipeplan/planner/proto_io.h"
-#include "pipeplan/planner/timeline_metrics.h"
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/build_profile.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/runtime/rank_run.h"
+#include "pipeplan/simulation/timeline_metrics.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/gradient_dump.h"
 #include "pipeplan/torch_ext/nccl_transport.h"
 #include "pipeplan/torch_ext/torch_executor.h"
-#include "request_flags.h"
 
 extern char** environ;
 
 namespace pipeplan::torch_ext {
 namespace {
 
-using cli::FlagKind;
-using cli::Flags;
-using cli::FlagSpec;
+using app::FlagKind;
+using app::Flags;
+using app::FlagSpec;
 
 constexpr std::string_view kHelp =
     R"(usage: pipeplan-torch run --plan PLAN [options]
@@ -247,7 +247,7 @@ Status DumpGradients(const std::string& dir, double loss,
       dump.gradients.push_back(std::move(values));
     }
     PIPEPLAN_RETURN_IF_ERROR(
-        cli::WriteFileAtomic((std::filesystem::path(dir) / GradientDumpName(stage.stage)).string(),
+        app::WriteFileAtomic((std::filesystem::path(dir) / GradientDumpName(stage.stage)).string(),
                              EncodeGradientDump(dump), /*create_parents=*/true));
   }
   return Status::Ok();
@@ -277,7 +277,7 @@ StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, Ra
 // Writes the timeline and profile the run asked for, then prints a summary.
 Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps) {
   const Timeline& median = MedianStep(steps);
-  std::vector<cli::OutputFile> files;
+  std::vector<app::OutputFile> files;
   if (o.timeline) {
     PIPEPLAN_ASSIGN_OR_RETURN(
         std::string content,
@@ -293,13 +293,13 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
                               SerializeProfile(profile, DetectProtoFormat(*o.output, "")));
     files.push_back({*o.output, std::move(content)});
   }
-  PIPEPLAN_RETURN_IF_ERROR(cli::WriteFilesAtomic(files, /*create_parents=*/true));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
   char line[160];
   std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
                 o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3,
                 TransportName(o.transport));
   std::cout << line;
-  for (const cli::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
+  for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
 }
 
@@ -466,7 +466,7 @@ int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>
   const int port = FreeLocalPort();
   if (port == 0) {
     std::cerr << "pipeplan-torch: error: no free TCP port on 127.0.0.1 for the rendezvous\n";
-    return cli::kExitInvalidInput;
+    return app::kExitInvalidInput;
   }
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
@@ -498,11 +498,11 @@ int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>
       std::cerr << "pipeplan-torch: error: could not start rank " << r << "\n";
       for (const auto& [child, rank] : running) kill(child, SIGKILL);
       for (const auto& [child, rank] : running) waitpid(child, nullptr, 0);
-      return cli::kExitInvalidInput;
+      return app::kExitInvalidInput;
     }
     running[pid] = r;
   }
-  int exit_code = cli::kExitOk;
+  int exit_code = app::kExitOk;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   bool killed = false;
   while (!running.empty()) {
@@ -513,7 +513,7 @@ int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>
       running.erase(pid);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         std::cerr << "pipeplan-torch: rank " << rank << " " << DescribeExit(status) << "\n";
-        exit_code = cli::kExitInvalidInput;
+        exit_code = app::kExitInvalidInput;
         if (!kill_at) {
           kill_at = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(o.timeout * 1000) + 5000);
@@ -540,31 +540,31 @@ int Main(int argc, char** argv) {
   const std::string command = argc >= 2 ? all[1] : "";
   if (command == "-h" || command == "--help" || command.empty()) {
     std::cout << kHelp;
-    return command.empty() ? cli::kExitUsage : cli::kExitOk;
+    return command.empty() ? app::kExitUsage : app::kExitOk;
   }
   if (command != "run" && command != "profile") {
     std::cerr << "pipeplan-torch: error: unknown command '" << command
               << "' (expected run or profile; see --help)\n";
-    return cli::kExitUsage;
+    return app::kExitUsage;
   }
   const auto usage_error = [&](const Status& status) {
     std::cerr << "pipeplan-torch " << command << ": error: " << status.message()
               << "\n(see 'pipeplan-torch --help')\n";
-    return cli::kExitUsage;
+    return app::kExitUsage;
   };
   const auto input_error = [&](const Status& status) {
     std::cerr << "pipeplan-torch " << command << ": error: " << status.message() << "\n";
-    return cli::kExitInvalidInput;
+    return app::kExitInvalidInput;
   };
   StatusOr<Flags> flags = Flags::Parse(args, Specs());
   if (!flags.ok()) return usage_error(flags.status());
   if (flags->help()) {
     std::cout << kHelp;
-    return cli::kExitOk;
+    return app::kExitOk;
   }
   StatusOr<Options> options = ParseOptions(*flags, command == "profile");
   if (!options.ok()) return usage_error(options.status());
-  StatusOr<Plan> plan = cli::ReadPlanFile(options->plan_path);
+  StatusOr<Plan> plan = app::ReadPlanFile(options->plan_path);
   Status status = plan.ok() ? CheckOptionsAgainstPlan(*plan, *options) : plan.status();
   if (!status.ok()) return input_error(status);
   at::set_num_threads(options->threads);
@@ -584,7 +584,7 @@ int Main(int argc, char** argv) {
     }
   }
   if (!status.ok()) return input_error(status);
-  return cli::kExitOk;
+  return app::kExitOk;
 }
 
 }  // namespace

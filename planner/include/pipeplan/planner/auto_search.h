@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
+#include "pipeplan/model/plan.h"
 
 namespace pipeplan {
 

@@ -2,8 +2,8 @@
 // validate, check memory). Pure: no I/O, clocks or printing.
 #pragma once
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
 
 namespace pipeplan {
 

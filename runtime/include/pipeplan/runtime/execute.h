@@ -8,8 +8,8 @@
 #include <stop_token>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/clock.h"
 #include "pipeplan/runtime/op_executor.h"
 #include "pipeplan/runtime/rank_progress.h"

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string_view>
 
-#include "pipeplan/planner/plan.h"
+#include "pipeplan/model/plan.h"
 #include "pipeplan/runtime/op_executor.h"
 
 namespace pipeplan::runtime {

@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/op_executor.h"
 #include "pipeplan/runtime/transport.h"
 

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "pipeplan/planner/action.h"
-#include "pipeplan/planner/status.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/model/action.h"
+#include "pipeplan/model/status.h"
+#include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/clock.h"
 
 namespace pipeplan::runtime {

@@ -7,9 +7,9 @@
 #include <functional>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/status.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/status.h"
+#include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/op_executor.h"
 #include "pipeplan/runtime/transport.h"
 

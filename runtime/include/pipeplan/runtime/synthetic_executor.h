@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/topology.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/topology.h"
 #include "pipeplan/runtime/op_executor.h"
 
 namespace pipeplan::runtime {

@@ -6,8 +6,8 @@
 #include <optional>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/timeline.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/runtime/synthetic_executor.h"

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "pipeplan/planner/ids.h"
-#include "pipeplan/planner/status.h"
+#include "pipeplan/model/ids.h"
+#include "pipeplan/model/status.h"
 #include "pipeplan/runtime/clock.h"
 
 namespace pipeplan::runtime {

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/status.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/status.h"
 #include "pipeplan/runtime/rank_progress.h"
 
 namespace pipeplan::runtime {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipeplan/planner/status.h"
+#include "pipeplan/model/status.h"
 
 namespace pipeplan::torch_ext {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "pipeplan/planner/status.h"
+#include "pipeplan/model/status.h"
 
 namespace pipeplan::torch_ext {
 

@@ -1,7 +1,8 @@
 // What the Python entry point (torch.ops.pipeplan.plan, torch_ext/src/torch_ops.cc) computes:
 // `pipeplan plan` + `export --format torch-csv[-comms]` + `simulate --json` in process. The
-// request goes through the command line's own flag checks and defaults, so the op and the CLI
-// give the same answer for the same request, byte for byte. Torch-free.
+// typed request goes through the same check and defaults as the command line's flags
+// (app::CheckRequestValues), so the op and the CLI give the same answer for the same request,
+// byte for byte. Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeplan/planner/status.h"
-#include "pipeplan/planner/torch_csv.h"
+#include "pipeplan/formats/torch_csv.h"
+#include "pipeplan/model/status.h"
 
 namespace pipeplan::torch_ext {
 
@@ -42,10 +43,6 @@ struct PlanOpResult {
   std::string metrics_json;        // `simulate --json`'s line, without the final newline
   std::vector<std::string> notes;  // what torch's grammar cannot express and was left out
 };
-
-// The request as `pipeplan plan` arguments (numbers in shortest round-trip form, so nothing is
-// rounded on the way).
-std::vector<std::string> PlanArgs(const PlanOpRequest& request);
 
 // Errors read like the CLI's ("--ranks must be >= 1, got 0", "unknown strategy 'x' ...").
 StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeplan/planner/status.h"
+#include "pipeplan/model/status.h"
 #include "pipeplan/torch_ext/stage_module.h"
 
 namespace pipeplan::torch_ext {

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "pipeplan/planner/plan.h"
-#include "pipeplan/planner/topology.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/topology.h"
 #include "pipeplan/runtime/op_executor.h"
 #include "pipeplan/torch_ext/optimizer.h"
 #include "pipeplan/torch_ext/stage_module.h"

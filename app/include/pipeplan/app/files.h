@@ -1,0 +1,19 @@
+// File helpers for the CLI: read a whole file (or standard input), and write a command's
+// output to a file (atomically, see atomic_write.h) or to standard output.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pipeplan/model/status.h"
+
+namespace pipeplan::app {
+
+// The whole file; "-" reads standard input. Errors name the path and the system's reason.
+StatusOr<std::string> ReadFile(const std::string& path);
+
+// Writes to `path` atomically, or to standard output when there is no path or it is "-".
+Status WriteOutput(const std::optional<std::string>& path, std::string_view content);
+
+}  // namespace pipeplan::app

@@ -1,0 +1,66 @@
+#include "pipeplan/app/command.h"
+
+#include "pipeplan/app/format.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/strategies/strategy.h"
+
+namespace pipeplan::app {
+namespace {
+
+std::string Prefix(std::string_view command) {
+  return command.empty() ? "pipeplan" : "pipeplan " + std::string(command);
+}
+
+// "  name  V  summary" for every strategy in catalogue order, then auto.
+std::string StrategyTable() {
+  TextTable table({"  name", "V", "summary"}, {true, true, true});
+  for (const Strategy& strategy : AllStrategies()) {
+    std::string range = std::to_string(strategy.min_stages_per_rank);
+    if (strategy.max_stages_per_rank == 0) {
+      range = ">=" + range;
+    } else if (strategy.max_stages_per_rank != strategy.min_stages_per_rank) {
+      range += ".." + std::to_string(strategy.max_stages_per_rank);
+    }
+    table.AddRow({"  " + std::string(strategy.name), range, std::string(strategy.summary)});
+  }
+  table.AddRow({"  " + std::string(kAutoStrategy), "any",
+                "search: the fastest plan of the above that fits --memory-limit"});
+  std::string text = table.Render();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+int ReportUsageError(std::string_view command, const Status& status) {
+  std::cerr << Prefix(command) << ": error: " << status.message() << "\n"
+            << "run '" << Prefix(command) << " --help' for usage\n";
+  return kExitUsage;
+}
+
+int ReportInputError(std::string_view command, const Status& status) {
+  std::cerr << Prefix(command) << ": error: " << status.message() << "\n";
+  return kExitInvalidInput;
+}
+
+void PrintNote(std::string_view message) { std::cerr << "note: " << message << "\n"; }
+
+void PrintHelp(std::string_view help) {
+  constexpr std::string_view kMarker = "@STRATEGIES@";
+  const size_t at = help.find(kMarker);
+  if (at == std::string_view::npos) {
+    std::cout << help;
+    return;
+  }
+  std::cout << help.substr(0, at) << StrategyTable() << help.substr(at + kMarker.size());
+}
+
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const std::string& word : args) {
+    if (word == "--") return false;
+    if (word == "-h" || word == "--help") return true;
+  }
+  return false;
+}
+
+}  // namespace pipeplan::app

@@ -1,0 +1,51 @@
+#include "pipeplan/app/plan_summary.h"
+
+#include <algorithm>
+
+#include "pipeplan/model/plan_util.h"
+
+namespace pipeplan::app {
+
+std::string PlanStrategyName(const Plan& plan) {
+  return plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
+}
+
+PostValidationSummary SummarizePostValidation(const Plan& plan) {
+  PostValidationSummary summary;
+  for (const RankProgram& program : plan.programs) {
+    const bool has_pv =
+        std::any_of(program.actions.begin(), program.actions.end(),
+                    [](const Action& a) { return a.kind == ActionKind::kPostValidation; });
+    summary.ranks_with_pv += has_pv ? 1 : 0;
+  }
+  summary.rollback_receives = CountRollbackReceives(plan);
+  return summary;
+}
+
+std::string PostValidationLine(const Plan& plan) {
+  const PostValidationSummary pv = SummarizePostValidation(plan);
+  if (pv.ranks_with_pv == 0 && pv.rollback_receives == 0) return "";
+  const int ranks = static_cast<int>(plan.programs.size());
+  std::string where = "every rank";
+  if (pv.ranks_with_pv != ranks) {
+    where = std::to_string(pv.ranks_with_pv) + " of " + std::to_string(ranks) + " ranks";
+  }
+  return "post-validation: PV on " + where + ", " + std::to_string(pv.rollback_receives) +
+         (pv.rollback_receives == 1 ? " receive" : " receives") + " tagged rollback";
+}
+
+double PeakMemory(const Timeline& timeline) {
+  double peak = 0;
+  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
+  return peak;
+}
+
+double PeakActivationMemory(const Timeline& timeline) {
+  double peak = 0;
+  for (const RankTimeline& rank : timeline.ranks) {
+    peak = std::max(peak, rank.peak_activation_memory);
+  }
+  return peak;
+}
+
+}  // namespace pipeplan::app

@@ -1,0 +1,284 @@
+#include "pipeplan/app/request_flags.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "pipeplan/app/files.h"
+#include "pipeplan/checks/validator.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/strategies/strategy.h"
+
+namespace pipeplan::app {
+namespace {
+
+// The durations by flag name, in the order they are checked; `Values` is RequestValues or
+// const RequestValues.
+template <typename Values>
+auto Durations(Values& values) {
+  using Field = decltype(&values.forward);
+  return std::array<std::pair<std::string_view, Field>, 7>{{
+      {"forward", &values.forward},
+      {"backward", &values.backward},
+      {"backward-input", &values.backward_input},
+      {"backward-weight", &values.backward_weight},
+      {"overlap", &values.overlap},
+      {"comm", &values.comm},
+      {"receive-overhead", &values.receive_overhead},
+  }};
+}
+
+// A count (>= 1) that must fit an int.
+StatusOr<std::optional<int>> CheckCount(std::string_view name, std::optional<int64_t> value) {
+  if (!value.has_value()) return std::optional<int>();
+  if (*value < 1) {
+    return InvalidArgument("--" + std::string(name) + " must be >= 1, got " +
+                           std::to_string(*value));
+  }
+  if (*value > std::numeric_limits<int>::max()) {
+    return InvalidArgument("--" + std::string(name) + ": integer out of range: '" +
+                           std::to_string(*value) + "'");
+  }
+  return std::optional<int>(static_cast<int>(*value));
+}
+
+StatusOr<int> RequireCount(std::string_view name, std::optional<int64_t> value) {
+  if (!value.has_value()) return InvalidArgument("missing required flag --" + std::string(name));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> count, CheckCount(name, value));
+  return *count;
+}
+
+Status CheckNonNegative(std::string_view name, std::optional<double> value) {
+  if (!value.has_value() || (std::isfinite(*value) && *value >= 0)) return Status::Ok();
+  if (std::isfinite(*value)) {
+    return InvalidArgument("--" + std::string(name) + " must be >= 0, got " + FormatNumber(*value));
+  }
+  return InvalidArgument("--" + std::string(name) + ": expected a number, got '" +
+                         FormatNumber(*value) + "'");
+}
+
+// The first value given besides --request, in the order `pipeplan plan --help` lists them.
+std::optional<std::string_view> FirstRequestValue(const RequestValues& values) {
+  const std::pair<std::string_view, bool> given[] = {
+      {"strategy", values.strategy.has_value()},
+      {"ranks", values.ranks.has_value()},
+      {"microbatches", values.microbatches.has_value()},
+      {"stages-per-rank", values.stages_per_rank.has_value()},
+      {"microbatch-group-size", values.microbatch_group_size.has_value()},
+      {"memory-limit", values.memory_limit.has_value()},
+      {"post-validation", values.post_validation},
+      {"costs", values.costs_file.has_value()},
+      {"forward", values.forward.has_value()},
+      {"backward", values.backward.has_value()},
+      {"backward-input", values.backward_input.has_value()},
+      {"backward-weight", values.backward_weight.has_value()},
+      {"overlap", values.overlap.has_value()},
+      {"comm", values.comm.has_value()},
+      {"receive-overhead", values.receive_overhead.has_value()}};
+  for (const auto& [name, is_given] : given) {
+    if (is_given) return name;
+  }
+  return std::nullopt;
+}
+
+StatusOr<CostFlags> CheckCostValues(const RequestValues& values) {
+  CostFlags out;
+  out.costs_file = values.costs_file;
+  bool any_duration = false;
+  for (const auto& [name, value] : Durations(values)) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckNonNegative(name, *value));
+    any_duration = any_duration || value->has_value();
+  }
+  // The cost model reads an overlap of 0 as "F + B", so 0 cannot be given.
+  if (values.overlap.has_value() && *values.overlap == 0) {
+    return InvalidArgument("--overlap must be > 0, got " + FormatNumber(*values.overlap) +
+                           " (leave it out for F + B)");
+  }
+  if (out.costs_file.has_value() && any_duration) {
+    return InvalidArgument(
+        "--costs cannot be combined with --forward, --backward, --backward-input, "
+        "--backward-weight, --overlap, --comm or --receive-overhead");
+  }
+  out.any_given = out.costs_file.has_value() || any_duration;
+
+  const StageCosts defaults;
+  StageCosts stage;
+  stage.forward = values.forward.value_or(defaults.forward);
+  std::optional<double> input = values.backward_input;
+  std::optional<double> weight = values.backward_weight;
+  if (values.backward.has_value()) {
+    const double b = *values.backward;
+    if (input.has_value() && *input > b) {
+      return InvalidArgument("--backward-input (" + FormatNumber(*input) +
+                             ") cannot exceed --backward (" + FormatNumber(b) +
+                             ") when --backward-weight is not given");
+    }
+    if (weight.has_value() && *weight > b && !input.has_value()) {
+      return InvalidArgument("--backward-weight (" + FormatNumber(*weight) +
+                             ") cannot exceed --backward (" + FormatNumber(b) +
+                             ") when --backward-input is not given");
+    }
+    if (!input.has_value() && !weight.has_value()) {
+      input = b / 2;
+      weight = b / 2;
+    } else if (!input.has_value()) {
+      input = b - *weight;
+    } else if (!weight.has_value()) {
+      weight = b - *input;
+    }
+    stage.backward = b;
+  } else {
+    input = input.value_or(defaults.backward_input);
+    weight = weight.value_or(defaults.backward_weight);
+    stage.backward = *input + *weight;
+  }
+  stage.backward_input = *input;
+  stage.backward_weight = *weight;
+  stage.overlap = values.overlap.value_or(0.0);  // 0: an F&B cell costs F + B
+  out.from_flags.stages = {stage};
+  BoundaryCosts boundary;
+  boundary.latency = values.comm.value_or(0.0);
+  boundary.receive_overhead = values.receive_overhead.value_or(0.0);
+  out.from_flags.boundaries = {boundary};
+  return out;
+}
+
+}  // namespace
+
+StatusOr<CostFlags> ParseCostFlags(const Flags& flags) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const RequestValues values, ReadRequestValues(flags));
+  return CheckCostValues(values);
+}
+
+std::vector<FlagSpec> CostFlagSpecs() {
+  return {{"costs"},           {"forward"}, {"backward"}, {"backward-input"},
+          {"backward-weight"}, {"overlap"}, {"comm"},     {"receive-overhead"}};
+}
+
+std::vector<FlagSpec> TopologyFlagSpecs() {
+  return {{"ranks"},           {"microbatches"},
+          {"stages-per-rank"}, {"microbatch-group-size"},
+          {"memory-limit"},    {"post-validation", FlagKind::kBool}};
+}
+
+StatusOr<CostModel> LoadCosts(const CostFlags& flags) {
+  if (!flags.costs_file.has_value()) return flags.from_flags;
+  const std::string& path = *flags.costs_file;
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
+  StatusOr<CostModel> costs = ParseCostModel(content, DetectProtoFormat(path, content));
+  if (!costs.ok()) return costs.status().WithContext(path);
+  return costs;
+}
+
+StatusOr<RequestValues> ReadRequestValues(const Flags& flags) {
+  RequestValues values;
+  values.request_file = flags.GetString("request");
+  values.strategy = flags.GetString("strategy");
+  const std::pair<std::string_view, std::optional<int64_t>*> counts[] = {
+      {"ranks", &values.ranks},
+      {"microbatches", &values.microbatches},
+      {"stages-per-rank", &values.stages_per_rank},
+      {"microbatch-group-size", &values.microbatch_group_size}};
+  for (const auto& [name, value] : counts) {
+    PIPEPLAN_ASSIGN_OR_RETURN(*value, flags.GetInteger(name));
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(values.memory_limit, flags.GetNumber("memory-limit"));
+  for (const auto& [name, value] : Durations(values)) {
+    PIPEPLAN_ASSIGN_OR_RETURN(*value, flags.GetNumber(name));
+  }
+  values.post_validation = flags.GetBool("post-validation");
+  values.costs_file = flags.GetString("costs");
+  return values;
+}
+
+StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyFlag strategy_flag) {
+  RequestFlags out;
+  out.request_file = values.request_file;
+  if (out.request_file.has_value()) {
+    if (const std::optional<std::string_view> other = FirstRequestValue(values)) {
+      return InvalidArgument("--request cannot be combined with --" + std::string(*other) +
+                             " (the file holds the whole request)");
+    }
+    return out;
+  }
+  if (strategy_flag == StrategyFlag::kRequired) {
+    if (!values.strategy.has_value()) return InvalidArgument("missing required flag --strategy");
+    out.strategy = *values.strategy;
+    if (out.strategy != kAutoStrategy && FindStrategy(out.strategy) == nullptr) {
+      return InvalidArgument("unknown strategy '" + out.strategy + "' (known: " + StrategyNames() +
+                             ")");
+    }
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(out.ranks, RequireCount("ranks", values.ranks));
+  PIPEPLAN_ASSIGN_OR_RETURN(out.microbatches, RequireCount("microbatches", values.microbatches));
+  PIPEPLAN_ASSIGN_OR_RETURN(out.stages_per_rank,
+                            CheckCount("stages-per-rank", values.stages_per_rank));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> group,
+                            CheckCount("microbatch-group-size", values.microbatch_group_size));
+  out.microbatch_group_size = group.value_or(0);
+  if (out.strategy == kAutoStrategy && group.has_value()) {
+    return InvalidArgument(
+        "--microbatch-group-size does not apply to --strategy auto (auto tries the group sizes "
+        "itself)");
+  }
+  out.post_validation = values.post_validation;
+  PIPEPLAN_RETURN_IF_ERROR(CheckNonNegative("memory-limit", values.memory_limit));
+  out.memory_limit = values.memory_limit;
+  PIPEPLAN_ASSIGN_OR_RETURN(out.costs, CheckCostValues(values));
+  return out;
+}
+
+StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strategy_flag) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const RequestValues values, ReadRequestValues(flags));
+  return CheckRequestValues(values, strategy_flag);
+}
+
+StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
+  if (flags.request_file.has_value()) {
+    const std::string& path = *flags.request_file;
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
+    StatusOr<PlanRequest> request = ParseRequest(content, DetectProtoFormat(path, content));
+    if (!request.ok()) return request.status().WithContext(path);
+    return request;
+  }
+  PlanRequest request;
+  request.strategy = flags.strategy;
+  request.topology.ranks = flags.ranks;
+  request.topology.microbatches = flags.microbatches;
+  request.topology.stages_per_rank = flags.stages_per_rank.value_or(1);
+  if (const Strategy* strategy = FindStrategy(flags.strategy); strategy != nullptr) {
+    request.topology.placement = strategy->placement;
+    if (!flags.stages_per_rank.has_value()) {
+      request.topology.stages_per_rank = std::max(1, strategy->min_stages_per_rank);
+    }
+  }
+  request.options.microbatch_group_size = flags.microbatch_group_size;
+  request.options.post_validation = flags.post_validation;
+  request.memory.limit = flags.memory_limit;
+  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, LoadCosts(flags.costs));
+  return request;
+}
+
+StatusOr<Plan> ReadPlanFile(const std::string& path) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
+  StatusOr<Plan> plan = ParsePlan(content, DetectProtoFormat(path, content));
+  if (!plan.ok()) return plan.status().WithContext(path);
+  return plan;
+}
+
+StatusOr<Plan> LoadPlanFile(const std::string& path) {
+  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, ReadPlanFile(path));
+  // Files come from anywhere (other tools, hand edits): check them like imported plans.
+  if (Status status = ValidatePlan(plan); !status.ok()) return status.WithContext(path);
+  return plan;
+}
+
+}  // namespace pipeplan::app

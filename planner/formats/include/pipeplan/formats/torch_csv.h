@@ -1,0 +1,44 @@
+// PyTorch pipelining CSV (torch.distributed.pipelining's _dump_csv/_load_csv): one row per
+// rank, no header, tokens "<stage><KIND><mb>". Export and import in both of torch's formats;
+// import is strict and keeps only the compute order (comm insertion adds our own transfers).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/model/plan.h"
+
+namespace pipeplan {
+
+enum class TorchCsvFormat : uint8_t {
+  kComputeOnly,   // F, B, I, W, OVERLAP_F_B
+  kComputeComms,  // plus SEND_F/RECV_F/SEND_B/RECV_B and REDUCE_GRAD after each stage's
+                  // last backward; no SEND/RECV between stages on the same rank
+};
+
+struct TorchCsvExport {
+  std::string csv;
+  std::vector<std::string> notes;  // what torch's grammar cannot express and was left out
+};
+
+TorchCsvExport ExportTorchCsv(const Plan& plan, TorchCsvFormat format);
+
+struct TorchCsvImport {
+  Topology topology;  // P = rows, V = stages / P, M given or inferred, placement inferred
+  ComputeOrder order;
+  std::vector<std::string> notes;  // what was read but dropped (torch's own transfers)
+};
+
+// Strict: every non-empty cell must be a whole token of `format`, microbatches in range,
+// legacy "BW" tokens rejected. kComputeOnly takes compute tokens only. kComputeComms also
+// takes SEND_F/RECV_F/SEND_B/RECV_B (with a microbatch) and REDUCE_GRAD/UNSHARD/RESHARD
+// (without), as torch's runtime dumps them: they must name a stage of their row's rank and
+// are dropped, with a note. Errors name the row (rank) and column.
+// Positions read "rank R, cell C": R is the 0-based row (the rank), C the 0-based index of the
+// cell in its row, empty cells included.
+StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, TorchCsvFormat format,
+                                        std::optional<int> microbatches);
+
+}  // namespace pipeplan

@@ -1,0 +1,183 @@
+// PlanRequest, CostModel and their parts <-> pipeplan.v1.
+#include <string>
+
+#include "proto_convert.h"
+
+namespace pipeplan {
+namespace proto_convert {
+
+void ToProto(const Topology& topology, v1::Topology* out) {
+  out->set_ranks(topology.ranks);
+  out->set_stages_per_rank(topology.stages_per_rank);
+  out->set_microbatches(topology.microbatches);
+  out->set_placement(kPlacements.ToProto(topology.placement));
+}
+
+void ToProto(const StageCosts& costs, v1::StageCosts* out) {
+  out->set_forward(costs.forward);
+  out->set_backward(costs.backward);
+  out->set_backward_input(costs.backward_input);
+  out->set_backward_weight(costs.backward_weight);
+  out->set_overlap(costs.overlap);
+}
+
+void ToProto(const BoundaryCosts& costs, v1::BoundaryCosts* out) {
+  out->set_latency(costs.latency);
+  out->set_bandwidth(costs.bandwidth);
+  out->set_activation_bytes(costs.activation_bytes);
+  out->set_receive_overhead(costs.receive_overhead);
+}
+
+void ToProto(const CostModel& costs, v1::CostModel* out) {
+  for (const StageCosts& stage : costs.stages) ToProto(stage, out->add_stages());
+  for (const BoundaryCosts& boundary : costs.boundaries) ToProto(boundary, out->add_boundaries());
+  out->set_time_unit(costs.time_unit);
+}
+
+void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
+  for (const StageMemory& stage : memory.stages) {
+    v1::StageMemory* entry = out->add_stages();
+    entry->set_activation(stage.activation);
+    entry->set_freed_by_input(stage.freed_by_input);
+  }
+  out->set_static_per_rank(memory.static_per_rank);
+  if (memory.limit.has_value()) out->set_limit(*memory.limit);
+}
+
+void ToProto(const PlanRequest& request, v1::PlanRequest* out) {
+  ToProto(request.topology, out->mutable_topology());
+  out->set_strategy(request.strategy);
+  out->mutable_options()->set_microbatch_group_size(request.options.microbatch_group_size);
+  out->mutable_options()->set_post_validation(request.options.post_validation);
+  ToProto(request.costs, out->mutable_costs());
+  ToProto(request.memory, out->mutable_memory());
+}
+
+StatusOr<Topology> FromProto(const v1::Topology& proto, const std::string& path) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckAtLeast(proto.ranks(), 1, Child(path, "ranks")));
+  PIPEPLAN_RETURN_IF_ERROR(CheckAtLeast(proto.stages_per_rank(), 0, Child(path, "stages_per_rank"),
+                                        " (0 means the strategy's default)"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckAtLeast(proto.microbatches(), 1, Child(path, "microbatches")));
+  Topology topology;
+  topology.ranks = proto.ranks();
+  topology.stages_per_rank = proto.stages_per_rank() == 0 ? 1 : proto.stages_per_rank();
+  // Topology::num_stages() is an int product; keep it from overflowing in every consumer.
+  const int64_t stages = static_cast<int64_t>(topology.ranks) * topology.stages_per_rank;
+  if (stages > INT_MAX) {
+    return FieldError(
+        Child(path, "stages_per_rank"),
+        "ranks * stages_per_rank = " + std::to_string(stages) + " stages is too many");
+  }
+  topology.microbatches = proto.microbatches();
+  if (proto.placement() != v1::PLACEMENT_UNSPECIFIED) {
+    const std::optional<Placement> placement = kPlacements.FromProto(proto.placement());
+    if (!placement.has_value()) {
+      return FieldError(Child(path, "placement"),
+                        "unknown placement " + std::to_string(proto.placement()));
+    }
+    topology.placement = *placement;
+  }
+  return topology;
+}
+
+StageCosts FromProto(const v1::StageCosts& proto) {
+  StageCosts costs;
+  costs.forward = proto.forward();
+  costs.backward = proto.backward();
+  costs.backward_input = proto.backward_input();
+  costs.backward_weight = proto.backward_weight();
+  costs.overlap = proto.overlap();
+  // The same defaults as the CLI flags: B = I + W when only the split is given, and
+  // I = W = B / 2 when only B is.
+  if (costs.backward == 0) costs.backward = costs.backward_input + costs.backward_weight;
+  if (costs.backward_input == 0 && costs.backward_weight == 0) {
+    costs.backward_input = costs.backward / 2;
+    costs.backward_weight = costs.backward / 2;
+  }
+  return costs;
+}
+
+BoundaryCosts FromProto(const v1::BoundaryCosts& proto) {
+  BoundaryCosts costs;
+  costs.latency = proto.latency();
+  costs.bandwidth = proto.bandwidth();
+  costs.activation_bytes = proto.activation_bytes();
+  costs.receive_overhead = proto.receive_overhead();
+  return costs;
+}
+
+CostModel FromProto(const v1::CostModel& proto) {
+  CostModel costs;  // starts with one default entry each: what an empty list means
+  if (!proto.stages().empty()) {
+    costs.stages.clear();
+    for (const v1::StageCosts& stage : proto.stages()) costs.stages.push_back(FromProto(stage));
+  }
+  if (!proto.boundaries().empty()) {
+    costs.boundaries.clear();
+    for (const v1::BoundaryCosts& boundary : proto.boundaries()) {
+      costs.boundaries.push_back(FromProto(boundary));
+    }
+  }
+  costs.time_unit = proto.time_unit();
+  return costs;
+}
+
+MemoryModel FromProto(const v1::MemoryModel& proto) {
+  MemoryModel memory;  // starts with one default stage entry
+  if (!proto.stages().empty()) {
+    memory.stages.clear();
+    for (const v1::StageMemory& stage : proto.stages()) {
+      memory.stages.push_back(
+          {.activation = stage.activation(), .freed_by_input = stage.freed_by_input()});
+    }
+  }
+  memory.static_per_rank = proto.static_per_rank();
+  if (proto.has_limit()) memory.limit = proto.limit();
+  return memory;
+}
+
+StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string& path) {
+  PlanRequest request;
+  PIPEPLAN_ASSIGN_OR_RETURN(request.topology, FromProto(proto.topology(), Child(path, "topology")));
+  // In a request, V = 0 asks for the strategy's default (the planner resolves it); a plan
+  // always carries the V it was built with.
+  if (proto.topology().stages_per_rank() == 0) request.topology.stages_per_rank = 0;
+  if (!proto.strategy().empty()) request.strategy = proto.strategy();
+  PIPEPLAN_RETURN_IF_ERROR(CheckAtLeast(proto.options().microbatch_group_size(), 0,
+                                        Child(path, "options.microbatch_group_size"),
+                                        " (0 means P)"));
+  request.options.microbatch_group_size = proto.options().microbatch_group_size();
+  request.options.post_validation = proto.options().post_validation();
+  request.costs = FromProto(proto.costs());
+  request.memory = FromProto(proto.memory());
+  return request;
+}
+
+}  // namespace proto_convert
+
+StatusOr<std::string> SerializeRequest(const PlanRequest& request, ProtoFormat format) {
+  v1::PlanRequest proto;
+  proto_convert::ToProto(request, &proto);
+  return proto_convert::Serialize(proto, format);
+}
+
+StatusOr<PlanRequest> ParseRequest(std::string_view data, ProtoFormat format) {
+  return proto_convert::ParseAs<v1::PlanRequest>(
+      data, format, "request file",
+      [](const v1::PlanRequest& proto) { return proto_convert::FromProto(proto, /*path=*/""); });
+}
+
+StatusOr<std::string> SerializeCostModel(const CostModel& costs, ProtoFormat format) {
+  v1::CostModel proto;
+  proto_convert::ToProto(costs, &proto);
+  return proto_convert::Serialize(proto, format);
+}
+
+StatusOr<CostModel> ParseCostModel(std::string_view data, ProtoFormat format) {
+  return proto_convert::ParseAs<v1::CostModel>(
+      data, format, "cost file", [](const v1::CostModel& proto) {
+        return StatusOr<CostModel>(proto_convert::FromProto(proto));
+      });
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,135 @@
+// Timeline (and timeline files, which may carry their plan) <-> pipeplan.v1.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "pipeplan/model/text_format.h"
+#include "proto_convert.h"
+
+namespace pipeplan {
+namespace proto_convert {
+
+void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
+  out->set_rank(rank.rank.value);
+  for (const ActionTiming& timing : rank.actions) {
+    v1::ActionTiming* entry = out->add_actions();
+    entry->set_start(timing.start);
+    entry->set_end(timing.end);
+    entry->set_thread(timing.thread);
+  }
+  out->set_busy(rank.busy);
+  out->set_first_start(rank.first_start);
+  out->set_last_end(rank.last_end);
+  out->set_peak_activation_memory(rank.peak_activation_memory);
+  out->set_peak_memory(rank.peak_memory);
+  for (const MemorySample& sample : rank.memory) {
+    v1::MemorySample* entry = out->add_memory();
+    entry->set_time(sample.time);
+    entry->set_bytes(sample.bytes);
+  }
+}
+
+void ToProto(const Timeline& timeline, v1::Timeline* out) {
+  out->set_source(kTimelineSources.ToProto(timeline.source));
+  for (const RankTimeline& rank : timeline.ranks) ToProto(rank, out->add_ranks());
+  v1::Metrics* metrics = out->mutable_metrics();
+  metrics->set_makespan(timeline.metrics.makespan);
+  metrics->set_zb_bubble_rate(timeline.metrics.zb_bubble_rate);
+  metrics->set_bubble_fraction_max(timeline.metrics.bubble_fraction_max);
+  metrics->set_bubble_fraction_mean(timeline.metrics.bubble_fraction_mean);
+  metrics->set_lower_bound(timeline.metrics.lower_bound);
+  metrics->set_gap_to_lower_bound(timeline.metrics.gap_to_lower_bound);
+}
+
+RankTimeline FromProto(const v1::RankTimeline& proto) {
+  RankTimeline rank;
+  rank.rank = RankId(proto.rank());
+  for (const v1::ActionTiming& timing : proto.actions()) {
+    rank.actions.push_back(
+        {.start = timing.start(), .end = timing.end(), .thread = timing.thread()});
+  }
+  rank.busy = proto.busy();
+  rank.first_start = proto.first_start();
+  rank.last_end = proto.last_end();
+  rank.peak_activation_memory = proto.peak_activation_memory();
+  rank.peak_memory = proto.peak_memory();
+  for (const v1::MemorySample& sample : proto.memory()) {
+    rank.memory.push_back({.time = sample.time(), .bytes = sample.bytes()});
+  }
+  return rank;
+}
+
+StatusOr<Timeline> FromProto(const v1::Timeline& proto) {
+  Timeline timeline;  // UNSPECIFIED source keeps the domain default (simulated)
+  if (proto.source() != v1::TIMELINE_SOURCE_UNSPECIFIED) {
+    const std::optional<TimelineSource> source = kTimelineSources.FromProto(proto.source());
+    if (!source.has_value()) {
+      return FieldError("source", "unknown timeline source " + std::to_string(proto.source()));
+    }
+    timeline.source = *source;
+  }
+  for (int r = 0; r < proto.ranks_size(); ++r) {
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckAtLeast(proto.ranks(r).rank(), 0, Child(Element("ranks", r), "rank")));
+    timeline.ranks.push_back(FromProto(proto.ranks(r)));
+  }
+  const v1::Metrics& metrics = proto.metrics();
+  timeline.metrics = {
+      .makespan = metrics.makespan(),
+      .zb_bubble_rate = metrics.zb_bubble_rate(),
+      .bubble_fraction_max = metrics.bubble_fraction_max(),
+      .bubble_fraction_mean = metrics.bubble_fraction_mean(),
+      .lower_bound = metrics.lower_bound(),
+      .gap_to_lower_bound = metrics.gap_to_lower_bound(),
+  };
+  return timeline;
+}
+
+}  // namespace proto_convert
+
+StatusOr<std::string> SerializeTimeline(const Timeline& timeline, ProtoFormat format) {
+  v1::Timeline proto;
+  proto_convert::ToProto(timeline, &proto);
+  return proto_convert::Serialize(proto, format);
+}
+
+StatusOr<Timeline> ParseTimeline(std::string_view data, ProtoFormat format) {
+  return proto_convert::ParseAs<v1::Timeline>(
+      data, format, "timeline file",
+      [](const v1::Timeline& proto) { return proto_convert::FromProto(proto); });
+}
+
+StatusOr<std::string> SerializeTimelineFile(const TimelineFile& file, ProtoFormat format) {
+  v1::Timeline proto;
+  proto_convert::ToProto(file.timeline, &proto);
+  if (file.plan) proto_convert::ToProto(*file.plan, proto.mutable_plan());
+  if (file.seconds_per_unit) proto.set_seconds_per_unit(*file.seconds_per_unit);
+  return proto_convert::Serialize(proto, format);
+}
+
+StatusOr<TimelineFile> ParseTimelineFile(std::string_view data, ProtoFormat format) {
+  return proto_convert::ParseAs<v1::Timeline>(
+      data, format, "timeline file", [](const v1::Timeline& proto) -> StatusOr<TimelineFile> {
+        TimelineFile file;
+        PIPEPLAN_ASSIGN_OR_RETURN(file.timeline, proto_convert::FromProto(proto));
+        if (proto.has_plan()) {
+          StatusOr<Plan> plan = proto_convert::FromProto(proto.plan());
+          if (!plan.ok()) return plan.status().WithContext("plan");
+          file.plan = std::move(plan).value();
+        }
+        const double scale = proto.seconds_per_unit();
+        if (scale != 0) {
+          if (!std::isfinite(scale) || scale < 0) {
+            return proto_convert::FieldError("seconds_per_unit",
+                                             "must be a finite number > 0 (or 0 for "
+                                             "not recorded), got " +
+                                                 FormatNumber(scale));
+          }
+          file.seconds_per_unit = scale;
+        }
+        return file;
+      });
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,51 @@
+// Calibrate: turns a Profile (measured seconds) into a CostModel in a chosen time unit, per
+// stage or uniform, with stated rules for what the profiled plan did not contain. The result
+// is what 'pipeplan plan --costs' reads.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "pipeplan/model/cost_model.h"
+#include "pipeplan/model/profile.h"
+#include "pipeplan/model/status.h"
+
+namespace pipeplan {
+
+enum class TimeUnit : uint8_t { kSeconds, kMilliseconds, kMicroseconds, kNanoseconds };
+
+std::string_view TimeUnitName(TimeUnit unit);  // "s", "ms", "us", "ns"
+std::optional<TimeUnit> TimeUnitFromName(std::string_view name);
+double SecondsPer(TimeUnit unit);
+
+struct CalibrateOptions {
+  TimeUnit unit = TimeUnit::kMicroseconds;  // the unit of the demo and the docs
+  // One stage entry and one boundary entry (means, see Calibrate) instead of one per stage
+  // and per boundary.
+  bool uniform = false;
+  // When a stage has B but no I and W measured (a plan without split backwards): the share
+  // of B that is I; W gets the rest. 0.5 is what a cost file with only B means too.
+  double input_share = 0.5;
+};
+
+// Per stage, every figure is the median of its samples converted to `unit`:
+//   F        the median; a stage with no F measured is an error (so is one with no samples
+//            at all), naming the stage.
+//   B        the median; not measured: I + W.
+//   I, W     the medians, both or neither (one without the other is an error); neither:
+//            I = input_share * B and W = B - I. No B and no I/W is an error.
+//   overlap  the median; not measured: 0, which the cost model reads as F + B of the cell.
+// Per boundary: the profiled latency, bandwidth and activation bytes where a profiler
+// measured them (latency or bandwidth > 0); else latency = the median clean transfer and
+// bandwidth 0 (infinite): one message size per boundary does not separate the two. A
+// boundary with neither (a same-rank hand-off, or only late receives) gets the mean of the
+// boundaries that have one, or latency 0 if none has. The receive overhead is the mean of the
+// boundary's measured receive overheads (the mean: the tail adds up along a step), or the
+// mean over the boundaries that measured one, or 0.
+// uniform: each stage figure is the mean over the stages of the per-stage results (overlap
+// over the stages that measured it); the boundary entry is the mean over the measured
+// boundaries (bandwidth and activation bytes over those that have them).
+// The result is in `unit` and passes ValidateCostModel.
+StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& options);
+
+}  // namespace pipeplan

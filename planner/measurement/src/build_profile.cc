@@ -1,0 +1,269 @@
+#include "pipeplan/measurement/build_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "pipeplan/checks/validator.h"
+#include "pipeplan/model/text_format.h"
+#include "pipeplan/passes/transfer_links.h"
+
+namespace pipeplan {
+namespace {
+
+// Durations of one stage by compute kind, in seconds, gathered over every step.
+struct StageSamples {
+  std::vector<double> forward;
+  std::vector<double> backward;
+  std::vector<double> backward_input;
+  std::vector<double> backward_weight;
+  std::vector<double> overlap;
+};
+
+// Where a compute action's duration goes; null for actions that are not compute.
+std::vector<double>* SamplesOf(StageSamples& samples, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return &samples.forward;
+    case ActionKind::kBackward:
+      return &samples.backward;
+    case ActionKind::kBackwardInput:
+      return &samples.backward_input;
+    case ActionKind::kBackwardWeight:
+      return &samples.backward_weight;
+    case ActionKind::kOverlapFB:
+      return &samples.overlap;
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// A receive posted after its send started: how long after, and how long it then took.
+struct LateReceive {
+  double after_send = 0.0;
+  double duration = 0.0;
+};
+
+struct BoundarySamples {
+  std::vector<double> transfers;
+  std::vector<LateReceive> late;
+
+  // The durations of the late receives whose data had landed when they were posted (at
+  // least the median clean transfer after their send started). Without a clean transfer
+  // nothing says when data lands, so none counts.
+  std::vector<double> ReceiveOverheads(const DurationStats& transfer) const {
+    std::vector<double> out;
+    if (transfer.samples == 0) return out;
+    for (const LateReceive& r : late) {
+      if (r.after_send >= transfer.median) out.push_back(r.duration);
+    }
+    return out;
+  }
+};
+
+std::string TimelineName(const ProfileOptions& options, size_t step) {
+  if (step < options.step_names.size()) return options.step_names[step];
+  return "timeline " + std::to_string(step);
+}
+
+// The timeline must have one rank per program, in rank order, each with one timing per action.
+Status CheckShape(const Plan& plan, const Timeline& timeline) {
+  if (timeline.ranks.size() != plan.programs.size()) {
+    return InvalidArgument(std::to_string(timeline.ranks.size()) +
+                           " rank timelines for the plan's " +
+                           std::to_string(plan.programs.size()) + " ranks");
+  }
+  for (size_t r = 0; r < timeline.ranks.size(); ++r) {
+    const RankTimeline& rank = timeline.ranks[r];
+    if (rank.rank.value != static_cast<int>(r)) {
+      return InvalidArgument("ranks[" + std::to_string(r) + "] is rank " +
+                             std::to_string(rank.rank.value) + "; ranks must be listed in order");
+    }
+    const size_t expected = plan.programs[r].actions.size();
+    if (rank.actions.size() != expected) {
+      return InvalidArgument("rank " + std::to_string(r) + ": " +
+                             std::to_string(rank.actions.size()) + " action timings for its " +
+                             std::to_string(expected) + " actions");
+    }
+  }
+  return Status::Ok();
+}
+
+// Every action's times are finite and it does not end before it starts.
+Status CheckTimes(const Plan& plan, const Timeline& timeline) {
+  for (size_t r = 0; r < timeline.ranks.size(); ++r) {
+    const std::vector<Action>& actions = plan.programs[r].actions;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const ActionTiming& t = timeline.ranks[r].actions[i];
+      const auto where = [&] { return Where(static_cast<int>(r), i, actions[i]); };
+      if (!std::isfinite(t.start) || !std::isfinite(t.end)) {
+        return InvalidArgument(where() + ": times must be finite, got start " +
+                               FormatNumber(t.start) + ", end " + FormatNumber(t.end));
+      }
+      if (t.end < t.start) {
+        return InvalidArgument(where() + ": ends before it starts (start " + FormatNumber(t.start) +
+                               ", end " + FormatNumber(t.end) + ")");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+class ProfileBuilder {
+ public:
+  ProfileBuilder(const Plan& plan, double seconds_per_unit)
+      : plan_(plan),
+        seconds_per_unit_(seconds_per_unit),
+        links_(plan.programs),
+        stages_(static_cast<size_t>(plan.request.topology.num_stages())),
+        boundaries_(stages_.size() - 1) {}
+
+  Status AddStep(const Timeline& timeline) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckShape(plan_, timeline));
+    PIPEPLAN_RETURN_IF_ERROR(CheckTimes(plan_, timeline));
+    AddCompute(timeline);
+    return AddTransfers(timeline);
+  }
+
+  Profile Finish(int steps, std::string source) && {
+    Profile profile;
+    profile.source = std::move(source);
+    profile.steps = steps;
+    for (StageSamples& s : stages_) {
+      profile.stages.push_back({.forward = SummarizeDurations(std::move(s.forward)),
+                                .backward = SummarizeDurations(std::move(s.backward)),
+                                .backward_input = SummarizeDurations(std::move(s.backward_input)),
+                                .backward_weight = SummarizeDurations(std::move(s.backward_weight)),
+                                .overlap = SummarizeDurations(std::move(s.overlap))});
+    }
+    for (BoundarySamples& b : boundaries_) {
+      const DurationStats transfer = SummarizeDurations(std::move(b.transfers));
+      profile.boundaries.push_back(
+          {.transfer = transfer,
+           .late_receives = static_cast<int>(b.late.size()),
+           .receive_overhead = SummarizeDurations(b.ReceiveOverheads(transfer))});
+    }
+    return profile;
+  }
+
+ private:
+  void AddCompute(const Timeline& timeline) {
+    for (size_t r = 0; r < plan_.programs.size(); ++r) {
+      const std::vector<Action>& actions = plan_.programs[r].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const Action& action = actions[i];
+        // A validated overlap cell is {F, B or I}: it counts for its forward half's stage.
+        const StageId stage =
+            action.kind == ActionKind::kOverlapFB ? action.sub_actions[0].stage : action.stage;
+        std::vector<double>* samples =
+            SamplesOf(stages_[static_cast<size_t>(stage.value)], action.kind);
+        if (samples == nullptr) continue;
+        const ActionTiming& t = timeline.ranks[r].actions[i];
+        samples->push_back((t.end - t.start) * seconds_per_unit_);
+      }
+    }
+  }
+
+  // Pairs every send with its receive as the transport does (k-th send on a link with the
+  // k-th receive on it; the validated plan guarantees they are the same message).
+  Status AddTransfers(const Timeline& timeline) {
+    const int ranks = static_cast<int>(plan_.programs.size());
+    for (int sender = 0; sender < ranks; ++sender) {
+      for (const TransferLinks::Link& link : links_.SendLinks(sender)) {
+        const TransferLinks::Link* incoming = links_.FindReceiveLink(link.peer, sender);
+        if (incoming == nullptr) continue;  // cannot happen: the plan was validated
+        const auto sends = links_.Refs(link);
+        const auto receives = links_.Refs(*incoming);
+        for (size_t k = 0; k < sends.size() && k < receives.size(); ++k) {
+          PIPEPLAN_RETURN_IF_ERROR(AddTransfer(timeline, sends[k], receives[k]));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status AddTransfer(const Timeline& timeline, const TransferRef& send_ref,
+                     const TransferRef& recv_ref) {
+    const Action& send = plan_.programs[send_ref.rank].actions[send_ref.index];
+    if (send.kind == ActionKind::kSendPostValidation) return Status::Ok();
+    const Action& recv = plan_.programs[recv_ref.rank].actions[recv_ref.index];
+    const ActionTiming& sent = timeline.ranks[send_ref.rank].actions[send_ref.index];
+    const ActionTiming& received = timeline.ranks[recv_ref.rank].actions[recv_ref.index];
+    BoundarySamples& boundary =
+        boundaries_[static_cast<size_t>(std::min(send.stage.value, recv.stage.value))];
+    if (received.end < sent.start) {
+      return InvalidArgument(
+          Where(recv_ref.rank, recv_ref.index, recv) + " ends at " + FormatNumber(received.end) +
+          ", before its send (" + Where(send_ref.rank, send_ref.index, send) + ") starts at " +
+          FormatNumber(sent.start) + "; the ranks' times do not share one time zero");
+    }
+    if (received.start > sent.start) {
+      boundary.late.push_back({.after_send = (received.start - sent.start) * seconds_per_unit_,
+                               .duration = (received.end - received.start) * seconds_per_unit_});
+    } else {
+      boundary.transfers.push_back((received.end - sent.start) * seconds_per_unit_);
+    }
+    return Status::Ok();
+  }
+
+  const Plan& plan_;
+  double seconds_per_unit_;
+  TransferLinks links_;
+  std::vector<StageSamples> stages_;
+  std::vector<BoundarySamples> boundaries_;
+};
+
+// Of sorted samples: summed in that order, so the same samples give the same bits; clamped
+// to [min, max], which rounding could leave by an ulp.
+double MeanOfSorted(const std::vector<double>& samples) {
+  double sum = 0.0;
+  for (const double x : samples) sum += x;
+  return std::clamp(sum / static_cast<double>(samples.size()), samples.front(), samples.back());
+}
+
+}  // namespace
+
+DurationStats SummarizeDurations(std::vector<double> samples) {
+  if (samples.empty()) return {};
+  std::sort(samples.begin(), samples.end());
+  const auto quantile = [&](double q) {
+    const double position = q * static_cast<double>(samples.size() - 1);
+    const auto below = static_cast<size_t>(position);
+    if (below + 1 >= samples.size()) return samples.back();
+    const double fraction = position - static_cast<double>(below);
+    return samples[below] + fraction * (samples[below + 1] - samples[below]);
+  };
+  return {.samples = static_cast<int>(samples.size()),
+          .median = quantile(0.5),
+          .min = samples.front(),
+          .max = samples.back(),
+          .p10 = quantile(0.1),
+          .p90 = quantile(0.9),
+          .mean = MeanOfSorted(samples)};
+}
+
+StatusOr<Profile> BuildProfile(const Plan& plan, std::span<const Timeline> steps,
+                               const ProfileOptions& options) {
+  if (!std::isfinite(options.seconds_per_unit) || options.seconds_per_unit <= 0) {
+    return InvalidArgument("seconds per time unit must be a finite number > 0, got " +
+                           FormatNumber(options.seconds_per_unit));
+  }
+  if (steps.empty()) return InvalidArgument("no measured steps to profile");
+  const Status valid = ValidatePlan(plan);
+  if (!valid.ok()) return valid.WithContext("the profiled plan is invalid");
+  ProfileBuilder builder(plan, options.seconds_per_unit);
+  for (size_t t = 0; t < steps.size(); ++t) {
+    PIPEPLAN_RETURN_IF_ERROR(builder.AddStep(steps[t]).WithContext(TimelineName(options, t)));
+  }
+  return std::move(builder).Finish(static_cast<int>(steps.size()), options.source);
+}
+
+}  // namespace pipeplan

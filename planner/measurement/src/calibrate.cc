@@ -1,0 +1,213 @@
+#include "pipeplan/measurement/calibrate.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "pipeplan/model/text_format.h"
+
+namespace pipeplan {
+namespace {
+
+bool Measured(const DurationStats& stats) { return stats.samples > 0; }
+
+bool HasNoSamples(const StageProfile& stage) {
+  return !Measured(stage.forward) && !Measured(stage.backward) && !Measured(stage.backward_input) &&
+         !Measured(stage.backward_weight) && !Measured(stage.overlap);
+}
+
+StatusOr<StageCosts> CalibrateStage(const StageProfile& stage, double seconds_per_unit,
+                                    double input_share) {
+  if (HasNoSamples(stage)) return InvalidArgument("no samples (no F, B, I, W or overlap measured)");
+  if (!Measured(stage.forward)) return InvalidArgument("no forward (F) measured");
+  const bool has_input = Measured(stage.backward_input);
+  const bool has_weight = Measured(stage.backward_weight);
+  if (has_input != has_weight) {
+    return InvalidArgument(std::string(has_input ? "I" : "W") + " measured without " +
+                           (has_input ? "W" : "I") +
+                           "; a split backward needs both halves measured, or neither");
+  }
+  if (!Measured(stage.backward) && !has_input) {
+    return InvalidArgument("no backward measured (B, or I and W)");
+  }
+  const auto in_unit = [&](const DurationStats& stats) { return stats.median / seconds_per_unit; };
+  StageCosts costs;
+  costs.forward = in_unit(stage.forward);
+  if (has_input) {
+    costs.backward_input = in_unit(stage.backward_input);
+    costs.backward_weight = in_unit(stage.backward_weight);
+  }
+  costs.backward = Measured(stage.backward) ? in_unit(stage.backward)
+                                            : costs.backward_input + costs.backward_weight;
+  if (!has_input) {
+    costs.backward_input = input_share * costs.backward;
+    costs.backward_weight = costs.backward - costs.backward_input;
+  }
+  costs.overlap = Measured(stage.overlap) ? in_unit(stage.overlap) : 0.0;
+  return costs;
+}
+
+// A boundary's costs if the profile measured anything about it.
+std::optional<BoundaryCosts> CalibrateBoundary(const BoundaryProfile& boundary,
+                                               double seconds_per_unit) {
+  if (boundary.latency > 0 || boundary.bandwidth > 0) {
+    return BoundaryCosts{.latency = boundary.latency / seconds_per_unit,
+                         .bandwidth = boundary.bandwidth * seconds_per_unit,
+                         .activation_bytes = boundary.activation_bytes};
+  }
+  if (Measured(boundary.transfer)) {
+    return BoundaryCosts{.latency = boundary.transfer.median / seconds_per_unit};
+  }
+  return std::nullopt;
+}
+
+// A boundary's receive overhead, where measured: the mean, not the median, since a step adds
+// up the receives on its critical path and the tail counts.
+std::optional<double> CalibrateReceiveOverhead(const BoundaryProfile& boundary,
+                                               double seconds_per_unit) {
+  if (!Measured(boundary.receive_overhead)) return std::nullopt;
+  return boundary.receive_overhead.mean / seconds_per_unit;
+}
+
+double MeanOf(const std::vector<double>& values) {
+  double sum = 0.0;
+  for (const double x : values) sum += x;
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+// Mean latency of `measured`; bandwidth and activation bytes over the entries that have them.
+BoundaryCosts MeanBoundary(const std::vector<BoundaryCosts>& measured) {
+  BoundaryCosts mean;
+  int with_bandwidth = 0;
+  int with_bytes = 0;
+  for (const BoundaryCosts& b : measured) {
+    mean.latency += b.latency;
+    if (b.bandwidth > 0) {
+      mean.bandwidth += b.bandwidth;
+      ++with_bandwidth;
+    }
+    if (b.activation_bytes > 0) {
+      mean.activation_bytes += b.activation_bytes;
+      ++with_bytes;
+    }
+  }
+  if (!measured.empty()) mean.latency /= static_cast<double>(measured.size());
+  if (with_bandwidth > 0) mean.bandwidth /= with_bandwidth;
+  if (with_bytes > 0) mean.activation_bytes /= with_bytes;
+  return mean;
+}
+
+// Mean of every figure over the stages; overlap over the stages that have one (0 = F + B).
+StageCosts MeanStage(const std::vector<StageCosts>& stages) {
+  StageCosts mean{
+      .forward = 0, .backward = 0, .backward_input = 0, .backward_weight = 0, .overlap = 0};
+  int with_overlap = 0;
+  for (const StageCosts& s : stages) {
+    mean.forward += s.forward;
+    mean.backward += s.backward;
+    mean.backward_input += s.backward_input;
+    mean.backward_weight += s.backward_weight;
+    if (s.overlap > 0) {
+      mean.overlap += s.overlap;
+      ++with_overlap;
+    }
+  }
+  const auto count = static_cast<double>(stages.size());
+  mean.forward /= count;
+  mean.backward /= count;
+  mean.backward_input /= count;
+  mean.backward_weight /= count;
+  if (with_overlap > 0) mean.overlap /= with_overlap;
+  return mean;
+}
+
+}  // namespace
+
+std::string_view TimeUnitName(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kSeconds:
+      return "s";
+    case TimeUnit::kMilliseconds:
+      return "ms";
+    case TimeUnit::kMicroseconds:
+      return "us";
+    case TimeUnit::kNanoseconds:
+      return "ns";
+  }
+  return "?";
+}
+
+std::optional<TimeUnit> TimeUnitFromName(std::string_view name) {
+  for (const TimeUnit unit : {TimeUnit::kSeconds, TimeUnit::kMilliseconds, TimeUnit::kMicroseconds,
+                              TimeUnit::kNanoseconds}) {
+    if (TimeUnitName(unit) == name) return unit;
+  }
+  return std::nullopt;
+}
+
+double SecondsPer(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kSeconds:
+      return 1.0;
+    case TimeUnit::kMilliseconds:
+      return 1e-3;
+    case TimeUnit::kMicroseconds:
+      return 1e-6;
+    case TimeUnit::kNanoseconds:
+      return 1e-9;
+  }
+  return 1.0;
+}
+
+StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& options) {
+  if (!std::isfinite(options.input_share) || options.input_share < 0 || options.input_share > 1) {
+    return InvalidArgument("the input share of B must be in [0, 1], got " +
+                           FormatNumber(options.input_share));
+  }
+  PIPEPLAN_RETURN_IF_ERROR(ValidateProfile(profile).WithContext("profile"));
+  const double seconds_per_unit = SecondsPer(options.unit);
+
+  std::vector<StageCosts> stages;
+  for (size_t s = 0; s < profile.stages.size(); ++s) {
+    StatusOr<StageCosts> costs =
+        CalibrateStage(profile.stages[s], seconds_per_unit, options.input_share);
+    if (!costs.ok()) return costs.status().WithContext("profile stage " + std::to_string(s));
+    stages.push_back(*costs);
+  }
+
+  std::vector<std::optional<BoundaryCosts>> boundaries;
+  std::vector<BoundaryCosts> measured;
+  std::vector<std::optional<double>> overheads;
+  std::vector<double> measured_overheads;
+  for (const BoundaryProfile& boundary : profile.boundaries) {
+    boundaries.push_back(CalibrateBoundary(boundary, seconds_per_unit));
+    if (boundaries.back()) measured.push_back(*boundaries.back());
+    overheads.push_back(CalibrateReceiveOverhead(boundary, seconds_per_unit));
+    if (overheads.back()) measured_overheads.push_back(*overheads.back());
+  }
+  BoundaryCosts mean_boundary = MeanBoundary(measured);
+  mean_boundary.receive_overhead = MeanOf(measured_overheads);
+
+  CostModel costs;
+  costs.time_unit = std::string(TimeUnitName(options.unit));
+  if (options.uniform) {
+    costs.stages = {MeanStage(stages)};
+    costs.boundaries = {mean_boundary};
+  } else {
+    costs.stages = std::move(stages);
+    if (!boundaries.empty()) {
+      costs.boundaries.clear();
+      for (size_t b = 0; b < boundaries.size(); ++b) {
+        BoundaryCosts& calibrated =
+            costs.boundaries.emplace_back(boundaries[b].value_or(mean_boundary));
+        calibrated.receive_overhead = overheads[b].value_or(mean_boundary.receive_overhead);
+      }
+    }
+  }
+  const int num_stages = static_cast<int>(profile.stages.size());
+  PIPEPLAN_RETURN_IF_ERROR(
+      ValidateCostModel(costs, num_stages).WithContext("calibrated cost model"));
+  return costs;
+}
+
+}  // namespace pipeplan

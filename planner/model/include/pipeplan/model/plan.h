@@ -1,0 +1,59 @@
+// The plan request (what the user asks for) and the plan (per-rank action lists plus
+// where they came from). A Plan is the "what"; a Timeline is the "when".
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeplan/model/action.h"
+#include "pipeplan/model/cost_model.h"
+#include "pipeplan/model/memory_model.h"
+#include "pipeplan/model/topology.h"
+
+namespace pipeplan {
+
+struct StrategyOptions {
+  int microbatch_group_size = 0;  // interleaved-1f1b: 0 means the default (P)
+  bool post_validation = false;   // zero-bubble family: insert PV and tag rollbacks
+
+  bool operator==(const StrategyOptions&) const = default;
+};
+
+struct PlanRequest {
+  Topology topology;
+  std::string strategy = "1f1b";
+  StrategyOptions options;
+  CostModel costs;
+  MemoryModel memory;
+
+  bool operator==(const PlanRequest&) const = default;
+};
+
+struct RankProgram {
+  RankId rank;
+  std::vector<Action> actions;
+
+  bool operator==(const RankProgram&) const = default;
+};
+
+struct Provenance {
+  std::string tool_version;
+  std::string strategy;
+  std::string options;  // human-readable summary of the strategy options used
+
+  bool operator==(const Provenance&) const = default;
+};
+
+struct Plan {
+  PlanRequest request;
+  std::vector<RankProgram> programs;  // one per rank, index = rank
+  Provenance provenance;
+
+  bool operator==(const Plan&) const = default;
+};
+
+// Compute-only per-rank order, as strategies produce it (no comm actions).
+using ComputeOrder = std::vector<std::vector<Action>>;
+
+}  // namespace pipeplan

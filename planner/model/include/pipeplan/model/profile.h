@@ -1,0 +1,79 @@
+// Profile: what measured steps of a plan say about its costs, in seconds: per stage and compute
+// kind the distribution of durations, per stage boundary the transfer times. BuildProfile
+// (measurement/build_profile.h) makes one from measured Timelines; Calibrate
+// (measurement/calibrate.h) turns it into a CostModel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/model/status.h"
+
+namespace pipeplan {
+
+// The distribution of one measured duration, in seconds. samples = 0: nothing was measured,
+// and every figure is 0. mean = 0 with samples > 0: a profile written before the mean was
+// recorded.
+struct DurationStats {
+  int samples = 0;
+  double median = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+  double p10 = 0.0;
+  double p90 = 0.0;
+  double mean = 0.0;
+
+  bool operator==(const DurationStats&) const = default;
+};
+
+// Compute durations of one stage, by kind.
+struct StageProfile {
+  DurationStats forward;
+  DurationStats backward;
+  DurationStats backward_input;
+  DurationStats backward_weight;
+  // F&B overlap cells count for the stage of their forward half (in every plan pipeplan
+  // builds or imports, the cell's own stage, which CostModel::ComputeTime prices it on).
+  DurationStats overlap;
+
+  bool operator==(const StageProfile&) const = default;
+};
+
+// Transfers across the boundary between stage s and s + 1, in both directions (activations
+// s -> s + 1, gradients back). A transfer is measured from the send's start to the end of its
+// receive, and only when the receive was posted no later than the send started: the receive's
+// end is then when the data landed. A receive posted after the send started ends when the
+// receiver got there plus whatever remained, which says nothing clean about the wire, so
+// those transfers are only counted (late_receives). A late receive posted when its data had
+// landed (at least the median clean transfer after its send started; with no clean transfer
+// none counts) gives its duration, post to end, to receive_overhead: what a receive takes by
+// itself (Calibrate takes the mean).
+struct BoundaryProfile {
+  DurationStats transfer;
+  int late_receives = 0;
+  // Where a profiler could fit them (a transfer timeline alone cannot: every message of a
+  // boundary has the same size); 0 = not measured. Seconds, bytes per second, bytes.
+  double latency = 0.0;
+  double bandwidth = 0.0;
+  double activation_bytes = 0.0;
+  DurationStats receive_overhead;
+
+  bool operator==(const BoundaryProfile&) const = default;
+};
+
+struct Profile {
+  std::string source;  // what was measured: "synthetic", "torch cpu", a device name, ...
+  int steps = 0;       // measured steps the figures come from
+  std::vector<StageProfile> stages;         // one per stage, index = stage
+  std::vector<BoundaryProfile> boundaries;  // index s: stage s <-> s + 1; S - 1 entries
+
+  bool operator==(const Profile&) const = default;
+};
+
+// Checks what would mislead a consumer: counts >= 0, figures finite and >= 0, quantiles in
+// order (min <= p10 <= median <= p90 <= max), a mean in [min, max] (or 0: not recorded),
+// S - 1 boundary entries for S stages (none for one stage). Errors name the field
+// ("stages[2].backward.p90").
+Status ValidateProfile(const Profile& profile);
+
+}  // namespace pipeplan

@@ -1,0 +1,71 @@
+// Timeline: when each action of a plan ran (simulated or measured), per-rank busy time and
+// memory, and the step metrics. The simulator and the runtime both write this type.
+#pragma once
+
+#include <vector>
+
+#include "pipeplan/model/ids.h"
+
+namespace pipeplan {
+
+enum class TimelineSource : uint8_t { kSimulated, kMeasured };
+
+// Threads (or streams) of a rank: compute, communication; executors with more streams
+// number them from 2 up.
+inline constexpr int kComputeThread = 0;
+inline constexpr int kCommThread = 1;
+
+// Index-aligned with the rank's program: timing of action `index`.
+struct ActionTiming {
+  double start = 0.0;
+  double end = 0.0;
+  int thread = kComputeThread;  // where it ran within the rank (see below)
+
+  bool operator==(const ActionTiming&) const = default;
+};
+
+struct MemorySample {
+  double time = 0.0;
+  double bytes = 0.0;  // static + activations held at `time`
+
+  bool operator==(const MemorySample&) const = default;
+};
+
+struct RankTimeline {
+  RankId rank;
+  std::vector<ActionTiming> actions;
+  double busy = 0.0;                    // total compute time
+  double first_start = 0.0;             // first compute start
+  double last_end = 0.0;                // last compute end
+  double peak_activation_memory = 0.0;  // activations only
+  double peak_memory = 0.0;             // static + activations
+  std::vector<MemorySample> memory;     // after every change
+
+  bool operator==(const RankTimeline&) const = default;
+};
+
+// Definitions (DESIGN.md §6):
+//   bubble_fraction_r = 1 - busy_r / makespan (max and mean over ranks)
+//   zb_bubble_rate    = (span - work) / span for the rank with the longest span, where
+//                       span = last compute end - first compute start on that rank
+//   lower_bound       = max(max_r work_r, critical path of one microbatch)
+struct Metrics {
+  double makespan = 0.0;
+  double zb_bubble_rate = 0.0;
+  double bubble_fraction_max = 0.0;
+  double bubble_fraction_mean = 0.0;
+  double lower_bound = 0.0;
+  double gap_to_lower_bound = 0.0;  // makespan / lower_bound - 1
+
+  bool operator==(const Metrics&) const = default;
+};
+
+struct Timeline {
+  TimelineSource source = TimelineSource::kSimulated;
+  std::vector<RankTimeline> ranks;
+  Metrics metrics;
+
+  bool operator==(const Timeline&) const = default;
+};
+
+}  // namespace pipeplan

@@ -1,0 +1,94 @@
+#include "pipeplan/model/profile.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "pipeplan/model/text_format.h"
+
+namespace pipeplan {
+namespace {
+
+// Error helpers for ValidateProfile: "stages[2].backward.p90: ...".
+Status CheckFigure(double value, const std::string& path) {
+  if (std::isfinite(value) && value >= 0) return Status::Ok();
+  return InvalidArgument(path + ": must be a finite number >= 0, got " + FormatNumber(value));
+}
+
+Status CheckStats(const DurationStats& stats, const std::string& path) {
+  if (stats.samples < 0) {
+    return InvalidArgument(path + ".samples: must be >= 0, got " + std::to_string(stats.samples));
+  }
+  const std::pair<const char*, double> figures[] = {{"min", stats.min},
+                                                    {"p10", stats.p10},
+                                                    {"median", stats.median},
+                                                    {"p90", stats.p90},
+                                                    {"max", stats.max}};
+  for (const auto& [name, value] : figures) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, path + "." + name));
+    if (stats.samples == 0 && value != 0) {
+      return InvalidArgument(path + "." + name + ": is " + FormatNumber(value) +
+                             " but samples is 0 (nothing measured)");
+    }
+  }
+  for (size_t i = 1; i < std::size(figures); ++i) {
+    if (figures[i - 1].second > figures[i].second) {
+      return InvalidArgument(path + ": " + figures[i - 1].first + " " +
+                             FormatNumber(figures[i - 1].second) + " is above " + figures[i].first +
+                             " " + FormatNumber(figures[i].second));
+    }
+  }
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(stats.mean, path + ".mean"));
+  // 0 with samples: written before the mean was recorded.
+  if (stats.mean != 0 && (stats.mean < stats.min || stats.mean > stats.max)) {
+    return InvalidArgument(path + ".mean: " + FormatNumber(stats.mean) + " is outside [min " +
+                           FormatNumber(stats.min) + ", max " + FormatNumber(stats.max) + "]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateProfile(const Profile& profile) {
+  if (profile.steps < 0) {
+    return InvalidArgument("steps: must be >= 0, got " + std::to_string(profile.steps));
+  }
+  if (profile.stages.empty()) return InvalidArgument("stages: the profile has no stages");
+  if (profile.boundaries.size() != profile.stages.size() - 1) {
+    return InvalidArgument("boundaries: expected " + std::to_string(profile.stages.size() - 1) +
+                           " entries (one between each two of the " +
+                           std::to_string(profile.stages.size()) + " stages), got " +
+                           std::to_string(profile.boundaries.size()));
+  }
+  for (size_t s = 0; s < profile.stages.size(); ++s) {
+    const StageProfile& stage = profile.stages[s];
+    const std::string path = "stages[" + std::to_string(s) + "].";
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.forward, path + "forward"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.backward, path + "backward"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.backward_input, path + "backward_input"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.backward_weight, path + "backward_weight"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.overlap, path + "overlap"));
+  }
+  for (size_t b = 0; b < profile.boundaries.size(); ++b) {
+    const BoundaryProfile& boundary = profile.boundaries[b];
+    const std::string path = "boundaries[" + std::to_string(b) + "].";
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(boundary.transfer, path + "transfer"));
+    if (boundary.late_receives < 0) {
+      return InvalidArgument(path + "late_receives: must be >= 0, got " +
+                             std::to_string(boundary.late_receives));
+    }
+    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(boundary.latency, path + "latency"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(boundary.bandwidth, path + "bandwidth"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(boundary.activation_bytes, path + "activation_bytes"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(boundary.receive_overhead, path + "receive_overhead"));
+    if (boundary.receive_overhead.samples > boundary.late_receives) {
+      return InvalidArgument(
+          path + "receive_overhead.samples: " + std::to_string(boundary.receive_overhead.samples) +
+          " is above late_receives " + std::to_string(boundary.late_receives) +
+          " (its samples are late receives)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace pipeplan

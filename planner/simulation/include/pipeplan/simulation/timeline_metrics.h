@@ -1,0 +1,24 @@
+// Step metrics from per-rank timings. Shared by the simulator and the runtime, so predicted
+// and measured timelines are summarised by the same definitions (timeline.h, DESIGN.md §6).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
+
+namespace pipeplan {
+
+// Fills busy, first_start and last_end of `timeline` from the timings of the compute actions
+// of `program` (index-aligned). Leaves memory fields alone.
+void SummarizeComputeTimes(const RankProgram& program, RankTimeline& timeline);
+
+// Makespan, bubble figures and the gap to `lower_bound` over summarised rank timelines.
+Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound);
+
+// The step with the median makespan (the lower of the middle two; the first of equals), the
+// one 'run' reports and writes. `steps` must not be empty.
+const Timeline& MedianStep(std::span<const Timeline> steps);
+
+}  // namespace pipeplan

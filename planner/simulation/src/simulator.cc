@@ -1,0 +1,252 @@
+#include "pipeplan/simulation/simulator.h"
+
+#include <algorithm>
+#include <string>
+
+#include "pipeplan/model/plan_util.h"
+#include "pipeplan/model/stage_mb_table.h"
+#include "pipeplan/passes/list_schedule.h"
+#include "pipeplan/passes/scheduled_passes.h"
+#include "pipeplan/simulation/memory_tracker.h"
+#include "pipeplan/simulation/timeline_metrics.h"
+
+namespace pipeplan {
+namespace {
+
+// End times of producers, for timing the transfers.
+struct ProducerEnds {
+  StageMbTable<double> forward;
+  StageMbTable<double> input_grad;
+};
+
+ProducerEnds CollectProducerEnds(const std::vector<RankProgram>& programs,
+                                 const ListScheduleResult& schedule, const Topology& topology) {
+  ProducerEnds ends{StageMbTable<double>(topology.num_stages(), topology.microbatches, 0.0),
+                    StageMbTable<double>(topology.num_stages(), topology.microbatches, 0.0)};
+  for (size_t r = 0; r < programs.size(); ++r) {
+    size_t compute = 0;
+    for (const Action& action : programs[r].actions) {
+      if (!IsCompute(action.kind)) continue;
+      const double end = schedule.At(static_cast<int>(r), compute++).end;
+      for (const Action* part : ComputeParts(action)) {
+        if (part->kind == ActionKind::kForward)
+          ends.forward.At(part->stage, part->microbatch) = end;
+        if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardInput) {
+          ends.input_grad.At(part->stage, part->microbatch) = end;
+        }
+      }
+    }
+  }
+  return ends;
+}
+
+// A SEND runs from its producer's end until the data lands; a RECV from the moment the rank
+// reaches it until the data lands, and for at least the boundary's receive overhead.
+ActionTiming CommTiming(const Action& action, double rank_time, const ProducerEnds& ends,
+                        const CostModel& costs) {
+  const StageId s = action.stage;
+  const MicrobatchId m = action.microbatch;
+  switch (action.kind) {
+    case ActionKind::kSendForward: {
+      const double start = ends.forward.At(s, m);
+      return {start, start + costs.TransferTime(s, StageId(s.value + 1))};
+    }
+    case ActionKind::kSendBackward: {
+      const double start = ends.input_grad.At(s, m);
+      return {start, start + costs.TransferTime(s, StageId(s.value - 1))};
+    }
+    case ActionKind::kRecvForward: {
+      const StageId from(s.value - 1);
+      const double arrival = ends.forward.At(from, m) + costs.TransferTime(from, s);
+      return {rank_time, std::max(rank_time + costs.ReceiveOverhead(from, s), arrival)};
+    }
+    case ActionKind::kRecvBackward: {
+      const StageId from(s.value + 1);
+      const double arrival = ends.input_grad.At(from, m) + costs.TransferTime(from, s);
+      return {rank_time, std::max(rank_time + costs.ReceiveOverhead(from, s), arrival)};
+    }
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+      return {rank_time, rank_time};
+  }
+  return {rank_time, rank_time};
+}
+
+RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
+                               const ListScheduleResult& schedule, const ProducerEnds& ends,
+                               const CostModel& costs, const MemoryChangeTable& changes) {
+  const MemoryModel& memory = changes.memory();
+  RankTimeline out;
+  out.rank = RankId(rank);
+  out.actions.reserve(program.actions.size());
+  out.memory.reserve(2 * schedule.Rank(rank).size() + 1);
+  RankMemoryTracker tracker(changes);
+  out.memory.push_back({0.0, memory.static_per_rank});
+  double rank_time = 0.0;
+  size_t compute = 0;
+  for (const Action& action : program.actions) {
+    if (!IsCompute(action.kind)) {
+      ActionTiming& timing = out.actions.emplace_back(CommTiming(action, rank_time, ends, costs));
+      if (IsComm(action.kind)) timing.thread = kCommThread;
+      continue;
+    }
+    const ScheduledCompute& t = schedule.At(rank, compute);
+    out.actions.push_back({t.start, t.end});
+    if (compute == 0) out.first_start = t.start;
+    out.last_end = t.end;
+    out.busy += t.end - t.start;
+    tracker.Start(action);
+    out.memory.push_back({t.start, memory.static_per_rank + tracker.held()});
+    tracker.End(action);
+    out.memory.push_back({t.end, memory.static_per_rank + tracker.held()});
+    rank_time = t.end;
+    ++compute;
+  }
+  out.peak_activation_memory = tracker.peak();
+  out.peak_memory = memory.static_per_rank + tracker.peak();
+  return out;
+}
+
+Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {
+  const Topology& topology = plan.request.topology;
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(costs, topology.num_stages()));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(memory, topology.num_stages()));
+  if (static_cast<int>(plan.programs.size()) != topology.ranks) {
+    return InvalidArgument("the plan has " + std::to_string(plan.programs.size()) +
+                           " rank programs but the topology has " + std::to_string(topology.ranks) +
+                           " ranks");
+  }
+  return Status::Ok();
+}
+
+Status OutOfRange(int rank, size_t index, const Action& action, const std::string& what) {
+  return InvalidArgument(Where(rank, index, action) + ": " + what +
+                         " (run the validator: pipeplan "
+                         "validates plans before simulating them)");
+}
+
+// Simulating trusts the plan's meaning (ValidatePlan checks it) but never its indices: every
+// stage, microbatch and neighbour the simulator looks up must exist.
+Status CheckIndices(const Plan& plan) {
+  const StageMap stages(plan.request.topology);
+  auto stage_ok = [&](StageId s) { return s.value >= 0 && s.value < stages.num_stages(); };
+  auto mb_ok = [&](const Action& a) {
+    return a.microbatch.value >= 0 && a.microbatch.value < stages.MicrobatchesOf(a.stage);
+  };
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    const auto& actions = plan.programs[r].actions;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      if (IsCompute(a.kind)) {
+        for (const Action* part : ComputeParts(a)) {
+          if (!stage_ok(part->stage) || !mb_ok(*part))
+            return OutOfRange(rank, i, a, "stage or microbatch out of range");
+        }
+        continue;
+      }
+      switch (a.kind) {
+        case ActionKind::kSendForward:
+        case ActionKind::kRecvBackward:
+          if (!stage_ok(a.stage) || !mb_ok(a) || stages.IsLast(a.stage)) {
+            return OutOfRange(rank, i, a, "no next stage to exchange with");
+          }
+          break;
+        case ActionKind::kRecvForward:
+        case ActionKind::kSendBackward:
+          if (!stage_ok(a.stage) || !mb_ok(a) || stages.IsFirst(a.stage)) {
+            return OutOfRange(rank, i, a, "no previous stage to exchange with");
+          }
+          break;
+        case ActionKind::kForward:
+        case ActionKind::kBackward:
+        case ActionKind::kBackwardInput:
+        case ActionKind::kBackwardWeight:
+        case ActionKind::kOverlapFB:
+        case ActionKind::kPostValidation:
+        case ActionKind::kSendPostValidation:
+        case ActionKind::kRecvPostValidation:
+          break;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+double LowerBound(const Plan& plan, const CostModel& costs) {
+  const Topology& topology = plan.request.topology;
+  const StageMap stages(topology);
+  double max_work = 0.0;
+  std::vector<bool> split(topology.num_stages(), false);  // stage uses I + W
+  for (const RankProgram& program : plan.programs) {
+    double work = 0.0;
+    for (const Action& action : program.actions) {
+      if (!IsCompute(action.kind)) continue;
+      work += costs.ComputeTime(action);
+      for (const Action* part : ComputeParts(action)) {
+        if (part->kind == ActionKind::kBackwardInput && part->stage.value < topology.num_stages()) {
+          split[part->stage.value] = true;
+        }
+      }
+    }
+    max_work = std::max(max_work, work);
+  }
+  // One microbatch down each chain and back up it, then the first stage's W if split.
+  double path = 0.0;
+  double chain = 0.0;
+  for (int s = 0; s < topology.num_stages(); ++s) {
+    const StageId stage(s);
+    const StageCosts& c = costs.Stage(stage);
+    chain += c.forward + (split[s] ? c.backward_input : c.backward);
+    if (stages.IsFirst(stage) && split[s]) chain += c.backward_weight;
+    if (!stages.IsLast(stage) && stages.RankOf(stage) != stages.RankOf(StageId(s + 1))) {
+      chain += 2 * costs.TransferTime(stage, StageId(s + 1));
+    }
+    if (stages.IsLast(stage)) {
+      path = std::max(path, chain);
+      chain = 0.0;
+    }
+  }
+  return std::max(max_work, path);
+}
+
+StatusOr<Timeline> Simulate(const Plan& plan) {
+  return Simulate(plan, plan.request.costs, plan.request.memory);
+}
+
+StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckSimulatable(plan, costs, memory));
+  PIPEPLAN_RETURN_IF_ERROR(CheckIndices(plan));
+  const StageMap stages(plan.request.topology);
+  const ProgramComputeView view = ExtractCompute(plan.programs);
+  PIPEPLAN_ASSIGN_OR_RETURN(const ListScheduleResult schedule,
+                            RunListSchedule(view.order, stages, costs));
+  return SimulateScheduled(plan, costs, memory, schedule);
+}
+
+Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const MemoryModel& memory,
+                           const ListScheduleResult& schedule) {
+  const Topology& topology = plan.request.topology;
+  const ProducerEnds ends = CollectProducerEnds(plan.programs, schedule, topology);
+  const MemoryChangeTable changes(memory, ChunksPerShare(topology), topology.num_stages());
+  Timeline timeline;
+  timeline.source = TimelineSource::kSimulated;
+  timeline.ranks.reserve(plan.programs.size());
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    timeline.ranks.push_back(
+        BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule, ends, costs, changes));
+  }
+  timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan, costs));
+  return timeline;
+}
+
+}  // namespace pipeplan

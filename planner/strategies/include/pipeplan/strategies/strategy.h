@@ -1,0 +1,34 @@
+// The strategy catalogue: each strategy turns (topology, options, costs) into a per-rank
+// compute order. One file per strategy under planner/strategies/src/.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/topology.h"
+
+namespace pipeplan {
+
+using GenerateFn = StatusOr<ComputeOrder> (*)(const PlanRequest& request, const StageMap& stages);
+
+struct Strategy {
+  std::string_view name;
+  std::string_view summary;  // one line for --help and reports
+  Placement placement;
+  int min_stages_per_rank;  // V range the strategy accepts
+  int max_stages_per_rank;  // 0 = no upper bound
+  GenerateFn generate;
+};
+
+// Every strategy, in catalogue order (the order `compare` prints them).
+const std::vector<Strategy>& AllStrategies();
+// nullptr when unknown.
+const Strategy* FindStrategy(std::string_view name);
+// Comma-separated names, "auto" last, for error messages and --help.
+std::string StrategyNames();
+
+// Whether `strategy` can plan `topology` (V range); the message says why not.
+Status CheckApplicable(const Strategy& strategy, const Topology& topology);
+
+}  // namespace pipeplan

@@ -1,0 +1,82 @@
+#include <string>
+
+#include "pipeplan/strategies/strategy.h"
+#include "strategies.h"
+
+namespace pipeplan {
+
+const std::vector<Strategy>& AllStrategies() {
+  static const std::vector<Strategy> kStrategies = {
+      {"gpipe", "all forwards, then all backwards", Placement::kLoop, 1, 1,
+       strategies::GenerateGpipe},
+      {"1f1b", "one forward, one backward (PipeDream-flush)", Placement::kLoop, 1, 1,
+       strategies::GenerateOneFOneB},
+      {"interleaved-1f1b", "Megatron virtual pipeline, V stages per rank", Placement::kLoop, 2, 0,
+       strategies::GenerateInterleaved1F1B},
+      {"looped-bfs", "breadth first over the local stages", Placement::kLoop, 1, 0,
+       strategies::GenerateLoopedBfs},
+      {"zb-h1", "zero bubble hand schedule, 1F1B memory", Placement::kLoop, 1, 1,
+       strategies::GenerateZbH1},
+      {"zb-h2", "zero bubble hand schedule, 2P-1 activations", Placement::kLoop, 1, 1,
+       strategies::GenerateZbH2},
+      {"zb", "zero bubble greedy under --memory-limit (default 1F1B's peak)", Placement::kLoop, 1,
+       1, strategies::GenerateZb},
+      {"zb-1p", "zero bubble greedy, 1F1B memory (P activations)", Placement::kLoop, 1, 1,
+       strategies::GenerateZb1p},
+      {"zb-2p", "zero bubble greedy, 2P activations", Placement::kLoop, 1, 1,
+       strategies::GenerateZb2p},
+      {"interleaved-zb", "PyTorch interleaved zero bubble", Placement::kLoop, 2, 0,
+       strategies::GenerateInterleavedZb},
+      {"zbv-handcrafted", "PyTorch ZB-V hand schedule, V shape", Placement::kVShape, 2, 2,
+       strategies::GenerateZbvHandcrafted},
+      {"zbv", "zero bubble V-shape greedy under --memory-limit (default 1F1B's)",
+       Placement::kVShape, 2, 2, strategies::GenerateZbv},
+      {"v-half", "controllable memory V-shape, half of 1F1B's activations", Placement::kVShape, 2,
+       2, strategies::GenerateVHalf},
+      {"v-min", "controllable memory V-shape, a third of 1F1B's activations", Placement::kVShape, 2,
+       2, strategies::GenerateVMin},
+      {"dualpipe", "DeepSeek DualPipe, two model copies, bidirectional", Placement::kDual, 2, 2,
+       strategies::GenerateDualPipe},
+      {"dualpipe-v", "DeepSeek DualPipeV, V shape with F&B overlap", Placement::kVShape, 2, 2,
+       strategies::GenerateDualPipeV},
+      {"1f1b-overlap", "1F1B with F&B overlap cells in the steady state", Placement::kLoop, 1, 1,
+       strategies::GenerateOneFOneBOverlap},
+      {"interleaved-1f1b-overlap", "Megatron interleaved order with F&B overlap cells",
+       Placement::kLoop, 2, 0, strategies::GenerateInterleaved1F1BOverlap},
+  };
+  return kStrategies;
+}
+
+const Strategy* FindStrategy(std::string_view name) {
+  for (const Strategy& strategy : AllStrategies()) {
+    if (strategy.name == name) return &strategy;
+  }
+  return nullptr;
+}
+
+std::string StrategyNames() {
+  std::string names;
+  for (const Strategy& strategy : AllStrategies()) {
+    names += strategy.name;
+    names += ", ";
+  }
+  return names + "auto";
+}
+
+Status CheckApplicable(const Strategy& strategy, const Topology& topology) {
+  const int v = topology.stages_per_rank;
+  const std::string name(strategy.name);
+  if (v < strategy.min_stages_per_rank) {
+    return InvalidArgument(
+        name + " needs --stages-per-rank >= " + std::to_string(strategy.min_stages_per_rank) +
+        ", got " + std::to_string(v));
+  }
+  if (strategy.max_stages_per_rank > 0 && v > strategy.max_stages_per_rank) {
+    return InvalidArgument(
+        name + " supports --stages-per-rank <= " + std::to_string(strategy.max_stages_per_rank) +
+        ", got " + std::to_string(v));
+  }
+  return Status::Ok();
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,309 @@
+// Calibrate: medians in the chosen unit, the rules for kinds a profile lacks (B = I + W, I/W
+// split from B, overlap 0), boundaries, the uniform model, the errors naming the stage, and
+// the loop plan -> simulate -> profile -> calibrate giving the plan's own costs back.
+#include "pipeplan/measurement/calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/build_profile.h"
+#include "test_support.h"
+
+namespace pipeplan {
+namespace {
+
+// Every sample of a kind at `seconds`.
+DurationStats Constant(double seconds, int samples = 4) {
+  return {.samples = samples,
+          .median = seconds,
+          .min = seconds,
+          .max = seconds,
+          .p10 = seconds,
+          .p90 = seconds};
+}
+
+DurationStats Transfer(double seconds) { return Constant(seconds, 8); }
+
+// Two stages measured with F and B only (as a 1F1B run), one boundary at 20 us.
+Profile FbProfile() {
+  Profile profile;
+  profile.source = "test";
+  profile.steps = 2;
+  profile.stages = {{.forward = Constant(0.001),
+                     .backward = Constant(0.002),
+                     .backward_input = {},
+                     .backward_weight = {},
+                     .overlap = {}},
+                    {.forward = Constant(0.003),
+                     .backward = Constant(0.004),
+                     .backward_input = {},
+                     .backward_weight = {},
+                     .overlap = {}}};
+  profile.boundaries = {{.transfer = Transfer(20e-6), .late_receives = 3, .receive_overhead = {}}};
+  return profile;
+}
+
+CalibrateOptions Options(TimeUnit unit = TimeUnit::kMicroseconds, bool uniform = false,
+                         double input_share = 0.5) {
+  return {.unit = unit, .uniform = uniform, .input_share = input_share};
+}
+
+TEST(TimeUnitTest, NamesAndScales) {
+  for (const TimeUnit unit : {TimeUnit::kSeconds, TimeUnit::kMilliseconds, TimeUnit::kMicroseconds,
+                              TimeUnit::kNanoseconds}) {
+    EXPECT_EQ(TimeUnitFromName(TimeUnitName(unit)), unit);
+  }
+  EXPECT_EQ(TimeUnitName(TimeUnit::kMicroseconds), "us");
+  EXPECT_EQ(SecondsPer(TimeUnit::kMilliseconds), 1e-3);
+  EXPECT_EQ(TimeUnitFromName("min"), std::nullopt);
+}
+
+TEST(CalibrateTest, MediansInMicrosecondsAndBSplitInHalves) {
+  const StatusOr<CostModel> costs = Calibrate(FbProfile(), Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_EQ(costs->stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(costs->stages[0].forward, 1000);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward, 2000);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_input, 1000);  // no I/W measured: B / 2 each
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_weight, 1000);
+  EXPECT_EQ(costs->stages[0].overlap, 0);  // not measured: a cell costs F + B
+  EXPECT_DOUBLE_EQ(costs->stages[1].forward, 3000);
+  EXPECT_DOUBLE_EQ(costs->stages[1].backward, 4000);
+  ASSERT_EQ(costs->boundaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(costs->boundaries[0].latency, 20);
+  EXPECT_EQ(costs->boundaries[0].bandwidth, 0);  // infinite
+  EXPECT_TRUE(ValidateCostModel(*costs, 2).ok());
+}
+
+TEST(CalibrateTest, OtherUnitsAndInputShares) {
+  const StatusOr<CostModel> ms = Calibrate(FbProfile(), Options(TimeUnit::kMilliseconds));
+  ASSERT_TRUE(ms.ok()) << ms.status().message();
+  EXPECT_DOUBLE_EQ(ms->stages[1].forward, 3);
+  EXPECT_DOUBLE_EQ(ms->boundaries[0].latency, 0.02);
+  EXPECT_EQ(ms->time_unit, "ms");
+  // The unit travels with the cost file.
+  const StatusOr<std::string> text = SerializeCostModel(*ms, ProtoFormat::kText);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("time_unit: \"ms\""), std::string::npos) << *text;
+  const StatusOr<CostModel> read = ParseCostModel(*text, ProtoFormat::kText);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, *ms);
+
+  const StatusOr<CostModel> quarter =
+      Calibrate(FbProfile(), Options(TimeUnit::kSeconds, false, 0.25));
+  ASSERT_TRUE(quarter.ok()) << quarter.status().message();
+  EXPECT_DOUBLE_EQ(quarter->stages[1].backward_input, 0.001);
+  EXPECT_DOUBLE_EQ(quarter->stages[1].backward_weight, 0.003);
+
+  EXPECT_EQ(Calibrate(FbProfile(), Options(TimeUnit::kSeconds, false, 1.5)).status().message(),
+            "the input share of B must be in [0, 1], got 1.5");
+}
+
+TEST(CalibrateTest, SplitBackwardGivesBAsIPlusW) {
+  Profile profile = FbProfile();
+  profile.stages[0].backward = {};
+  profile.stages[0].backward_input = Constant(0.0015);
+  profile.stages[0].backward_weight = Constant(0.0005);
+  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kMilliseconds));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_input, 1.5);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_weight, 0.5);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward, 2);
+}
+
+TEST(CalibrateTest, MeasuredBAndSplitStayIndependent) {
+  Profile profile = FbProfile();
+  profile.stages[0].backward_input = Constant(0.0012);
+  profile.stages[0].backward_weight = Constant(0.0009);
+  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kMilliseconds));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward, 2);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_input, 1.2);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_weight, 0.9);
+}
+
+TEST(CalibrateTest, MeasuredOverlapIsKept) {
+  Profile profile = FbProfile();
+  profile.stages[1].overlap = Constant(0.005);
+  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kMilliseconds));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_EQ(costs->stages[0].overlap, 0);
+  EXPECT_DOUBLE_EQ(costs->stages[1].overlap, 5);
+}
+
+// Four stages with F = 1 s and B = 2 s, and three boundaries with nothing measured.
+Profile FourStagesNothingAcross() {
+  Profile profile;
+  profile.stages.assign(4, StageProfile{.forward = Constant(1),
+                                        .backward = Constant(2),
+                                        .backward_input = {},
+                                        .backward_weight = {},
+                                        .overlap = {}});
+  profile.boundaries.resize(3);
+  return profile;
+}
+
+TEST(CalibrateTest, BoundariesWithoutACleanTransferGetTheMeanOfTheMeasuredOnes) {
+  Profile profile = FourStagesNothingAcross();
+  profile.boundaries[0].transfer = Transfer(1);
+  profile.boundaries[1].late_receives = 16;  // nothing clean
+  profile.boundaries[2].transfer = Transfer(3);
+  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kSeconds));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_EQ(costs->boundaries.size(), 3u);
+  EXPECT_EQ(costs->boundaries[0].latency, 1);
+  EXPECT_EQ(costs->boundaries[1].latency, 2);
+  EXPECT_EQ(costs->boundaries[2].latency, 3);
+
+  // Nothing measured anywhere: no latency.
+  for (BoundaryProfile& boundary : profile.boundaries) boundary = {};
+  const StatusOr<CostModel> none = Calibrate(profile, Options(TimeUnit::kSeconds));
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  for (const BoundaryCosts& boundary : none->boundaries) EXPECT_EQ(boundary, BoundaryCosts{});
+}
+
+TEST(CalibrateTest, TheReceiveOverheadIsTheMeanNotTheMedian) {
+  Profile profile = FourStagesNothingAcross();
+  profile.boundaries[0].receive_overhead = SummarizeDurations({1, 1, 4});  // median 1, mean 2
+  profile.boundaries[0].late_receives = 3;
+  profile.boundaries[2].receive_overhead = SummarizeDurations({6});
+  profile.boundaries[2].late_receives = 1;
+  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kMilliseconds));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_EQ(costs->boundaries.size(), 3u);
+  EXPECT_DOUBLE_EQ(costs->boundaries[0].receive_overhead, 2000);
+  EXPECT_DOUBLE_EQ(costs->boundaries[1].receive_overhead, 4000);  // none: the mean of the others
+  EXPECT_DOUBLE_EQ(costs->boundaries[2].receive_overhead, 6000);
+  const StatusOr<CostModel> uniform =
+      Calibrate(profile, Options(TimeUnit::kMilliseconds, /*uniform=*/true));
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  ASSERT_EQ(uniform->boundaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(uniform->boundaries[0].receive_overhead, 4000);
+}
+
+TEST(CalibrateTest, AProfilersLatencyAndBandwidthWin) {
+  Profile profile = FbProfile();
+  profile.boundaries[0].latency = 5e-6;
+  profile.boundaries[0].bandwidth = 1e9;  // bytes per second
+  profile.boundaries[0].activation_bytes = 4096;
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_DOUBLE_EQ(costs->boundaries[0].latency, 5);
+  EXPECT_DOUBLE_EQ(costs->boundaries[0].bandwidth, 1000);  // bytes per us
+  EXPECT_EQ(costs->boundaries[0].activation_bytes, 4096);
+}
+
+TEST(CalibrateTest, OneStageHasTheDefaultBoundary) {
+  Profile profile = FbProfile();
+  profile.stages.pop_back();
+  profile.boundaries.clear();
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_EQ(costs->boundaries, std::vector<BoundaryCosts>{BoundaryCosts{}});
+}
+
+TEST(CalibrateTest, UniformTakesTheMeanOverStages) {
+  Profile profile = FbProfile();
+  profile.stages[0].overlap = Constant(0.004);  // stage 1 has no overlap measured
+  const StatusOr<CostModel> costs =
+      Calibrate(profile, Options(TimeUnit::kMilliseconds, /*uniform=*/true));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_EQ(costs->stages.size(), 1u);
+  EXPECT_DOUBLE_EQ(costs->stages[0].forward, 2);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward, 3);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_input, 1.5);
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward_weight, 1.5);
+  EXPECT_DOUBLE_EQ(costs->stages[0].overlap, 4);  // over the stages that measured one
+  ASSERT_EQ(costs->boundaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(costs->boundaries[0].latency, 0.02);
+  EXPECT_TRUE(ValidateCostModel(*costs, 2).ok());
+}
+
+TEST(CalibrateErrorTest, NamesTheStage) {
+  Profile empty = FbProfile();
+  empty.stages[1] = {};
+  EXPECT_EQ(Calibrate(empty, Options()).status().message(),
+            "profile stage 1: no samples (no F, B, I, W or overlap measured)");
+
+  Profile no_forward = FbProfile();
+  no_forward.stages[0].forward = {};
+  EXPECT_EQ(Calibrate(no_forward, Options()).status().message(),
+            "profile stage 0: no forward (F) measured");
+
+  Profile no_backward = FbProfile();
+  no_backward.stages[1].backward = {};
+  EXPECT_EQ(Calibrate(no_backward, Options()).status().message(),
+            "profile stage 1: no backward measured (B, or I and W)");
+
+  Profile half_split = FbProfile();
+  half_split.stages[0].backward_weight = Constant(0.001);
+  EXPECT_EQ(Calibrate(half_split, Options()).status().message(),
+            "profile stage 0: W measured without I; a split backward needs both halves "
+            "measured, or neither");
+}
+
+TEST(CalibrateErrorTest, AnInvalidProfileIsRefused) {
+  Profile profile = FbProfile();
+  profile.boundaries.clear();
+  EXPECT_EQ(Calibrate(profile, Options()).status().message(),
+            "profile: boundaries: expected 1 entries (one between each two of the 2 stages), "
+            "got 0");
+}
+
+// plan -> simulate -> profile -> calibrate gives the plan's costs back: the simulator's
+// timelines hold every action for exactly its cost, its clean transfers take exactly the
+// latency, and a receive posted after its data landed exactly the receive overhead.
+class CalibrateLoopTest : public ::testing::TestWithParam<double> {};
+
+TEST_P(CalibrateLoopTest, SimulatedRunGivesThePlansCostsBack) {
+  const double receive_overhead = GetParam();
+  PlanRequest request = testing::MakeRequest("zb-h1", 4, 8);
+  request.costs.stages.clear();
+  for (int s = 0; s < 4; ++s) {
+    const double f = 100 + 10 * s;
+    request.costs.stages.push_back({.forward = f,
+                                    .backward = 2 * f,
+                                    .backward_input = 1.25 * f,
+                                    .backward_weight = 0.75 * f,
+                                    .overlap = 0});
+  }
+  request.costs.boundaries = {
+      {.latency = 7, .bandwidth = 0, .activation_bytes = 0, .receive_overhead = receive_overhead}};
+  const Plan plan = testing::BuildOrDie(request);
+  const std::vector<Timeline> steps = {testing::SimulateOrDie(plan)};
+  // The plan's unit is us: 1e-6 s per unit.
+  const StatusOr<Profile> profile = BuildProfile(
+      plan, steps, {.seconds_per_unit = 1e-6, .source = "simulated", .step_names = {}});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  const StatusOr<CostModel> costs = Calibrate(*profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_EQ(costs->stages.size(), 4u);
+  for (int s = 0; s < 4; ++s) {
+    SCOPED_TRACE("stage " + std::to_string(s));
+    const StageCosts& want = request.costs.stages[s];
+    const StageCosts& got = costs->stages[s];
+    EXPECT_DOUBLE_EQ(got.forward, want.forward);
+    EXPECT_DOUBLE_EQ(got.backward_input, want.backward_input);
+    EXPECT_DOUBLE_EQ(got.backward_weight, want.backward_weight);
+    EXPECT_DOUBLE_EQ(got.backward, want.backward_input + want.backward_weight);  // no B ran
+    EXPECT_EQ(got.overlap, 0);
+  }
+  ASSERT_EQ(costs->boundaries.size(), 3u);
+  for (const BoundaryCosts& boundary : costs->boundaries) {
+    EXPECT_DOUBLE_EQ(boundary.latency, 7);
+    EXPECT_DOUBLE_EQ(boundary.receive_overhead, receive_overhead);
+  }
+  // And the calibrated model predicts the same step.
+  const StatusOr<Timeline> again = Simulate(plan, *costs, plan.request.memory);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_NEAR(again->metrics.makespan, steps[0].metrics.makespan, 1e-9 * steps[0].metrics.makespan);
+}
+
+// 0, and an overhead both hidden by late data (below the latency) and not.
+INSTANTIATE_TEST_SUITE_P(ReceiveOverheads, CalibrateLoopTest, ::testing::Values(0.0, 3.0, 12.0));
+
+}  // namespace
+}  // namespace pipeplan
