@@ -32,7 +32,7 @@ Validates a plan file (binary, text or JSON protobuf, as written by 'pipeplan pl
 or with the costs of --costs FILE.
 Times are in the plan's time unit; memory in its memory unit.
 
-Metrics (DESIGN.md section 6):
+Metrics (docs/planning.md, section 4):
   makespan              end of the last action on any rank
   zb_bubble_rate        (span - work) / span of the rank with the longest span, where span =
                         last compute end - first compute start (the Zero Bubble papers' figure)

@@ -62,7 +62,8 @@ TEST(CliTest, DemoWritesReport) {
 }
 
 // ZB-V with post-validation: every rank gets a PV, and the (P-1)^2 = 9 receives whose sends
-// precede the sender's PV are tagged rollback (DESIGN.md, vocabulary; post_validation.h).
+// precede the sender's PV are tagged rollback (docs/strategies.md, post-validation;
+// post_validation.h).
 TEST(CliTest, PostValidationShowsInSimulateReportsAndExportNotes) {
   ScratchDir dir;
   const RunResult plan = RunPipeplan({"plan", "--strategy", "zbv", "--ranks", "4", "--microbatches",

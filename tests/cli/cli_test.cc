@@ -252,7 +252,7 @@ TEST(CliTest, SimulateTableAndReports) {
               dir.Read("out/trace.json").starts_with("["));
   EXPECT_NE(dir.Read("out/t.svg").find("<svg"), std::string::npos);
   EXPECT_NE(dir.Read("out/report.html").find("<html"), std::string::npos);
-  // zb-h1 at P=4 M=8 with unit costs: 27 (reference/strategies.md).
+  // zb-h1 at P=4 M=8 with unit costs: 27 (docs/strategies.md).
   const RunResult json = RunPipeplan({"simulate", "zb.pb", "--json"}, dir.path());
   EXPECT_DOUBLE_EQ(JsonNumber(json.out, "makespan"), 27);
 }

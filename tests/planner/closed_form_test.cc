@@ -1,4 +1,4 @@
-// Closed forms and public reference numbers from reference/strategies.md.
+// Closed forms and public reference numbers from docs/strategies.md.
 #include <gtest/gtest.h>
 
 #include <tuple>

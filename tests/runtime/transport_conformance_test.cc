@@ -1,4 +1,4 @@
-// One conformance suite for every Transport backend (DESIGN.md §9.6): ordering per peer,
+// One conformance suite for every Transport backend: ordering per peer,
 // groups, large and empty messages, size mismatches, abort and timeout. A backend joins by
 // listing its factory in ConformanceBackends() (transport_conformance.h), defined once per
 // test executable that links this file. Every wait here has a deadline, so a broken backend

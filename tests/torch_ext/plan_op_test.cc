@@ -1,6 +1,6 @@
 // The Python entry point's work without LibTorch: a request in, the torch CSV cells per rank,
 // the metrics JSON and the notes out, with the CLI's checks. Expected rows are written from
-// the 1F1B rule (reference/strategies.md), not captured from our output.
+// the 1F1B rule (docs/strategies.md), not captured from our output.
 #include "pipeplan/torch_ext/plan_op.h"
 
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 its own _dump_csv, in both formats (compute_only, and its runtime's default compute_comms);
 `pipeplan import` reads it, the imported plan simulates like our own plan of the counterpart
 strategy (whose order equals torch's, torch_order_test.py) and to the published makespans
-where reference/strategies.md has one, and it round-trips: exported again, it is torch's order
+where docs/strategies.md has one, and it round-trips: exported again, it is torch's order
 and torch's _load_csv takes it back.
 """
 
@@ -15,7 +15,7 @@ import unittest
 import interop_support as support
 
 # (torch class, pipeplan strategy, P, V, M, extra plan flags, makespan with F=1 B=2 I=W=1 and
-# an F&B cell costing 3 (reference/strategies.md), or None).
+# an F&B cell costing 3 (docs/strategies.md), or None).
 CASES = [
     ("ScheduleInterleaved1F1B", "interleaved-1f1b", 4, 2, 8, ("--microbatch-group-size", 4), 57),
     ("ScheduleLoopedBFS", "looped-bfs", 2, 2, 4, (), None),

@@ -9,7 +9,7 @@ rank only, so stand-in stages (interop_support.FakeStage) are enough: no process
 Known torch bug: Schedule1F1B's `pipeline_order` (a visualisation aid; its real execution,
 _step_microbatches, is right) starts the last rank at F1 and ends it at F(M), so its
 microbatch 0 never runs forward and a nonexistent microbatch M does. There the last rank is
-checked against the 1F1B rule of reference/strategies.md instead, and torch's row must be
+checked against the 1F1B rule of docs/strategies.md instead, and torch's row must be
 exactly that known deviation (or right, once torch fixes it).
 """
 
@@ -53,7 +53,7 @@ def torch_accepts(class_name, ranks, stages_per_rank, microbatches):
 
 
 def one_f_one_b_rule(ranks, microbatches, rank):
-    """1F1B on rank r (reference/strategies.md): w = min(P-1-r, M) forwards, then F(w+i),
+    """1F1B on rank r (docs/strategies.md): w = min(P-1-r, M) forwards, then F(w+i),
     B(i) for i < M-w, then the remaining backwards."""
     warmup = min(ranks - 1 - rank, microbatches)
     order = [f"{rank}F{mb}" for mb in range(warmup)]

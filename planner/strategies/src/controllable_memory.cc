@@ -1,5 +1,5 @@
 // V-Half and V-Min ("Pipeline Parallelism with Controllable Memory", Qi et al., NeurIPS 2024;
-// reference/strategies.md, "v-half / v-min"). Both are V-shape schedules (V = 2, rank r holds
+// docs/strategies.md, "v-half / v-min"). Both are V-shape schedules (V = 2, rank r holds
 // chunk 0 = stage r and chunk 1 = stage 2P-1-r) built in three steps:
 //   1. Building block: the F, I and W passes of one microbatch on every rank, laid out on unit
 //      slots, repeated every six slots (each microbatch brings six passes to every rank). The

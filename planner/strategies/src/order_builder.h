@@ -1,5 +1,5 @@
 // Appends compute actions to one rank's order by local chunk and microbatch, so generators
-// read like the rules in reference/strategies.md.
+// read like the rules in docs/strategies.md.
 #pragma once
 
 #include <utility>

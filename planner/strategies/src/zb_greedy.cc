@@ -1,7 +1,7 @@
 // ZB-1p / ZB-2p (Zero Bubble, ICLR 2024): a greedy list scheduler of F, I (input grad) and W
 // (weight grad) with one stage per rank under a per-rank memory limit. It times every action
 // as it places it, defers W's to fill the waits for F and I inputs, and keeps the best of eight
-// variants by longest stage span (reference/strategies.md, "zb").
+// variants by longest stage span (docs/strategies.md, "zb").
 #include <algorithm>
 #include <array>
 #include <cstdint>

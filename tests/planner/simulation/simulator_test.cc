@@ -1,4 +1,4 @@
-// Simulator semantics (DESIGN.md §6) on cases small enough to work out by hand.
+// Simulator semantics (docs/planning.md §4) on cases small enough to work out by hand.
 #include <gtest/gtest.h>
 
 #include "test_support.h"

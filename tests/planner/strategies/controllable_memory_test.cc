@@ -1,4 +1,4 @@
-// V-Half and V-Min (controllable memory, reference/strategies.md "v-half / v-min"): peak
+// V-Half and V-Min (controllable memory, docs/strategies.md "v-half / v-min"): peak
 // activation memory against the paper's (P+2)//2 and (P+4)//3 microbatches, no bubble in the
 // repeating phase of V-Half when W + 2I >= 2F and W + 2F >= 2I, the memory/bubble trade-off
 // between the two, per-stage costs, degenerate inputs and determinism.

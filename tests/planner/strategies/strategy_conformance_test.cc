@@ -1,4 +1,4 @@
-// One conformance suite over every strategy (DESIGN.md §9.6): on a grid of P, V and M, each
+// One conformance suite over every strategy: on a grid of P, V and M, each
 // plan the strategy accepts must be complete, respect dependencies in its simulated times,
 // pair its sends and receives per rank pair, finish a rendezvous dry run, account memory
 // consistently and be deterministic. The checks here are written independently of the
@@ -21,7 +21,7 @@ using testing::MakeRequest;
 
 constexpr double kLatency = 0.25;
 
-// Which (P, V, M) a strategy accepts, stated from reference/strategies.md.
+// Which (P, V, M) a strategy accepts, stated from docs/strategies.md.
 bool Accepts(const std::string& name, int p, int v, int m) {
   if (name == "gpipe" || name == "1f1b" || name == "zb-h1") return v == 1;
   if (name == "zb-h2") return v == 1 && m >= 2 * p;

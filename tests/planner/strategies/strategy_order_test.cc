@@ -1,4 +1,4 @@
-// Exact compute orders, derived by hand from the rules in reference/strategies.md.
+// Exact compute orders, derived by hand from the rules in docs/strategies.md.
 #include <gtest/gtest.h>
 
 #include "test_support.h"

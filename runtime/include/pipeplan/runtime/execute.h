@@ -1,4 +1,4 @@
-// Executing one rank's program for one step (DESIGN.md §7): consecutive comm actions are posted
+// Executing one rank's program for one step (docs/runtime.md): consecutive comm actions are posted
 // as one group at their slot; a RECV is waited right before the compute that consumes it; a SEND
 // completes in the background and is waited at the end of the step; every action is timed.
 // The plan must have passed validation and the deadlock dry run (CheckBeforeLaunch).

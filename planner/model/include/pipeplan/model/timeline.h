@@ -44,7 +44,7 @@ struct RankTimeline {
   bool operator==(const RankTimeline&) const = default;
 };
 
-// Definitions (DESIGN.md §6):
+// Definitions (docs/planning.md §4):
 //   bubble_fraction_r = 1 - busy_r / makespan (max and mean over ranks)
 //   zb_bubble_rate    = (span - work) / span for the rank with the longest span, where
 //                       span = last compute end - first compute start on that rank

@@ -1,5 +1,5 @@
 // Simulator: predicts when every action of a plan runs, per-rank busy time and memory, and
-// the step metrics (DESIGN.md §6). Pure and deterministic.
+// the step metrics (docs/planning.md §4). Pure and deterministic.
 #pragma once
 
 #include "pipeplan/model/cost_model.h"

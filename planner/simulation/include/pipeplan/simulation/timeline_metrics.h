@@ -1,5 +1,5 @@
 // Step metrics from per-rank timings. Shared by the simulator and the runtime, so predicted
-// and measured timelines are summarised by the same definitions (timeline.h, DESIGN.md §6).
+// and measured timelines are summarised by the same definitions (timeline.h, docs/planning.md §4).
 #pragma once
 
 #include <span>
