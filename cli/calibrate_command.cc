@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
+#include "pipeplan/app/proto_file.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/measurement/calibrate.h"
 #include "profile_table.h"
@@ -83,11 +84,10 @@ StatusOr<CalibrateCommandOptions> ParseCalibrateOptions(const app::Flags& flags)
 }
 
 Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(options.profile_path));
-  StatusOr<Profile> profile =
-      ParseProfile(content, DetectProtoFormat(options.profile_path, content));
-  if (!profile.ok()) return profile.status().WithContext(options.profile_path);
-  StatusOr<CostModel> costs = Calibrate(*profile, options.calibrate);
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      const Profile profile,
+      app::LoadProtoFile(options.profile_path, FileKind::kProfile, ParseProfile));
+  StatusOr<CostModel> costs = Calibrate(profile, options.calibrate);
   if (!costs.ok()) return costs.status().WithContext(options.profile_path);
 
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
@@ -96,10 +96,10 @@ Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeCostModel(*costs, format));
   PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (to_stdout || options.quiet) return Status::Ok();
-  std::cout << options.profile_path << ": " << profile->stages.size() << " stages, "
-            << profile->steps << (profile->steps == 1 ? " step" : " steps") << ", source \""
-            << profile->source << "\"\n"
-            << RenderCalibrationTable(*profile, *costs, options.calibrate) << "\nwrote "
+  std::cout << options.profile_path << ": " << profile.stages.size() << " stages, " << profile.steps
+            << (profile.steps == 1 ? " step" : " steps") << ", source \"" << profile.source
+            << "\"\n"
+            << RenderCalibrationTable(profile, *costs, options.calibrate) << "\nwrote "
             << (options.calibrate.uniform ? "uniform" : "per-stage") << " cost model to "
             << *options.output << "\n";
   return Status::Ok();

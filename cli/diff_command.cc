@@ -10,6 +10,7 @@
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
+#include "pipeplan/app/proto_file.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/simulation/timeline_diff.h"
 
@@ -49,10 +50,7 @@ StatusOr<DiffOptions> ParseDiffOptions(const app::Flags& flags) {
 }
 
 StatusOr<TimelineFile> LoadTimelineFile(const std::string& path) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(path));
-  StatusOr<TimelineFile> file = ParseTimelineFile(content, DetectProtoFormat(path, content));
-  if (!file.ok()) return file.status().WithContext(path);
-  return file;
+  return app::LoadProtoFile(path, FileKind::kTimeline, ParseTimelineFile);
 }
 
 // The plan both timelines are of: they must carry one, and the same order if both do.

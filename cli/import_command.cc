@@ -98,6 +98,13 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
 
 Status ExecuteImport(const ImportOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string csv, app::ReadFile(options.csv_path));
+  if (const StatusOr<FileHeader> header =
+          ReadFileHeader(csv, DetectProtoFormat(options.csv_path, csv));
+      header.ok() && header->kind.has_value()) {
+    return InvalidArgument(options.csv_path + " is a " + std::string(FileKindName(*header->kind)) +
+                           " file, not a torch pipelining CSV (import reads the CSV that torch's "
+                           "runtime loads or dumps)");
+  }
   StatusOr<TorchCsvImport> imported = ImportTorchCsv(csv, options.format, options.microbatches);
   if (!imported.ok()) return imported.status().WithContext(options.csv_path);
   for (const std::string& note : imported->notes) app::PrintNote(note);

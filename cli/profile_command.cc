@@ -9,6 +9,7 @@
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/format.h"
+#include "pipeplan/app/proto_file.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/measurement/build_profile.h"
 #include "profile_table.h"
@@ -83,9 +84,8 @@ struct LoadedTimeline {
 
 StatusOr<LoadedTimeline> LoadTimeline(const std::string& path,
                                       const std::optional<double>& time_scale) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(path));
-  StatusOr<TimelineFile> file = ParseTimelineFile(content, DetectProtoFormat(path, content));
-  if (!file.ok()) return file.status().WithContext(path);
+  StatusOr<TimelineFile> file = app::LoadProtoFile(path, FileKind::kTimeline, ParseTimelineFile);
+  if (!file.ok()) return file.status();
   if (!file->plan) {
     return InvalidArgument(path +
                            ": the timeline carries no plan; write it with 'pipeplan run PLAN "

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-#include "pipeplan/app/files.h"
+#include "pipeplan/app/proto_file.h"
 #include "pipeplan/checks/validator.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/model/text_format.h"
@@ -171,11 +171,7 @@ std::vector<FlagSpec> TopologyFlagSpecs() {
 
 StatusOr<CostModel> LoadCosts(const CostFlags& flags) {
   if (!flags.costs_file.has_value()) return flags.from_flags;
-  const std::string& path = *flags.costs_file;
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
-  StatusOr<CostModel> costs = ParseCostModel(content, DetectProtoFormat(path, content));
-  if (!costs.ok()) return costs.status().WithContext(path);
-  return costs;
+  return LoadProtoFile(*flags.costs_file, FileKind::kCostModel, ParseCostModel);
 }
 
 StatusOr<RequestValues> ReadRequestValues(const Flags& flags) {
@@ -243,11 +239,7 @@ StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strate
 
 StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   if (flags.request_file.has_value()) {
-    const std::string& path = *flags.request_file;
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
-    StatusOr<PlanRequest> request = ParseRequest(content, DetectProtoFormat(path, content));
-    if (!request.ok()) return request.status().WithContext(path);
-    return request;
+    return LoadProtoFile(*flags.request_file, FileKind::kRequest, ParseRequest);
   }
   PlanRequest request;
   request.strategy = flags.strategy;
@@ -268,10 +260,7 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
 }
 
 StatusOr<Plan> ReadPlanFile(const std::string& path) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, ReadFile(path));
-  StatusOr<Plan> plan = ParsePlan(content, DetectProtoFormat(path, content));
-  if (!plan.ok()) return plan.status().WithContext(path);
-  return plan;
+  return LoadProtoFile(path, FileKind::kPlan, ParsePlan);
 }
 
 StatusOr<Plan> LoadPlanFile(const std::string& path) {

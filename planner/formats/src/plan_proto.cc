@@ -146,13 +146,14 @@ StatusOr<Plan> FromProto(const v1::Plan& proto) {
 StatusOr<std::string> SerializePlan(const Plan& plan, ProtoFormat format) {
   v1::Plan proto;
   proto_convert::ToProto(plan, &proto);
+  proto_convert::StampFile(FileKind::kPlan, &proto);
   return proto_convert::Serialize(proto, format);
 }
 
 StatusOr<Plan> ParsePlan(std::string_view data, ProtoFormat format) {
-  return proto_convert::ParseAs<v1::Plan>(data, format, "plan file", [](const v1::Plan& proto) {
-    return proto_convert::FromProto(proto);
-  });
+  return proto_convert::ParseAs<v1::Plan>(
+      data, format, FileKind::kPlan, "plan file",
+      [](const v1::Plan& proto) { return proto_convert::FromProto(proto); });
 }
 
 }  // namespace pipeplan

@@ -83,12 +83,13 @@ StatusOr<Profile> FromProto(const v1::Profile& proto) {
 StatusOr<std::string> SerializeProfile(const Profile& profile, ProtoFormat format) {
   v1::Profile proto;
   proto_convert::ToProto(profile, &proto);
+  proto_convert::StampFile(FileKind::kProfile, &proto);
   return proto_convert::Serialize(proto, format);
 }
 
 StatusOr<Profile> ParseProfile(std::string_view data, ProtoFormat format) {
   return proto_convert::ParseAs<v1::Profile>(
-      data, format, "profile file",
+      data, format, FileKind::kProfile, "profile file",
       [](const v1::Profile& proto) { return proto_convert::FromProto(proto); });
 }
 

@@ -70,6 +70,14 @@ constexpr EnumTable<TimelineSource, v1::TimelineSource, 2> kTimelineSources = {{
     {TimelineSource::kMeasured, v1::MEASURED},
 }}};
 
+constexpr EnumTable<FileKind, v1::FileKind, 5> kFileKinds = {{{
+    {FileKind::kPlan, v1::PLAN},
+    {FileKind::kRequest, v1::PLAN_REQUEST},
+    {FileKind::kCostModel, v1::COST_MODEL},
+    {FileKind::kTimeline, v1::TIMELINE},
+    {FileKind::kProfile, v1::PROFILE},
+}}};
+
 // Field paths for error messages: "programs[2].actions[17].kind".
 std::string Child(const std::string& parent, std::string_view field);
 std::string Element(const std::string& path, int index);
@@ -97,10 +105,21 @@ StatusOr<std::string> Serialize(const google::protobuf::Message& message, ProtoF
 // read is +0.0 where the input had -0.0 (JSON has one zero).
 Status ParseMessage(std::string_view data, ProtoFormat format, google::protobuf::Message* message);
 
-// Parses `data` as a `ProtoMessage` and converts it; every error starts with `what`.
+v1::FileKind ToProto(FileKind kind);
+
+// Records the file's kind and the format version in a top-level message.
+template <typename ProtoMessage>
+void StampFile(FileKind kind, ProtoMessage* proto) {
+  proto->set_format_version(kFileFormatVersion);
+  proto->set_kind(ToProto(kind));
+}
+
+// Checks the file's kind (CheckFileKind), then parses `data` as a `ProtoMessage` and converts
+// it; every error but the kind's starts with `what`.
 template <typename ProtoMessage, typename Convert>
-auto ParseAs(std::string_view data, ProtoFormat format, const std::string& what, Convert convert)
-    -> decltype(convert(std::declval<const ProtoMessage&>())) {
+auto ParseAs(std::string_view data, ProtoFormat format, FileKind kind, const std::string& what,
+             Convert convert) -> decltype(convert(std::declval<const ProtoMessage&>())) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckFileKind(data, format, kind));
   ProtoMessage proto;
   PIPEPLAN_RETURN_IF_ERROR(ParseMessage(data, format, &proto).WithContext(what));
   auto converted = convert(proto);

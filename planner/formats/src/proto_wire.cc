@@ -22,9 +22,10 @@
 #include "utf8.h"
 
 namespace pipeplan {
-namespace proto_convert {
 
 namespace pb = ::google::protobuf;
+
+namespace proto_convert {
 
 std::string Child(const std::string& parent, std::string_view field) {
   if (parent.empty()) return std::string(field);
@@ -51,6 +52,8 @@ Status CheckIndex(int value, int bound, const std::string& path) {
   return FieldError(
       path, "out of range 0.." + std::to_string(bound - 1) + ", got " + std::to_string(value));
 }
+
+v1::FileKind ToProto(FileKind kind) { return kFileKinds.ToProto(kind); }
 
 namespace {
 
@@ -347,6 +350,85 @@ ProtoFormat DetectProtoFormat(std::string_view path, std::string_view content) {
   const size_t first = content.find_first_not_of(" \t\r\n\f\v");
   if (first != std::string_view::npos && content[first] == '{') return ProtoFormat::kJson;
   return ProtoFormat::kText;
+}
+
+std::string_view FileKindName(FileKind kind) {
+  switch (kind) {
+    case FileKind::kPlan:
+      return "plan";
+    case FileKind::kRequest:
+      return "request";
+    case FileKind::kCostModel:
+      return "cost model";
+    case FileKind::kTimeline:
+      return "timeline";
+    case FileKind::kProfile:
+      return "profile";
+  }
+  return "unknown";
+}
+
+StatusOr<FileHeader> ReadFileHeader(std::string_view data, ProtoFormat format) {
+  // Parsed leniently: every other field of the file is unknown to FileHeader and skipped.
+  const pb::LogSilencer silence_protobuf_logging;
+  if (data.size() > static_cast<size_t>(INT_MAX)) {
+    return InvalidArgument("input of " + std::to_string(data.size()) + " bytes is over 2 GiB");
+  }
+  v1::FileHeader header;
+  bool parsed = false;
+  switch (format) {
+    case ProtoFormat::kBinary:
+      parsed = header.ParseFromArray(data.data(), static_cast<int>(data.size()));
+      break;
+    case ProtoFormat::kText: {
+      pb::TextFormat::Parser parser;
+      parser.AllowUnknownField(true);
+      proto_convert::FirstErrorCollector errors;  // kept out of the log
+      parser.RecordErrorsTo(&errors);
+      pb::io::ArrayInputStream stream(data.data(), static_cast<int>(data.size()));
+      parsed = parser.Parse(&stream, &header);
+      break;
+    }
+    case ProtoFormat::kJson: {
+      pb::util::JsonParseOptions options;
+      options.ignore_unknown_fields = true;
+      parsed =
+          pb::util::JsonStringToMessage(pb::StringPiece(data.data(), data.size()), &header, options)
+              .ok();
+      break;
+    }
+  }
+  if (!parsed) return InvalidArgument("not a protobuf message");
+  FileHeader out;
+  out.format_version = header.format_version();
+  if (header.has_kind()) {
+    out.kind = proto_convert::kFileKinds.FromProto(header.kind());
+    if (!out.kind.has_value() && header.kind() != v1::FILE_KIND_UNSPECIFIED) {
+      return InvalidArgument("unknown file kind " + std::to_string(header.kind()));
+    }
+  }
+  return out;
+}
+
+Status CheckFileKind(std::string_view data, ProtoFormat format, FileKind expected) {
+  const StatusOr<FileHeader> header = ReadFileHeader(data, format);
+  if (!header.ok()) return Status::Ok();  // not protobuf at all: the full parse says where
+  const std::string wanted = std::string(FileKindName(expected));
+  if (header->format_version > kFileFormatVersion) {
+    return InvalidArgument("written by a newer pipeplan (file format version " +
+                           std::to_string(header->format_version) + "; this one reads up to " +
+                           std::to_string(kFileFormatVersion) + ")");
+  }
+  if (header->kind.has_value() && *header->kind != expected) {
+    return InvalidArgument("is a " + std::string(FileKindName(*header->kind)) + " file, not a " +
+                           wanted + " file");
+  }
+  if (!header->kind.has_value() && format == ProtoFormat::kBinary) {
+    return InvalidArgument("records no file kind, so it is not a " + wanted +
+                           " file written by pipeplan (binary files from before file format "
+                           "version 1 are not read: write them again)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace pipeplan

@@ -158,24 +158,26 @@ StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string&
 StatusOr<std::string> SerializeRequest(const PlanRequest& request, ProtoFormat format) {
   v1::PlanRequest proto;
   proto_convert::ToProto(request, &proto);
+  proto_convert::StampFile(FileKind::kRequest, &proto);
   return proto_convert::Serialize(proto, format);
 }
 
 StatusOr<PlanRequest> ParseRequest(std::string_view data, ProtoFormat format) {
   return proto_convert::ParseAs<v1::PlanRequest>(
-      data, format, "request file",
+      data, format, FileKind::kRequest, "request file",
       [](const v1::PlanRequest& proto) { return proto_convert::FromProto(proto, /*path=*/""); });
 }
 
 StatusOr<std::string> SerializeCostModel(const CostModel& costs, ProtoFormat format) {
   v1::CostModel proto;
   proto_convert::ToProto(costs, &proto);
+  proto_convert::StampFile(FileKind::kCostModel, &proto);
   return proto_convert::Serialize(proto, format);
 }
 
 StatusOr<CostModel> ParseCostModel(std::string_view data, ProtoFormat format) {
   return proto_convert::ParseAs<v1::CostModel>(
-      data, format, "cost file", [](const v1::CostModel& proto) {
+      data, format, FileKind::kCostModel, "cost file", [](const v1::CostModel& proto) {
         return StatusOr<CostModel>(proto_convert::FromProto(proto));
       });
 }

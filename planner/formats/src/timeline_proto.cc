@@ -91,18 +91,20 @@ StatusOr<Timeline> FromProto(const v1::Timeline& proto) {
 StatusOr<std::string> SerializeTimeline(const Timeline& timeline, ProtoFormat format) {
   v1::Timeline proto;
   proto_convert::ToProto(timeline, &proto);
+  proto_convert::StampFile(FileKind::kTimeline, &proto);
   return proto_convert::Serialize(proto, format);
 }
 
 StatusOr<Timeline> ParseTimeline(std::string_view data, ProtoFormat format) {
   return proto_convert::ParseAs<v1::Timeline>(
-      data, format, "timeline file",
+      data, format, FileKind::kTimeline, "timeline file",
       [](const v1::Timeline& proto) { return proto_convert::FromProto(proto); });
 }
 
 StatusOr<std::string> SerializeTimelineFile(const TimelineFile& file, ProtoFormat format) {
   v1::Timeline proto;
   proto_convert::ToProto(file.timeline, &proto);
+  proto_convert::StampFile(FileKind::kTimeline, &proto);
   if (file.plan) proto_convert::ToProto(*file.plan, proto.mutable_plan());
   if (file.seconds_per_unit) proto.set_seconds_per_unit(*file.seconds_per_unit);
   return proto_convert::Serialize(proto, format);
@@ -110,7 +112,8 @@ StatusOr<std::string> SerializeTimelineFile(const TimelineFile& file, ProtoForma
 
 StatusOr<TimelineFile> ParseTimelineFile(std::string_view data, ProtoFormat format) {
   return proto_convert::ParseAs<v1::Timeline>(
-      data, format, "timeline file", [](const v1::Timeline& proto) -> StatusOr<TimelineFile> {
+      data, format, FileKind::kTimeline, "timeline file",
+      [](const v1::Timeline& proto) -> StatusOr<TimelineFile> {
         TimelineFile file;
         PIPEPLAN_ASSIGN_OR_RETURN(file.timeline, proto_convert::FromProto(proto));
         if (proto.has_plan()) {

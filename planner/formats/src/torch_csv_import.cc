@@ -6,6 +6,7 @@
 #include "pipeplan/formats/torch_csv.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <climits>
 #include <cstdint>
@@ -442,6 +443,30 @@ StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, TorchCsvFormat for
     result.notes.push_back(*std::move(note));
   }
   return result;
+}
+
+bool LooksLikeTorchCsv(std::string_view content) {
+  while (!content.empty()) {
+    const size_t end = content.find('\n');
+    std::string_view line = content.substr(0, end);
+    content.remove_prefix(end == std::string_view::npos ? content.size() : end + 1);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    if (line.find(',') == std::string_view::npos) return false;
+    while (!line.empty() && line.front() == ',') line.remove_prefix(1);  // empty cells
+    const std::string_view cell = line.substr(0, line.find(','));
+    // Digits (the stage), then capitals and '_' (the action), then digits (the microbatch).
+    size_t at = 0;
+    const auto skip = [&](auto predicate) {
+      const size_t from = at;
+      while (at < cell.size() && predicate(static_cast<unsigned char>(cell[at]))) ++at;
+      return at > from;
+    };
+    const bool stage = skip([](unsigned char c) { return std::isdigit(c) != 0; });
+    const bool action = skip([](unsigned char c) { return std::isupper(c) != 0 || c == '_'; });
+    skip([](unsigned char c) { return std::isdigit(c) != 0; });
+    return stage && action && cell.substr(at).find_first_not_of(" \r") == std::string_view::npos;
+  }
+  return false;
 }
 
 }  // namespace pipeplan

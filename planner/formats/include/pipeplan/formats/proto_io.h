@@ -2,6 +2,7 @@
 // (de)serialisation in binary, text and JSON form. The only code that sees generated protos.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,31 @@
 namespace pipeplan {
 
 enum class ProtoFormat : uint8_t { kBinary, kText, kJson };
+
+// What a pipeplan file holds. Every Serialize* below records it in the file (with the format
+// version), and every Parse* checks it before reading the rest: the wrong kind, or a binary
+// file that records none, is refused. Text and JSON without a kind (written by hand) are read.
+enum class FileKind : uint8_t { kPlan, kRequest, kCostModel, kTimeline, kProfile };
+
+// "plan", "request", "cost model", "timeline", "profile".
+std::string_view FileKindName(FileKind kind);
+
+// The format version written into every file; files of a newer version are refused.
+inline constexpr uint32_t kFileFormatVersion = 1;
+
+struct FileHeader {
+  std::optional<FileKind> kind;  // nullopt: none recorded
+  uint32_t format_version = 0;   // 0: none recorded
+};
+
+// The kind and version `data` records. Fails only when `data` is not a protobuf message in
+// `format` at all (the full parse then says where).
+StatusOr<FileHeader> ReadFileHeader(std::string_view data, ProtoFormat format);
+
+// Whether `data` may be read as `expected`: not when it records another kind ("is a timeline
+// file, not a plan file"), a newer format version, or, in binary, no kind at all. Data that is
+// not protobuf passes (the full parse reports it).
+Status CheckFileKind(std::string_view data, ProtoFormat format, FileKind expected);
 
 // Guesses the format from a file name (".pb"/".bin", ".textproto"/".txtpb"/".pbtxt", ".json"),
 // falling back on content (a leading '{' is JSON, printable text is text format).

@@ -41,4 +41,9 @@ struct TorchCsvImport {
 StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, TorchCsvFormat format,
                                         std::optional<int> microbatches);
 
+// Whether `content` reads like a torch pipelining CSV (either format): its first non-empty line
+// is comma-separated and its first non-empty cell an action token such as "0F0" or "1SEND_F2".
+// For telling such a file apart from a pipeplan file given in its place.
+bool LooksLikeTorchCsv(std::string_view content);
+
 }  // namespace pipeplan

@@ -1,0 +1,36 @@
+// Reading a pipeplan file for a command. The file must hold the kind the command reads; when it
+// holds another kind, is empty or is a torch CSV, the error names the file, says what it is and
+// how to write the kind expected ("t.pb is a plan file; a timeline file is expected here: write
+// one with 'pipeplan simulate PLAN --timeline FILE' ...").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/status.h"
+
+namespace pipeplan::app {
+
+struct ProtoFile {
+  std::string content;
+  ProtoFormat format = ProtoFormat::kBinary;
+};
+
+// Reads `path` ("-": standard input) and checks what it holds before the caller parses it.
+StatusOr<ProtoFile> ReadProtoFile(const std::string& path, FileKind expected);
+
+// ReadProtoFile, then `parse` (ParsePlan, ParseTimelineFile, ...); errors start with the path.
+template <typename T>
+StatusOr<T> LoadProtoFile(const std::string& path, FileKind expected,
+                          StatusOr<T> (*parse)(std::string_view, ProtoFormat)) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const ProtoFile file, ReadProtoFile(path, expected));
+  StatusOr<T> parsed = parse(file.content, file.format);
+  if (!parsed.ok()) return parsed.status().WithContext(path);
+  return parsed;
+}
+
+// How a file of `kind` is written, to follow "write one " in error messages.
+std::string_view HowToWrite(FileKind kind);
+
+}  // namespace pipeplan::app
