@@ -65,7 +65,7 @@ StatusOr<ExportOptions> ParseExportOptions(const app::Flags& flags) {
 }
 
 StatusOr<std::string> RenderTorchCsv(const Plan& plan, TorchCsvFormat format) {
-  TorchCsvExport exported = ExportTorchCsv(plan, format);
+  PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, format));
   for (const std::string& note : exported.notes) app::PrintNote(note);
   return std::move(exported.csv);
 }

@@ -59,7 +59,7 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
   const Plan& plan = planned.plan;
   const Timeline& timeline = planned.timeline;
 
-  TorchCsvExport exported = ExportTorchCsv(plan, request.format);
+  PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, request.format));
   PlanOpResult result;
   result.actions = SplitRows(exported.csv);
   result.metrics_json = app::RenderMetricsJson(plan, timeline);

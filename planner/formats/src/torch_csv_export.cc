@@ -133,7 +133,15 @@ void AppendRow(const std::vector<std::string>& cells, std::string* csv) {
 
 }  // namespace
 
-TorchCsvExport ExportTorchCsv(const Plan& plan, TorchCsvFormat format) {
+StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format) {
+  if (plan.request.topology.placement == Placement::kDual) {
+    return FailedPrecondition(
+        "torch's CSV cannot express a dual-placement plan (" + plan.request.strategy +
+        "): rank r runs stage r of one model copy and stage P-1-r of another, but torch's "
+        "grammar has one model copy per stage index and would read a different schedule; "
+        "dualpipe-v, the single-copy V-shape variant, can be exported (torch runs it as "
+        "ScheduleDualPipeV)");
+  }
   TorchCsvExport out;
   LeftOut left_out;
   for (const RankProgram& program : plan.programs) {

@@ -63,39 +63,62 @@ Plan ZeroBubbleWithPostValidation() {
 }
 
 TEST(TorchCsvExportTest, OneFOneBComputeOnly) {
-  const TorchCsvExport out = ExportTorchCsv(OneFOneB(), TorchCsvFormat::kComputeOnly);
-  EXPECT_EQ(out.csv,
+  const StatusOr<TorchCsvExport> out = ExportTorchCsv(OneFOneB(), TorchCsvFormat::kComputeOnly);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->csv,
             "0F0,0F1,0B0,0B1\r\n"
             "1F0,1B0,1F1,1B1\r\n");
-  EXPECT_TRUE(out.notes.empty());
+  EXPECT_TRUE(out->notes.empty());
 }
 
 TEST(TorchCsvExportTest, OneFOneBComputeComms) {
-  const TorchCsvExport out = ExportTorchCsv(OneFOneB(), TorchCsvFormat::kComputeComms);
-  EXPECT_EQ(out.csv,
+  const StatusOr<TorchCsvExport> out = ExportTorchCsv(OneFOneB(), TorchCsvFormat::kComputeComms);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->csv,
             "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\r\n"
             "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1REDUCE_GRAD,1SEND_B1\r\n");
-  EXPECT_TRUE(out.notes.empty());
+  EXPECT_TRUE(out->notes.empty());
+}
+
+// Torch's grammar has one model copy per stage index; dualpipe's two copies would be read as
+// another schedule, so the export refuses and names the variant torch runs.
+TEST(TorchCsvExportTest, DualPlacementIsRefusedNamingDualPipeV) {
+  PlanRequest request;
+  request.strategy = "dualpipe";
+  request.topology = {
+      .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kDual};
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  for (const TorchCsvFormat format :
+       {TorchCsvFormat::kComputeOnly, TorchCsvFormat::kComputeComms}) {
+    const StatusOr<TorchCsvExport> out = ExportTorchCsv(*plan, format);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(out.status().message().find("dualpipe-v"), std::string::npos)
+        << out.status().message();
+  }
 }
 
 TEST(TorchCsvExportTest, ZeroBubbleComputeOnlyLeavesOutPostValidation) {
-  const TorchCsvExport out =
+  const StatusOr<TorchCsvExport> out =
       ExportTorchCsv(ZeroBubbleWithPostValidation(), TorchCsvFormat::kComputeOnly);
-  EXPECT_EQ(out.csv,
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->csv,
             "0F0,0F1,0I0,0I1,0W0,0W1\r\n"
             "1F0,1I0,1F1,1I1,1W0,1W1\r\n");
-  EXPECT_EQ(out.notes, std::vector<std::string>{
-                           "post-validation actions left out: torch's CSV grammar has no such "
-                           "action"});
+  EXPECT_EQ(out->notes, std::vector<std::string>{
+                            "post-validation actions left out: torch's CSV grammar has no such "
+                            "action"});
 }
 
 TEST(TorchCsvExportTest, ZeroBubbleComputeCommsReducesAfterLastWAndNotesWhatIsLeftOut) {
-  const TorchCsvExport out =
+  const StatusOr<TorchCsvExport> out =
       ExportTorchCsv(ZeroBubbleWithPostValidation(), TorchCsvFormat::kComputeComms);
-  EXPECT_EQ(out.csv,
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->csv,
             "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0I0,0RECV_B1,0I1,0W0,0W1,0REDUCE_GRAD\r\n"
             "1RECV_F0,1F0,1I0,1SEND_B0,1RECV_F1,1F1,1I1,1SEND_B1,1W0,1W1,1REDUCE_GRAD\r\n");
-  EXPECT_EQ(out.notes,
+  EXPECT_EQ(out->notes,
             (std::vector<std::string>{
                 "post-validation actions left out: torch's CSV grammar has no such action",
                 "SEND_PV actions left out: torch's CSV grammar has no such action",
@@ -111,16 +134,16 @@ TEST(TorchCsvExportTest, ReduceGradFollowsAnOverlapCellHoldingTheLastBackward) {
       MakePlan({.ranks = 1, .stages_per_rank = 2, .microbatches = 2},
                {{Op(kForward, 0, 0), Op(kForward, 0, 1), Op(kBackward, 0, 0),
                  MakeOverlap(Op(kForward, 1, 0), Op(kBackward, 0, 1)), Op(kBackward, 1, 0)}});
-  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeComms).csv,
+  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeComms)->csv,
             "0F0,0F1,0B0,(1F0;0B1)OVERLAP_F_B,0REDUCE_GRAD,1B0,1REDUCE_GRAD\r\n");
-  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly).csv,
+  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly)->csv,
             "0F0,0F1,0B0,(1F0;0B1)OVERLAP_F_B,1B0\r\n");
 }
 
 TEST(TorchCsvExportTest, RankWithoutActionsIsAnEmptyRow) {
   const Plan plan =
       MakePlan({.ranks = 2, .stages_per_rank = 1, .microbatches = 1}, {{Op(kForward, 0, 0)}, {}});
-  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly).csv, "0F0\r\n\r\n");
+  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly)->csv, "0F0\r\n\r\n");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -159,7 +182,7 @@ TEST(TorchCsvImportTest, ImportThenExportGivesTheSameCsv) {
       (Topology{
           .ranks = 2, .stages_per_rank = 2, .microbatches = 3, .placement = Placement::kLoop}));
   const Plan plan = MakePlan(imported->topology, imported->order);
-  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly).csv, csv);
+  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly)->csv, csv);
 }
 
 TEST(TorchCsvImportTest, AcceptsTorchDumpWithIdleSlotsWhitespaceAndBareNewlines) {
@@ -170,7 +193,7 @@ TEST(TorchCsvImportTest, AcceptsTorchDumpWithIdleSlotsWhitespaceAndBareNewlines)
   EXPECT_EQ(imported->topology.ranks, 2);
   EXPECT_EQ(imported->order, ComputeOnly(OneFOneB()));
   const Plan plan = MakePlan(imported->topology, imported->order);
-  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly).csv,
+  EXPECT_EQ(ExportTorchCsv(plan, TorchCsvFormat::kComputeOnly)->csv,
             "0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n");
 }
 
@@ -260,7 +283,7 @@ TEST(TorchCsvImportTest, ComputeOnlyRefusesTorchsCommsDump) {
 TEST(TorchCsvImportTest, ComputeCommsReadsOurExportBack) {
   const Plan plan = ZeroBubbleWithPostValidation();
   const StatusOr<TorchCsvImport> imported = ImportTorchCsv(
-      ExportTorchCsv(plan, TorchCsvFormat::kComputeComms).csv, kComputeComms, std::nullopt);
+      ExportTorchCsv(plan, TorchCsvFormat::kComputeComms)->csv, kComputeComms, std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(imported->order, ComputeOnly(plan));
 }

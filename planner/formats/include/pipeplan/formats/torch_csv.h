@@ -23,7 +23,10 @@ struct TorchCsvExport {
   std::vector<std::string> notes;  // what torch's grammar cannot express and was left out
 };
 
-TorchCsvExport ExportTorchCsv(const Plan& plan, TorchCsvFormat format);
+// Fails for a plan torch's grammar cannot express: a dual-placement plan (dualpipe) runs two
+// model copies, but torch's CSV has one model copy per stage index, so torch would read
+// another schedule (and its own checks refuse it).
+StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format);
 
 struct TorchCsvImport {
   Topology topology;  // P = rows, V = stages / P, M given or inferred, placement inferred
