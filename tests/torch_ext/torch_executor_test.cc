@@ -104,7 +104,7 @@ TEST(PeerFailure, ADyingPeerEndsTheRunWithAnError) {
   EXPECT_NE(run.output.find("rank 1 exited with code " + std::to_string(runtime::kCrashExitCode)),
             std::string::npos)
       << run.output;
-  EXPECT_NE(run.output.find("rank 0: "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("pipeplan-torch run: error: rank 0"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("killing it"), std::string::npos) << run.output;
   EXPECT_LT(run.seconds, kTimeout + 20) << run.output;
 }
@@ -138,6 +138,53 @@ Plan TwoRankPlan() {
   StatusOr<Plan> plan = BuildPlan(request);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return *plan;
+}
+
+// As a newcomer runs it: the plan as the first argument, no torchrun and no --local-ranks. The
+// plan's ranks run as local processes, and one line says so.
+TEST(TorchTool, OutsideTorchrunThePlansRanksRunAsLocalProcesses) {
+  const testing::TempDir dir("newcomer");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(TwoRankPlan(), ProtoFormat::kBinary);
+  const testing::CommandResult run =
+      testing::RunTorchTool({"run", path, "--steps", "1", "--warmup", "0"}, 120);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("pipeplan-torch run: not under torchrun (RANK is not set): running "
+                            "the plan's 2 ranks as processes of this machine (--local-ranks 2)"),
+            std::string::npos)
+      << run.output;
+}
+
+// A failing rank's error names it once ("rank 1, action 2 (1B0): ..."), a rank that stops
+// because of it says which rank it is.
+TEST(TorchTool, AChildsErrorNamesItsRankOnce) {
+  const testing::TempDir dir("once");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(TwoRankPlan(), ProtoFormat::kBinary);
+  const testing::CommandResult run = testing::RunTorchTool(
+      {"run", path, "--steps", "1", "--warmup", "0", "--inject-fault", "fail@1:2"}, 120);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("pipeplan-torch run: error: rank 1, action 2 (1B0): injected failure"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("rank 1: rank 1"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("pipeplan-torch run: error: rank 0: rank 1, action 2 (1B0)"),
+            std::string::npos)
+      << run.output;
+}
+
+TEST(TorchTool, ThePlanIsGivenOnce) {
+  const testing::CommandResult twice = testing::RunTorchTool({"run", "a.pb", "--plan", "b.pb"}, 60);
+  EXPECT_EQ(twice.exit_code, 2) << twice.output;
+  EXPECT_NE(twice.output.find("unexpected argument 'a.pb' (the plan is given once: PLAN or "
+                              "--plan PLAN)"),
+            std::string::npos)
+      << twice.output;
+  const testing::CommandResult none = testing::RunTorchTool({"run", "--steps", "1"}, 60);
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("missing the plan (pipeplan-torch run PLAN, or --plan PLAN)"),
+            std::string::npos)
+      << none.output;
 }
 
 // Rank 0's first activation of the second step arrives with half its bytes (8192 -> 4096 for

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -365,7 +366,11 @@ StatusOr<GlooConnection> ConnectGloo(const Rendezvous& r) {
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(r.port);
-    options.isServer = r.rank == 0;
+    // Under torchrun the agent already hosts the store on MASTER_PORT (torch's own ranks then
+    // connect as clients, too); hosting it again only fails to bind, noisily.
+    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    options.isServer =
+        r.rank == 0 && !(agent_store != nullptr && std::string_view(agent_store) == "True");
     options.numWorkers = r.world_size;
     options.waitWorkers = true;
     options.timeout = r.timeout;

@@ -48,9 +48,9 @@ using app::Flags;
 using app::FlagSpec;
 
 constexpr std::string_view kHelp =
-    R"(usage: pipeplan-torch run --plan PLAN [options]
-       pipeplan-torch profile --plan PLAN -o PROFILE [options]
-       torchrun --no-python --nproc-per-node P pipeplan-torch run --plan PLAN [options]
+    R"(usage: pipeplan-torch run PLAN [options]
+       pipeplan-torch profile PLAN -o PROFILE [options]
+       torchrun --no-python --nproc-per-node P pipeplan-torch run PLAN [options]
 
 Runs a pipeplan plan on the built-in model (pre-norm transformer blocks, attention + MLP,
 synthetic data, mean-squared-error loss on the last stage), or on your TorchScript stages
@@ -58,15 +58,17 @@ synthetic data, mean-squared-error loss on the last stage), or on your TorchScri
 F keeps the autograd graph, B is the full backward, I takes input gradients only and W runs
 the deferred weight GEMMs, F&B overlap cells run their halves in turn (CPU), and the
 optimizer steps after the last W. Ranks are separate processes talking over Gloo (c10d):
-launched by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or spawned here with
---local-ranks P on 127.0.0.1; or threads of this process with --transport inproc.
+launched by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or, outside torchrun,
+spawned here on 127.0.0.1 (the plan's P ranks, or --local-ranks P); or threads of this process
+with --transport inproc.
 
 'profile' runs the same way and writes the measured F/B/I/W/overlap durations and transfer
 times per stage (medians and spread) for 'pipeplan calibrate PROFILE -o COSTS'.
 
 Options:
-  --plan FILE             the plan (from 'pipeplan plan'); required
-  --local-ranks P         spawn the plan's P ranks as processes of this machine
+  PLAN, --plan FILE       the plan (from 'pipeplan plan'); required, given either way
+  --local-ranks P         spawn the plan's P ranks as processes of this machine (what
+                          happens anyway outside torchrun, when RANK is not set)
   --transport NAME        gloo (processes; default), nccl (processes, one GPU each:
                           cuda:LOCAL_RANK; not yet run on a GPU, see docs/torch.md) or
                           inproc (threads of this process)
@@ -161,6 +163,19 @@ const std::vector<FlagSpec>& Specs() {
   return specs;
 }
 
+// The plan, given as the first argument (as 'pipeplan run' takes it) or with --plan.
+StatusOr<std::string> PlanPath(const Flags& flags) {
+  const std::vector<std::string>& positional = flags.positional();
+  const std::optional<std::string> flag = flags.GetString("plan");
+  if (positional.size() > 1 || (!positional.empty() && flag)) {
+    return InvalidArgument("unexpected argument '" + positional.back() +
+                           "' (the plan is given once: PLAN or --plan PLAN)");
+  }
+  if (!positional.empty()) return positional.front();
+  if (flag) return *flag;
+  return InvalidArgument("missing the plan (pipeplan-torch run PLAN, or --plan PLAN)");
+}
+
 StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
   Options o;
   o.profile = profile;
@@ -168,10 +183,7 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
     o.steps = 5;
     o.warmup = 2;
   }
-  if (!flags.positional().empty()) {
-    return InvalidArgument("unexpected argument '" + flags.positional().front() + "'");
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(o.plan_path, flags.RequireString("plan"));
+  PIPEPLAN_ASSIGN_OR_RETURN(o.plan_path, PlanPath(flags));
   PIPEPLAN_ASSIGN_OR_RETURN(o.local_ranks, flags.GetInt("local-ranks", 1));
   if (auto transport = flags.GetString("transport")) {
     if (*transport == "gloo") {
@@ -571,6 +583,14 @@ int Main(int argc, char** argv) {
 
   const bool is_child = std::getenv("RANK") != nullptr;
   const bool in_process = options->transport == TransportKind::kInProc;
+  const int plan_ranks = plan->request.topology.ranks;
+  if (!in_process && !is_child && !options->local_ranks && plan_ranks > 1) {
+    // Outside torchrun: run the plan's ranks here rather than fail on a missing RANK.
+    std::cerr << "pipeplan-torch " << command << ": not under torchrun (RANK is not set): "
+              << "running the plan's " << plan_ranks << " ranks as processes of this machine "
+              << "(--local-ranks " << plan_ranks << ")\n";
+    options->local_ranks = plan_ranks;
+  }
   if (!in_process && !is_child && options->local_ranks) {
     return LaunchLocalRanks(*options->local_ranks, *options, all);
   }
@@ -579,8 +599,10 @@ int Main(int argc, char** argv) {
   } else {
     status = RunAsRank(*plan, *options);
     if (!status.ok()) {
+      // Name the reporting rank once: a failing action already reads "rank R, action ...".
       const char* rank = std::getenv("RANK");
-      status = status.WithContext("rank " + std::string(rank == nullptr ? "?" : rank));
+      const std::string own = "rank " + std::string(rank == nullptr ? "?" : rank);
+      if (!status.message().starts_with(own + ",")) status = status.WithContext(own);
     }
   }
   if (!status.ok()) return input_error(status);
