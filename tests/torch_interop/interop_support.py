@@ -8,6 +8,7 @@ Standard library only at import time: torch is imported by the tests after requi
 import os
 import subprocess
 import sys
+import unittest
 import warnings
 
 # ctest reads this exit code as "skipped" (SKIP_RETURN_CODE in tests/torch_interop).
@@ -104,3 +105,12 @@ def compute_order(pipeline_order, ranks):
     and non-compute actions (REDUCE_GRAD, which the single-stage classes add) removed."""
     return [[str(action) for action in pipeline_order[rank]
              if action is not None and action.is_compute_op] for rank in range(ranks)]
+
+
+def run_tests(module):
+    """Runs the unittest cases of `module` verbosely (skipped, exit 77, without torch);
+    returns the exit code: 0 when every case passed."""
+    require_torch()
+    program = unittest.main(module=module, argv=[sys.argv[0], "-v", *sys.argv[1:]],
+                            exit=False)
+    return 0 if program.result.wasSuccessful() else 1

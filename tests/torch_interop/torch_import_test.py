@@ -96,12 +96,5 @@ class TorchImportTest(unittest.TestCase):
                          torch_order)
 
 
-def main():
-    support.require_torch()
-    program = unittest.main(module=__name__, argv=[sys.argv[0], "-v", *sys.argv[1:]],
-                            exit=False)
-    return 0 if program.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(support.run_tests(__name__))
