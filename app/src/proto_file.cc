@@ -6,7 +6,9 @@
 #include "pipeplan/formats/torch_csv.h"
 
 namespace pipeplan::app {
+namespace {
 
+// How a file of `kind` is written, to follow "write one " in error messages.
 std::string_view HowToWrite(FileKind kind) {
   switch (kind) {
     case FileKind::kPlan:
@@ -26,9 +28,13 @@ std::string_view HowToWrite(FileKind kind) {
   return "";
 }
 
+std::string Expected(FileKind kind) { return "a " + std::string(FileKindName(kind)) + " file"; }
+
+}  // namespace
+
 StatusOr<ProtoFile> ReadProtoFile(const std::string& path, FileKind expected) {
   PIPEPLAN_ASSIGN_OR_RETURN(std::string content, ReadFile(path));
-  const std::string wanted = "a " + std::string(FileKindName(expected)) + " file";
+  const std::string wanted = Expected(expected);
   if (content.empty()) {
     return InvalidArgument(path + " is empty; " + wanted + " is expected here: write one " +
                            std::string(HowToWrite(expected)));
@@ -39,13 +45,19 @@ StatusOr<ProtoFile> ReadProtoFile(const std::string& path, FileKind expected) {
                            " -o plan.pb' (--format torch-csv-comms for torch's _dump_csv files)");
   }
   const ProtoFormat format = DetectProtoFormat(path, content);
-  const StatusOr<FileHeader> header = ReadFileHeader(content, format);
+  return ProtoFile{std::move(content), format};
+}
+
+Status ExplainParseError(const std::string& path, const ProtoFile& file, FileKind expected,
+                         const Status& status) {
+  // Read leniently only now: a file that parses records its kind in what it parsed to.
+  const StatusOr<FileHeader> header = ReadFileHeader(file.content, file.format);
   if (header.ok() && header->kind.has_value() && *header->kind != expected) {
     return InvalidArgument(path + " is a " + std::string(FileKindName(*header->kind)) + " file; " +
-                           wanted + " is expected here: write one " +
+                           Expected(expected) + " is expected here: write one " +
                            std::string(HowToWrite(expected)));
   }
-  return ProtoFile{std::move(content), format};
+  return status.WithContext(path);
 }
 
 }  // namespace pipeplan::app

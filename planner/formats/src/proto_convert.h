@@ -114,14 +114,37 @@ void StampFile(FileKind kind, ProtoMessage* proto) {
   proto->set_kind(ToProto(kind));
 }
 
-// Checks the file's kind (CheckFileKind), then parses `data` as a `ProtoMessage` and converts
-// it; every error but the kind's starts with `what`.
+// The kind and version a top-level message (or FileHeader) records; fails on a kind value
+// this version does not know.
+template <typename ProtoMessage>
+StatusOr<FileHeader> HeaderOf(const ProtoMessage& proto) {
+  FileHeader header;
+  header.format_version = proto.format_version();
+  if (!proto.has_kind() || proto.kind() == v1::FILE_KIND_UNSPECIFIED) return header;
+  header.kind = kFileKinds.FromProto(proto.kind());
+  if (!header.kind.has_value()) {
+    return InvalidArgument("unknown file kind " + std::to_string(proto.kind()));
+  }
+  return header;
+}
+
+// Whether a file with `header` may be read as `expected` (see CheckFileKind).
+Status CheckHeader(const FileHeader& header, ProtoFormat format, FileKind expected);
+
+// Parses `data` as a `ProtoMessage`, checks the kind it records (CheckHeader) and converts it.
+// The kind is read from the parsed message, so a file is parsed once; only when parsing fails
+// is the kind read leniently (CheckFileKind), since a file of another kind fails on its fields
+// and should say what it is instead. Every error but the kind's starts with `what`.
 template <typename ProtoMessage, typename Convert>
 auto ParseAs(std::string_view data, ProtoFormat format, FileKind kind, const std::string& what,
              Convert convert) -> decltype(convert(std::declval<const ProtoMessage&>())) {
-  PIPEPLAN_RETURN_IF_ERROR(CheckFileKind(data, format, kind));
   ProtoMessage proto;
-  PIPEPLAN_RETURN_IF_ERROR(ParseMessage(data, format, &proto).WithContext(what));
+  if (const Status parsed = ParseMessage(data, format, &proto); !parsed.ok()) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckFileKind(data, format, kind));
+    return parsed.WithContext(what);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const FileHeader header, HeaderOf(proto));
+  PIPEPLAN_RETURN_IF_ERROR(CheckHeader(header, format, kind));
   auto converted = convert(proto);
   if (!converted.ok()) return converted.status().WithContext(what);
   return converted;

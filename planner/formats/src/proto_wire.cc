@@ -399,36 +399,32 @@ StatusOr<FileHeader> ReadFileHeader(std::string_view data, ProtoFormat format) {
     }
   }
   if (!parsed) return InvalidArgument("not a protobuf message");
-  FileHeader out;
-  out.format_version = header.format_version();
-  if (header.has_kind()) {
-    out.kind = proto_convert::kFileKinds.FromProto(header.kind());
-    if (!out.kind.has_value() && header.kind() != v1::FILE_KIND_UNSPECIFIED) {
-      return InvalidArgument("unknown file kind " + std::to_string(header.kind()));
-    }
-  }
-  return out;
+  return proto_convert::HeaderOf(header);
 }
 
-Status CheckFileKind(std::string_view data, ProtoFormat format, FileKind expected) {
-  const StatusOr<FileHeader> header = ReadFileHeader(data, format);
-  if (!header.ok()) return Status::Ok();  // not protobuf at all: the full parse says where
+Status proto_convert::CheckHeader(const FileHeader& header, ProtoFormat format, FileKind expected) {
   const std::string wanted = std::string(FileKindName(expected));
-  if (header->format_version > kFileFormatVersion) {
+  if (header.format_version > kFileFormatVersion) {
     return InvalidArgument("written by a newer pipeplan (file format version " +
-                           std::to_string(header->format_version) + "; this one reads up to " +
+                           std::to_string(header.format_version) + "; this one reads up to " +
                            std::to_string(kFileFormatVersion) + ")");
   }
-  if (header->kind.has_value() && *header->kind != expected) {
-    return InvalidArgument("is a " + std::string(FileKindName(*header->kind)) + " file, not a " +
+  if (header.kind.has_value() && *header.kind != expected) {
+    return InvalidArgument("is a " + std::string(FileKindName(*header.kind)) + " file, not a " +
                            wanted + " file");
   }
-  if (!header->kind.has_value() && format == ProtoFormat::kBinary) {
+  if (!header.kind.has_value() && format == ProtoFormat::kBinary) {
     return InvalidArgument("records no file kind, so it is not a " + wanted +
                            " file written by pipeplan (binary files from before file format "
                            "version 1 are not read: write them again)");
   }
   return Status::Ok();
+}
+
+Status CheckFileKind(std::string_view data, ProtoFormat format, FileKind expected) {
+  const StatusOr<FileHeader> header = ReadFileHeader(data, format);
+  if (!header.ok()) return Status::Ok();  // not protobuf at all: the full parse says where
+  return proto_convert::CheckHeader(*header, format, expected);
 }
 
 }  // namespace pipeplan

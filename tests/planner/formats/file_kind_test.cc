@@ -122,6 +122,16 @@ TEST(FileKindTest, BinaryWithoutKindIsRefused) {
             "from before file format version 1 are not read: write them again)");
 }
 
+// A kind this version does not know (a newer pipeplan's) is not read as any kind.
+TEST(FileKindTest, AnUnknownKindIsRefused) {
+  const StatusOr<std::string> data = SerializePlan(Planned().plan, ProtoFormat::kBinary);
+  ASSERT_TRUE(data.ok());
+  std::string unknown = *data;
+  ASSERT_EQ(unknown.back(), '\x01');  // kind = PLAN, the last byte
+  unknown.back() = '\x09';
+  EXPECT_EQ(ParsePlan(unknown, ProtoFormat::kBinary).status().message(), "unknown file kind 9");
+}
+
 TEST(FileKindTest, HandWrittenTextAndJsonWithoutKindAreRead) {
   EXPECT_TRUE(ParseCostModel("stages { forward: 2 backward: 3 }\n", ProtoFormat::kText).ok());
   EXPECT_TRUE(ParseCostModel(R"({"stages": [{"forward": 2}]})", ProtoFormat::kJson).ok());

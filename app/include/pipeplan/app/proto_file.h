@@ -17,8 +17,13 @@ struct ProtoFile {
   ProtoFormat format = ProtoFormat::kBinary;
 };
 
-// Reads `path` ("-": standard input) and checks what it holds before the caller parses it.
+// Reads `path` ("-": standard input); refuses an empty file and a torch CSV, naming them.
 StatusOr<ProtoFile> ReadProtoFile(const std::string& path, FileKind expected);
+
+// The error for `file` failing to parse as `expected`: when the file records another kind,
+// what it is and how to write the kind expected; else `status` with the path.
+Status ExplainParseError(const std::string& path, const ProtoFile& file, FileKind expected,
+                         const Status& status);
 
 // ReadProtoFile, then `parse` (ParsePlan, ParseTimelineFile, ...); errors start with the path.
 template <typename T>
@@ -26,11 +31,8 @@ StatusOr<T> LoadProtoFile(const std::string& path, FileKind expected,
                           StatusOr<T> (*parse)(std::string_view, ProtoFormat)) {
   PIPEPLAN_ASSIGN_OR_RETURN(const ProtoFile file, ReadProtoFile(path, expected));
   StatusOr<T> parsed = parse(file.content, file.format);
-  if (!parsed.ok()) return parsed.status().WithContext(path);
+  if (!parsed.ok()) return ExplainParseError(path, file, expected, parsed.status());
   return parsed;
 }
-
-// How a file of `kind` is written, to follow "write one " in error messages.
-std::string_view HowToWrite(FileKind kind);
 
 }  // namespace pipeplan::app

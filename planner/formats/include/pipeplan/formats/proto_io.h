@@ -16,8 +16,9 @@ namespace pipeplan {
 enum class ProtoFormat : uint8_t { kBinary, kText, kJson };
 
 // What a pipeplan file holds. Every Serialize* below records it in the file (with the format
-// version), and every Parse* checks it before reading the rest: the wrong kind, or a binary
-// file that records none, is refused. Text and JSON without a kind (written by hand) are read.
+// version), and every Parse* checks it: the wrong kind, or a binary file that records none, is
+// refused, also where the file's fields would not parse as the kind expected. Text and JSON
+// without a kind (written by hand) are read.
 enum class FileKind : uint8_t { kPlan, kRequest, kCostModel, kTimeline, kProfile };
 
 // "plan", "request", "cost model", "timeline", "profile".
