@@ -75,16 +75,12 @@ std::optional<std::string_view> FirstRequestValue(const RequestValues& values) {
       {"microbatch-group-size", values.microbatch_group_size.has_value()},
       {"memory-limit", values.memory_limit.has_value()},
       {"post-validation", values.post_validation},
-      {"costs", values.costs_file.has_value()},
-      {"forward", values.forward.has_value()},
-      {"backward", values.backward.has_value()},
-      {"backward-input", values.backward_input.has_value()},
-      {"backward-weight", values.backward_weight.has_value()},
-      {"overlap", values.overlap.has_value()},
-      {"comm", values.comm.has_value()},
-      {"receive-overhead", values.receive_overhead.has_value()}};
+      {"costs", values.costs_file.has_value()}};
   for (const auto& [name, is_given] : given) {
     if (is_given) return name;
+  }
+  for (const auto& [name, value] : Durations(values)) {
+    if (value->has_value()) return name;
   }
   return std::nullopt;
 }
