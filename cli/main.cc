@@ -64,6 +64,7 @@ void PrintUsage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pipeplan::app::WriteStderrByLines();
   const std::vector<std::string> words(argv + 1, argv + argc);
   if (words.empty()) {
     std::cerr << "pipeplan: error: missing command\n";

@@ -1,5 +1,8 @@
 #include "pipeplan/app/command.h"
 
+#include <cstdio>
+#include <iostream>
+
 #include "pipeplan/app/format.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
@@ -44,6 +47,12 @@ int ReportInputError(std::string_view command, const Status& status) {
 }
 
 void PrintNote(std::string_view message) { std::cerr << "note: " << message << "\n"; }
+
+void WriteStderrByLines() {
+  // std::cerr writes through stdio's stderr; without unitbuf a line reaches the pipe at its '\n'.
+  std::setvbuf(stderr, nullptr, _IOLBF, BUFSIZ);
+  std::cerr.unsetf(std::ios_base::unitbuf);
+}
 
 void PrintHelp(std::string_view help) {
   constexpr std::string_view kMarker = "@STRATEGIES@";

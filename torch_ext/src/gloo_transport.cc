@@ -156,6 +156,19 @@ class GlooTransport final : public runtime::Transport {
     return aborted_;
   }
 
+  // A failing peer publishes its reason before it exits and closes its connections, so when Gloo
+  // reports a closed connection the reason is usually in the store already, though the watcher
+  // has not polled yet: look now, so that the diagnosis and not its echo is reported.
+  std::optional<Status> PublishedAbort() {
+    if (auto local = aborted()) return local;
+    try {
+      if (auto reason = ReadPublishedReason()) AbortLocally(*reason);
+    } catch (const std::exception&) {
+      return std::nullopt;  // the store is gone too: the Gloo error is all there is to say
+    }
+    return aborted();
+  }
+
  private:
   // Keeps a posted op alive for Abort while the caller holds its handle.
   class SharedOp final : public PendingOp {
@@ -181,13 +194,19 @@ class GlooTransport final : public runtime::Transport {
     for (const auto& op : live) op->Abort();
   }
 
+  // The reason some rank published, if one did; throws when the store is gone.
+  std::optional<Status> ReadPublishedReason() {
+    if (!store_->check({kAbortKey})) return std::nullopt;
+    const std::vector<uint8_t> reason = store_->get(kAbortKey);
+    return Status(StatusCode::kAborted, std::string(reason.begin(), reason.end()));
+  }
+
   void WatchForAbort(const std::stop_token& stop) {
     while (!stop.stop_requested()) {
       std::this_thread::sleep_for(kAbortPoll);
       try {
-        if (store_->check({kAbortKey})) {
-          const std::vector<uint8_t> reason = store_->get(kAbortKey);
-          AbortLocally(Status(StatusCode::kAborted, std::string(reason.begin(), reason.end())));
+        if (auto reason = ReadPublishedReason()) {
+          AbortLocally(*reason);
           return;
         }
       } catch (const std::exception& e) {
@@ -248,7 +267,7 @@ Status GlooPendingOp::WaitWork(const c10::intrusive_ptr<c10d::Work>& work, TimeP
   try {
     done = deadline == TimePoint::max() ? work->wait() : work->wait(Until(deadline));
   } catch (const std::exception& e) {
-    if (auto aborted = transport_->aborted()) return *aborted;
+    if (auto aborted = transport_->PublishedAbort()) return *aborted;
     if (Clock::now() >= deadline) {
       return DeadlineExceeded("no message from/to rank " + std::to_string(op_.peer.value) +
                               " before the deadline");

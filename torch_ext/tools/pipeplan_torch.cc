@@ -612,4 +612,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace pipeplan::torch_ext
 
-int main(int argc, char** argv) { return pipeplan::torch_ext::Main(argc, argv); }
+int main(int argc, char** argv) {
+  pipeplan::app::WriteStderrByLines();
+  return pipeplan::torch_ext::Main(argc, argv);
+}

@@ -24,6 +24,11 @@ int ReportInputError(std::string_view command, const Status& status);
 // Prints "note: <message>" to stderr.
 void PrintNote(std::string_view message);
 
+// Makes std::cerr write whole lines: processes that share one stderr (the ranks a launcher
+// starts) then never interleave inside a line, as pipe writes up to 4 KiB are atomic. Call first
+// in main.
+void WriteStderrByLines();
+
 // Whether the words contain -h/--help before any "--".
 bool WantsHelp(const std::vector<std::string>& args);
 
