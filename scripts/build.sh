@@ -4,6 +4,7 @@
 #   jobs:      $PIPEPLAN_JOBS, default $(nproc)
 #   LibTorch:  found in the venv scripts/setup_torch.sh made (the extension builds when it is
 #              there); PIPEPLAN_TORCH=OFF leaves it out
+#   byexample: found in the venv scripts/setup_docs.sh made (for the documentation test)
 # Extra arguments go to the CMake configure step (e.g. -DPIPEPLAN_WERROR=ON); without them
 # an existing build directory is reused as it is.
 set -euo pipefail
@@ -46,7 +47,14 @@ else
     [[ -n "$torch_prefix" ]] && torch_args=(-DCMAKE_PREFIX_PATH="$torch_prefix")
   fi
 fi
-set -- "${torch_args[@]}" "$@"
+# The documentation test needs byexample (scripts/setup_docs.sh); without it that test is not
+# registered.
+docs_args=()
+docs_venv=${PIPEPLAN_DOCS_VENV:-$HOME/.cache/pipeplan/venv-docs-byexample-11.0.0}
+if [[ -x "$docs_venv/bin/byexample" ]]; then
+  docs_args=(-DPIPEPLAN_BYEXAMPLE="$docs_venv/bin/byexample")
+fi
+set -- "${torch_args[@]}" "${docs_args[@]}" "$@"
 
 if [[ ! -f "$build_dir/build.ninja" ]] || ! cache_has_args "$@"; then
   echo "build: configuring $build_dir (Ninja, RelWithDebInfo${*:+, $*})"

@@ -28,6 +28,7 @@ for arg in "$@"; do
 done
 
 bash "$repo/scripts/setup.sh"
+bash "$repo/scripts/setup_docs.sh" >/dev/null
 if [[ "${PIPEPLAN_TORCH:-AUTO}" != "OFF" ]]; then
   bash "$repo/scripts/setup_torch.sh" >/dev/null
 fi
