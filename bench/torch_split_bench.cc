@@ -59,7 +59,7 @@ Status TimeStep(SingleStage& single, int step, std::vector<double>& b, std::vect
                 std::vector<double>& w) {
   runtime::OpContext context;
   context.step = step;
-  PIPEPLAN_RETURN_IF_ERROR(single.executor->BeginStep(step));
+  PIPEPLAN_RETURN_IF_ERROR(single.executor->BeginStep(context));
   for (size_t index = 0; index < single.compute.size(); ++index) {
     const Action& action = single.compute[index];
     context.action_index = index;

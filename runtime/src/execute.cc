@@ -44,9 +44,10 @@ class StepRunner {
     const Status status = RunActions();
     Publish(Activity::kDone, kNoAction);
     if (!status.ok()) {
-      // Stop everyone else; an abort that reached us from elsewhere is passed on unchanged.
-      options_.stop.request_stop();
+      // The diagnosis goes out before the stop, so that a peer learns why and not just that the
+      // step was stopped; an abort that reached us from elsewhere is passed on unchanged.
       transport_.Abort(status);
+      options_.stop.request_stop();
       return status;
     }
     return std::move(timeline_);
@@ -54,8 +55,9 @@ class StepRunner {
 
  private:
   Status RunActions() {
+    Publish(Activity::kBeginning, kNoAction);
     PIPEPLAN_RETURN_IF_ERROR(
-        AtStepLevel(Guarded([&] { return executor_.BeginStep(options_.step); })));
+        AtStepLevel(Guarded([&] { return executor_.BeginStep(Context(kNoAction)); })));
     for (size_t i = 0; i < actions_.size();) {
       if (options_.stop.stop_requested()) return Aborted("the step was stopped");
       if (IsComm(actions_[i].kind)) {
@@ -70,7 +72,7 @@ class StepRunner {
     for (size_t i = 0; i < actions_.size(); ++i) {
       if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, kNoAction, Activity::kFinishing));
     }
-    Publish(Activity::kRunning, kNoAction);
+    Publish(Activity::kEnding, kNoAction);
     PIPEPLAN_RETURN_IF_ERROR(
         AtStepLevel(Guarded([&] { return executor_.EndStep(Context(kNoAction)); })));
     StatusOr<std::vector<OpSpan>> spans =

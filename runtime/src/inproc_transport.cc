@@ -50,9 +50,8 @@ std::string Pair(RankId from, RankId to) {
 
 class InProcWorld {
  public:
-  InProcWorld(int ranks, const InProcOptions& options)
+  explicit InProcWorld(int ranks)
       : ranks_(ranks),
-        options_(options),
         mailboxes_(static_cast<size_t>(ranks)),
         channels_(static_cast<size_t>(ranks) * static_cast<size_t>(ranks)) {}
 
@@ -64,7 +63,6 @@ class InProcWorld {
                              std::to_string(op.peer.value) + ", but the world has " +
                              std::to_string(ranks_) + " ranks");
     }
-    if (Status aborted = AbortReason(); !aborted.ok()) return aborted;
     auto state = std::make_shared<OpState>();
     state->op = op;
     state->owner = self;
@@ -73,15 +71,14 @@ class InProcWorld {
     const RankId to = sending ? op.peer : self;
     Channel& channel = ChannelOf(from, to);
     {
+      // Checked under the channel lock: once Abort has emptied the queues, no operation is
+      // queued or matched again, so no peer touches a failed rank's buffers.
       const std::lock_guard lock(channel.mutex);
+      if (Status aborted = AbortReason(); !aborted.ok()) return aborted;
       auto& mine = sending ? channel.sends : channel.recvs;
       auto& theirs = sending ? channel.recvs : channel.sends;
+      // No cap: a validated plan queues at most the transfers it posts between two matches.
       if (theirs.empty()) {
-        if (mine.size() >= options_.max_pending_per_pair) {
-          return FailedPrecondition(Pair(from, to) + ": more than " +
-                                    std::to_string(options_.max_pending_per_pair) + " unmatched " +
-                                    (sending ? "sends" : "receives"));
-        }
         mine.push_back(state);
       } else {
         std::shared_ptr<OpState> other = std::move(theirs.front());
@@ -126,6 +123,12 @@ class InProcWorld {
       abort_reason_ = reason.ok() ? Aborted("aborted") : reason;
     }
     for (Mailbox& mailbox : mailboxes_) mailbox.changed.notify_all();
+    // Their waiters see the abort; a queued operation must never be matched later.
+    for (Channel& channel : channels_) {
+      const std::lock_guard lock(channel.mutex);
+      channel.sends.clear();
+      channel.recvs.clear();
+    }
   }
 
  private:
@@ -169,7 +172,6 @@ class InProcWorld {
   }
 
   int ranks_;
-  InProcOptions options_;
   std::vector<Mailbox> mailboxes_;
   std::vector<Channel> channels_;
   std::mutex abort_mutex_;
@@ -219,9 +221,8 @@ class InProcTransport final : public Transport {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Transport>> MakeInProcTransports(int ranks,
-                                                             const InProcOptions& options) {
-  auto world = std::make_shared<InProcWorld>(ranks, options);
+std::vector<std::unique_ptr<Transport>> MakeInProcTransports(int ranks) {
+  auto world = std::make_shared<InProcWorld>(ranks);
   std::vector<std::unique_ptr<Transport>> transports;
   transports.reserve(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {

@@ -73,8 +73,9 @@ class LocalRun {
         const std::lock_guard lock(stall_mutex_);
         stall_ = stall;
       }
-      step_options_.stop.request_stop();
+      // The diagnosis first, so that no rank reports the stop instead of its cause.
       transports_[0]->Abort(stall);
+      step_options_.stop.request_stop();
     });
     std::vector<std::jthread> threads;
     threads.reserve(programs_.size());

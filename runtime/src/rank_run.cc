@@ -39,8 +39,8 @@ StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExe
                               const std::lock_guard lock(stall_mutex);
                               stall = diagnosis;
                             }
+                            transport.Abort(diagnosis);  // the cause before the stop
                             step_options.stop.request_stop();
-                            transport.Abort(diagnosis);
                           });
   std::vector<RankTimeline> measured;
   for (int step = 0; step < options.warmup + options.steps; ++step) {

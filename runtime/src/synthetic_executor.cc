@@ -69,8 +69,8 @@ SyntheticExecutor::SyntheticExecutor(const Plan& plan, RankId rank, const Synthe
   }
 }
 
-Status SyntheticExecutor::BeginStep(int step) {
-  step_ = step;
+Status SyntheticExecutor::BeginStep(const OpContext& context) {
+  step_ = context.step;
   spans_.clear();
   free_since_ = Clock::now();
   return Status::Ok();

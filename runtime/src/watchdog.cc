@@ -23,11 +23,11 @@ bool IsActive(const ProgressSnapshot& state) {
   return state.activity != Activity::kIdle && state.activity != Activity::kDone;
 }
 
-bool IsStalled(const ProgressSnapshot& state, double timeout_seconds, TimePoint now) {
-  return IsActive(state) && SecondsBetween(state.since, now) >= timeout_seconds;
+bool NoProgressFor(const ProgressSnapshot& state, double timeout_seconds, TimePoint now) {
+  return SecondsBetween(state.since, now) >= timeout_seconds;
 }
 
-// The comm action a stalled rank waits on, if it waits on one.
+// The comm action a rank waits on, if it waits on one.
 const Action* WaitedComm(const WatchedRank& rank, const ProgressSnapshot& state) {
   if (state.activity != Activity::kWaiting && state.activity != Activity::kFinishing) {
     return nullptr;
@@ -36,21 +36,73 @@ const Action* WaitedComm(const WatchedRank& rank, const ProgressSnapshot& state)
   return &rank.program->actions[state.waited_index];
 }
 
-std::string DescribeStall(const WatchedRank& rank, const ProgressSnapshot& state, TimePoint now) {
+// "rank 1, action 7 (1F2)", or where in the step a rank is outside its actions.
+std::string Position(const WatchedRank& rank, const ProgressSnapshot& state) {
   const RankId id = rank.program->rank;
+  std::string name = "rank " + std::to_string(id.value);
+  switch (state.activity) {
+    case Activity::kBeginning:
+      return name + ", start of step (the executor's BeginStep)";
+    case Activity::kEnding:
+      return name + ", end of step (the executor's EndStep)";
+    case Activity::kFinishing:
+      return name + ", end of step";
+    case Activity::kRunning:
+    case Activity::kWaiting:
+      if (state.action_index < rank.program->actions.size()) {
+        return Where(id.value, state.action_index, rank.program->actions[state.action_index]);
+      }
+      return name;
+    case Activity::kIdle:
+    case Activity::kDone:
+      break;
+  }
+  return name;
+}
+
+std::string DescribeStall(const WatchedRank& rank, const ProgressSnapshot& state, TimePoint now) {
   const std::string stuck_for = Seconds(SecondsBetween(state.since, now));
-  const auto& actions = rank.program->actions;
   if (const Action* comm = WaitedComm(rank, state)) {
-    const std::string where = state.activity == Activity::kWaiting
-                                  ? Where(id.value, state.action_index, actions[state.action_index])
-                                  : "rank " + std::to_string(id.value) + ", end of step";
-    return where + " waits for " + DescribeWait(*comm) + " (action " +
+    return Position(rank, state) + " waits for " + DescribeWait(*comm) + " (action " +
            std::to_string(state.waited_index) + "): nothing for " + stuck_for;
   }
-  const std::string where = state.action_index < actions.size()
-                                ? Where(id.value, state.action_index, actions[state.action_index])
-                                : "rank " + std::to_string(id.value) + ", end of step";
-  return where + " has been running for " + stuck_for;
+  return Position(rank, state) + " has been running for " + stuck_for;
+}
+
+// The ranks `from` waits on, one after the other, while each is watched and active: the last
+// one is what holds `from` up. `cycle` is set when the waits lead back into the chain.
+struct WaitChain {
+  std::vector<size_t> ranks;
+  bool cycle = false;
+};
+
+WaitChain ChainFrom(size_t from, const std::vector<WatchedRank>& ranks,
+                    const std::vector<ProgressSnapshot>& states) {
+  WaitChain chain{{from}, false};
+  while (const Action* comm = WaitedComm(ranks[chain.ranks.back()], states[chain.ranks.back()])) {
+    const auto next = std::find_if(ranks.begin(), ranks.end(), [&](const WatchedRank& r) {
+      return r.program->rank == comm->peer;
+    });
+    if (next == ranks.end()) break;  // a peer this watchdog cannot see
+    const auto next_index = static_cast<size_t>(next - ranks.begin());
+    if (!IsActive(states[next_index])) break;
+    if (std::find(chain.ranks.begin(), chain.ranks.end(), next_index) != chain.ranks.end()) {
+      chain.cycle = true;
+      break;
+    }
+    chain.ranks.push_back(next_index);
+  }
+  return chain;
+}
+
+// A chain is stalled when its end has made no progress for the timeout: ranks waiting on a
+// busy, progressing peer are not. In a cycle of waits (a deadlock) every rank waits on
+// another, so it is stalled once all of them have waited for the timeout.
+bool IsStalled(const WaitChain& chain, const std::vector<ProgressSnapshot>& states,
+               double timeout_seconds, TimePoint now) {
+  if (!chain.cycle) return NoProgressFor(states[chain.ranks.back()], timeout_seconds, now);
+  return std::all_of(chain.ranks.begin(), chain.ranks.end(),
+                     [&](size_t r) { return NoProgressFor(states[r], timeout_seconds, now); });
 }
 
 }  // namespace
@@ -86,38 +138,22 @@ Status DiagnoseStall(const std::vector<WatchedRank>& ranks, double timeout_secon
   states.reserve(ranks.size());
   for (const WatchedRank& rank : ranks) states.push_back(rank.progress->Read());
 
-  // The first stalled rank (lowest index), then along "waits on a transfer with" to the rank
-  // that holds everyone up: one inside the executor, or one waiting on a peer it cannot see.
-  // The ranks further down the chain may have been stuck for less than the timeout.
-  std::optional<size_t> start;
-  for (size_t i = 0; i < ranks.size() && !start; ++i) {
-    if (IsStalled(states[i], timeout_seconds, now)) start = i;
+  // The first stalled chain, in rank order of where it starts; its end is the rank that
+  // holds everyone up.
+  std::optional<size_t> root;
+  for (size_t i = 0; i < ranks.size() && !root; ++i) {
+    if (!IsActive(states[i])) continue;
+    const WaitChain chain = ChainFrom(i, ranks, states);
+    if (IsStalled(chain, states, timeout_seconds, now)) root = chain.ranks.back();
   }
-  if (!start) return Status::Ok();
+  if (!root) return Status::Ok();
 
-  // Follows "waits on a transfer with" from `from` while the peer is active and watched.
-  auto chain_from = [&](size_t from) {
-    std::vector<size_t> chain = {from};
-    while (const Action* comm = WaitedComm(ranks[chain.back()], states[chain.back()])) {
-      const auto next = std::find_if(ranks.begin(), ranks.end(), [&](const WatchedRank& r) {
-        return r.program->rank == comm->peer;
-      });
-      if (next == ranks.end()) break;
-      const auto next_index = static_cast<size_t>(next - ranks.begin());
-      if (!IsActive(states[next_index])) break;
-      if (std::find(chain.begin(), chain.end(), next_index) != chain.end()) break;  // a cycle
-      chain.push_back(next_index);
-    }
-    return chain;
-  };
-
-  const size_t root = chain_from(*start).back();
-  std::string message = "stalled: " + DescribeStall(ranks[root], states[root], now);
+  std::string message = "stalled: " + DescribeStall(ranks[*root], states[*root], now);
   // Then every rank held up by it, directly or through others, in rank order.
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i == root || !IsActive(states[i])) continue;
-    const std::vector<size_t> chain = chain_from(i);
-    if (std::find(chain.begin(), chain.end(), root) == chain.end()) continue;
+    if (i == *root || !IsActive(states[i])) continue;
+    const std::vector<size_t> chain = ChainFrom(i, ranks, states).ranks;
+    if (std::find(chain.begin(), chain.end(), *root) == chain.end()) continue;
     message += "; " + DescribeStall(ranks[i], states[i], now);
   }
   message += " (no progress for the " + Seconds(timeout_seconds) + " timeout)";

@@ -20,24 +20,12 @@ namespace pipeplan::runtime {
 namespace {
 
 using testing::AllStrategyCases;
+using testing::BuildOrFail;
 using testing::CaseName;
+using testing::Comm;
+using testing::Compute;
 using testing::RuntimeRequest;
 using testing::StrategyCase;
-
-Action Compute(ActionKind kind, int stage, int mb) {
-  return MakeCompute(kind, StageId(stage), MicrobatchId(mb));
-}
-Action Comm(ActionKind kind, int stage, int mb, int peer) {
-  Action action = Compute(kind, stage, mb);
-  action.peer = RankId(peer);
-  return action;
-}
-
-Plan BuildOrFail(const PlanRequest& request) {
-  StatusOr<Plan> plan = BuildPlan(request);
-  EXPECT_TRUE(plan.ok()) << plan.status().message();
-  return plan.ok() ? *plan : Plan{};
-}
 
 // Fast settings: ops of 10-26 us, so a step of a whole plan takes a few milliseconds.
 SyntheticOptions Fast() { return {.seconds_per_unit = 1e-5, .message_bytes = 64}; }

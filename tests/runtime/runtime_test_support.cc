@@ -43,4 +43,20 @@ PlanRequest RuntimeRequest(const StrategyCase& c, int ranks, int microbatches, d
   return request;
 }
 
+Action Compute(ActionKind kind, int stage, int mb) {
+  return MakeCompute(kind, StageId(stage), MicrobatchId(mb));
+}
+
+Action Comm(ActionKind kind, int stage, int mb, int peer) {
+  Action action = Compute(kind, stage, mb);
+  action.peer = RankId(peer);
+  return action;
+}
+
+Plan BuildOrFail(const PlanRequest& request) {
+  StatusOr<Plan> plan = BuildPlan(request);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? *plan : Plan{};
+}
+
 }  // namespace pipeplan::runtime::testing

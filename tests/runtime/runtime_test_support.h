@@ -25,4 +25,11 @@ std::string CaseName(const ::testing::TestParamInfo<StrategyCase>& info);
 // differ between stages (so a wrong wait shows), comm latency `latency` on every boundary.
 PlanRequest RuntimeRequest(const StrategyCase& c, int ranks, int microbatches, double latency);
 
+// Actions for hand-written programs.
+Action Compute(ActionKind kind, int stage, int mb);
+Action Comm(ActionKind kind, int stage, int mb, int peer);
+
+// The plan, or an empty one after a test failure naming why it did not plan.
+Plan BuildOrFail(const PlanRequest& request);
+
 }  // namespace pipeplan::runtime::testing

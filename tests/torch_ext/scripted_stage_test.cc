@@ -169,7 +169,7 @@ TEST(ScriptedStage, OutputOfTheWrongShapeFailsTheForwardNamingBothShapes) {
   ASSERT_TRUE(plan.ok());
   auto executor = TorchExecutor::Create(*plan, RankId(0), ScriptedOptions(config, dir.path()));
   ASSERT_TRUE(executor.ok()) << executor.status().message();
-  ASSERT_TRUE((*executor)->BeginStep(0).ok());
+  ASSERT_TRUE((*executor)->BeginStep({}).ok());
   const Action& forward = plan->programs.front().actions.front();
   ASSERT_EQ(forward.kind, ActionKind::kForward);
   const Status status = (*executor)->Run(forward, runtime::OpContext{});

@@ -116,7 +116,7 @@ StatusOr<TorchExecutor::Microbatch*> TorchExecutor::Find(StageId stage, Microbat
   return &it->second;
 }
 
-Status TorchExecutor::BeginStep(int /*step*/) {
+Status TorchExecutor::BeginStep(const runtime::OpContext& /*context*/) {
   live_.clear();
   losses_.clear();
   return Status::Ok();

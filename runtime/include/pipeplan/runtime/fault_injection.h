@@ -41,7 +41,7 @@ class FaultInjectingExecutor final : public OpExecutor {
   FaultInjectingExecutor(std::unique_ptr<OpExecutor> inner, RankId rank, const Fault& fault)
       : inner_(std::move(inner)), armed_(rank == fault.rank), fault_(fault) {}
 
-  Status BeginStep(int step) override { return inner_->BeginStep(step); }
+  Status BeginStep(const OpContext& context) override { return inner_->BeginStep(context); }
   Status Run(const Action& action, const OpContext& context) override;
   StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override;
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override {

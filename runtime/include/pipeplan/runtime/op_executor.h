@@ -21,7 +21,7 @@ namespace pipeplan::runtime {
 // watchdog timeout, another rank's error): a long call must then return promptly.
 struct OpContext {
   int step = 0;
-  size_t action_index = 0;  // index in the rank's program
+  size_t action_index = 0;  // index in the rank's program; kNoAction for BeginStep and EndStep
   std::stop_token stop;
 };
 
@@ -37,7 +37,8 @@ class OpExecutor {
  public:
   virtual ~OpExecutor() = default;
 
-  virtual Status BeginStep(int step) = 0;
+  // Before the step's first action; the watchdog sees the rank inside it.
+  virtual Status BeginStep(const OpContext& context) = 0;
   // Runs one compute action or a post-validation. The receives it consumes have completed.
   virtual Status Run(const Action& action, const OpContext& context) = 0;
   // The bytes a SEND transmits (valid until EndStep), after its producer has run.

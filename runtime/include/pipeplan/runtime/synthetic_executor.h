@@ -29,7 +29,7 @@ class SyntheticExecutor final : public OpExecutor {
   // `plan` (its costs and topology) must outlive the executor.
   SyntheticExecutor(const Plan& plan, RankId rank, const SyntheticOptions& options);
 
-  Status BeginStep(int step) override;
+  Status BeginStep(const OpContext& context) override;
   Status Run(const Action& action, const OpContext& context) override;
   StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override;
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override;

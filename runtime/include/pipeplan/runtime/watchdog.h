@@ -1,7 +1,9 @@
 // Watchdog: turns a stall into an error. It watches the progress of the ranks it can see
-// (all of them in one process, or just its own) and, when one has made no progress for the
-// timeout, reports once: the stalled rank, the action index and what it waits for, following
-// waits across ranks to the one that actually stopped.
+// (all of them in one process, or just its own) and follows each rank's waits across ranks to
+// the one that holds it up. A stall is such a rank that has itself made no progress for the
+// timeout, or a cycle of waits none of whose ranks has: waiting long on a busy, progressing
+// peer is not one. It reports once: that rank, its action and every rank held up by it. A
+// rank waiting on a peer it cannot see (another process) is judged by its own wait.
 #pragma once
 
 #include <condition_variable>
@@ -23,7 +25,7 @@ struct WatchedRank {
   const RankProgress* progress = nullptr;
 };
 
-// The diagnosis for the current state of `ranks`, or Ok when none has been stuck for
+// The diagnosis for the current state of `ranks`, or Ok when nothing has stalled for
 // `timeout_seconds` by `now`. Deterministic for a given state; exposed for tests.
 Status DiagnoseStall(const std::vector<WatchedRank>& ranks, double timeout_seconds, TimePoint now);
 

@@ -51,7 +51,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   static StatusOr<std::unique_ptr<TorchExecutor>> Create(const Plan& plan, RankId rank,
                                                          const TorchExecutorOptions& options);
 
-  Status BeginStep(int step) override;
+  Status BeginStep(const runtime::OpContext& context) override;
   Status Run(const Action& action, const runtime::OpContext& context) override;
   StatusOr<std::span<std::byte>> SendBuffer(const Action& send,
                                             const runtime::OpContext& context) override;
