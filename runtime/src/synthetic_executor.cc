@@ -72,6 +72,7 @@ SyntheticExecutor::SyntheticExecutor(const Plan& plan, RankId rank, const Synthe
 Status SyntheticExecutor::BeginStep(const OpContext& context) {
   step_ = context.step;
   spans_.clear();
+  posted_.clear();
   free_since_ = Clock::now();
   return Status::Ok();
 }
@@ -82,7 +83,7 @@ std::vector<std::byte>* SyntheticExecutor::Slot(ActionKind kind, StageId stage, 
 }
 
 StatusOr<std::span<std::byte>> SyntheticExecutor::SendBuffer(const Action& send,
-                                                             const OpContext& /*context*/) {
+                                                             const OpContext& context) {
   std::vector<std::byte>* slot = Slot(send.kind, send.stage, send.microbatch);
   if (slot == nullptr) return Internal("no buffer for " + ToString(send));
   double transfer = 0.0;
@@ -96,15 +97,20 @@ StatusOr<std::span<std::byte>> SyntheticExecutor::SendBuffer(const Action& send,
   header.kind = static_cast<uint32_t>(send.kind);
   header.stage = send.stage.value;
   header.microbatch = send.microbatch.value;
-  header.ready_at = Nanos(AfterSeconds(Clock::now(), transfer * options_.seconds_per_unit));
+  const TimePoint now = Clock::now();
+  const TimePoint lands = AfterSeconds(now, transfer * options_.seconds_per_unit);
+  header.ready_at = Nanos(lands);
   std::memcpy(slot->data(), &header, sizeof header);
+  // As the simulator draws a SEND: from its post until its data lands.
+  spans_.push_back({context.action_index, now, lands, kCommThread});
   return std::span<std::byte>(*slot);
 }
 
 StatusOr<std::span<std::byte>> SyntheticExecutor::RecvBuffer(const Action& recv,
-                                                             const OpContext& /*context*/) {
+                                                             const OpContext& context) {
   std::vector<std::byte>* slot = Slot(recv.kind, recv.stage, recv.microbatch);
   if (slot == nullptr) return Internal("no buffer for " + ToString(recv));
+  posted_[CommKey(recv.kind, recv.stage, recv.microbatch)] = {context.action_index, Clock::now()};
   std::fill(slot->begin(), slot->end(), std::byte{0});  // a stale message must not pass
   return std::span<std::byte>(*slot);
 }
@@ -130,10 +136,21 @@ Status SyntheticExecutor::CheckInput(const Action& part, TimePoint& ready) {
     return Internal("received " + (got.magic == kMagic ? Describe(got) : std::string("nothing")) +
                     " where " + Describe(want) + " was expected");
   }
-  ready = std::max(ready, TimePoint(std::chrono::nanoseconds(got.ready_at)));
+  const TimePoint lands(std::chrono::nanoseconds(got.ready_at));
+  ready = std::max(ready, lands);
+  double overhead = 0.0;
   if (input->recv != ActionKind::kRecvPostValidation) {
-    const double overhead = plan_.request.costs.ReceiveOverhead(input->from, part.stage);
+    overhead = plan_.request.costs.ReceiveOverhead(input->from, part.stage);
     ready = std::max(ready, AfterSeconds(free_since_, overhead * options_.seconds_per_unit));
+  }
+  // As the simulator draws a RECV: from its post until its data lands, and for at least the
+  // receive overhead.
+  const auto posted = posted_.find(CommKey(input->recv, part.stage, mb));
+  if (posted != posted_.end()) {
+    const auto [index, at] = posted->second;
+    spans_.push_back({index, at,
+                      std::max(lands, AfterSeconds(at, overhead * options_.seconds_per_unit)),
+                      kCommThread});
   }
   return Status::Ok();
 }

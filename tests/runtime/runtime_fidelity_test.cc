@@ -109,5 +109,60 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ReceiveOverheadFidelity,
                                            StrategyCase{"zbv"}, StrategyCase{"dualpipe-v"}),
                          CaseName);
 
+// Transfers in a run's timeline are drawn where the simulator draws them: a SEND ends and a
+// RECV ends when the data lands. The case (1f1b, P=2, M=2, latency 0.5) put them up to
+// 4 latencies off when a transfer ended at the match of its two sides; now every transfer end
+// of the measured step is within half a latency of the simulator's.
+class TransferSpans : public ::testing::TestWithParam<StrategyCase> {};
+
+TEST_P(TransferSpans, EndWithinHalfALatencyOfTheSimulator) {
+  constexpr double kCommLatency = 0.5;
+  PlanRequest request = RuntimeRequest(GetParam(), 2, 4, kCommLatency);
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const StatusOr<Timeline> simulated = Simulate(*plan);
+  ASSERT_TRUE(simulated.ok()) << simulated.status().message();
+  LocalRunOptions options;
+  options.steps = 1;
+  options.warmup = 1;
+  options.seconds_per_unit = kSecondsPerUnit;
+  TimingAttempts attempts(0.5, kMaxAttempts, kQuietAttempts);
+  while (attempts.Next()) {
+    const auto measured = RunSyntheticInProcess(
+        *plan, {.seconds_per_unit = kSecondsPerUnit, .message_bytes = 64}, options);
+    ASSERT_TRUE(measured.ok()) << measured.status().message();
+    double worst = 0.0;  // in latencies
+    std::string where;
+    for (size_t r = 0; r < plan->programs.size(); ++r) {
+      const std::vector<Action>& actions = plan->programs[r].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        if (!IsComm(actions[i].kind)) continue;
+        const double off = std::abs(measured->front().ranks[r].actions[i].end -
+                                    simulated->ranks[r].actions[i].end) /
+                           kCommLatency;
+        if (off > worst) {
+          worst = off;
+          where = Where(static_cast<int>(r), i, actions[i]);
+        }
+      }
+    }
+    const double steal = attempts.Record(worst);
+    std::printf(
+        "[ fidelity ] attempt %d: worst transfer end %.3f latencies off (%s; host steal "
+        "%.1f%%)\n",
+        attempts.attempt(), worst, where.c_str(), 100 * steal);
+  }
+  if (!attempts.judged()) {
+    GTEST_SKIP() << "the host stole CPU time during every attempt that missed (steal"
+                 << attempts.disturbed() << ")";
+  }
+  EXPECT_LT(attempts.error(), 0.5) << "a transfer ends more than half a latency off";
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, TransferSpans,
+                         ::testing::Values(StrategyCase{"1f1b"}, StrategyCase{"zb-h1"},
+                                           StrategyCase{"zbv"}, StrategyCase{"dualpipe-v"}),
+                         CaseName);
+
 }  // namespace
 }  // namespace pipeplan::runtime

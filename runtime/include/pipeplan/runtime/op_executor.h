@@ -50,7 +50,9 @@ class OpExecutor {
   // After the last action and every transfer of the step: the optimizer step.
   virtual Status EndStep(const OpContext& context) = 0;
   // Op times the executor measured itself during the step just ended; they replace the
-  // runtime's host-clock times around Run for those actions. Default: none.
+  // runtime's host-clock times for those actions: around Run for compute, from post to the
+  // transport's completion for a transfer (where the executor knows when its data landed).
+  // Default: none.
   virtual std::vector<OpSpan> TakeOpSpans() { return {}; }
 };
 

@@ -1,9 +1,11 @@
 // Synthetic executor: holds every compute action for its modelled duration (plan costs times
 // a time scale) on the steady clock, and models transfers too: a message carries the time its
 // data would land (sent + latency + bytes / bandwidth), and its consumer waits for that and
-// for the receive overhead counted from the end of the rank's previous compute. It
-// measures the runtime's overhead and the simulator's fidelity without a GPU, and every
-// message it receives is checked to be the one the consumer expects.
+// for the receive overhead counted from the end of the rank's previous compute. Its op spans
+// put transfers where the simulator does: a SEND from its post until its data lands, a RECV
+// from its post until the data lands (and at least the receive overhead). It measures the
+// runtime's overhead and the simulator's fidelity without a GPU, and every message it
+// receives is checked to be the one the consumer expects.
 #pragma once
 
 #include <condition_variable>
@@ -54,7 +56,12 @@ class SyntheticExecutor final : public OpExecutor {
   // overhead from.
   TimePoint free_since_;
   std::unordered_map<uint64_t, std::vector<std::byte>> slots_;  // one buffer per comm key
-  std::vector<OpSpan> spans_;
+  std::vector<OpSpan> spans_;  // compute actions, and transfers as the simulator draws them
+  struct PostedRecv {
+    size_t action_index;
+    TimePoint at;
+  };
+  std::unordered_map<uint64_t, PostedRecv> posted_;  // this step's receives, by comm key
   std::mutex hold_mutex_;
   std::condition_variable_any hold_;
 };
