@@ -95,21 +95,14 @@ TEST(ZbvGreedy, OrderEqualsReferenceForFourRanks) {
   }
 }
 
-// Every setting of the seed: our bubble rate is no worse than the reference heuristic's.
-// The orders are the reference's own, so the figures agree to rounding.
-TEST(ZbvGreedy, NoWorseThanReferenceOnSeedSettings) {
+// Every setting of the seed: our bubble rate is the reference heuristic's (the orders are the
+// reference's own, so the figures agree to rounding).
+TEST(ZbvGreedy, EqualsTheReferenceOnSeedSettings) {
   for (const SeedSetting& s : kSeedSettings) {
     const Timeline t = SimulateOrDie(BuildOrDie(SeedRequest(s, 2 * s.p)));
-    EXPECT_LE(t.metrics.zb_bubble_rate, s.reference_bubble_rate + 1e-9)
-        << "P=" << s.p << " M=" << s.m;
     EXPECT_NEAR(t.metrics.zb_bubble_rate, s.reference_bubble_rate, 1e-9)
         << "P=" << s.p << " M=" << s.m;
   }
-}
-
-TEST(ZbvGreedy, ReproducesReferenceFigureForSixteenRanks) {
-  const Timeline t = SimulateOrDie(BuildOrDie(SeedRequest(kSeedSettings[0], 32)));
-  EXPECT_NEAR(t.metrics.zb_bubble_rate, 0.0697, 5e-5);
 }
 
 TEST(ZbvGreedy, PeakMemoryWithinLimit) {
@@ -121,20 +114,15 @@ TEST(ZbvGreedy, PeakMemoryWithinLimit) {
   }
 }
 
-TEST(ZbvGreedy, TighterLimitStillSchedulesEveryAction) {
-  PlanRequest request = MakeRequest("zbv", 8, 24, 2);
+// BuildOrDie validates the plan: every (stage, microbatch) has its F, I and W in order.
+TEST(ZbvGreedy, TighterLimitStillSchedulesEveryActionAndCostsTime) {
+  const PlanRequest unlimited = MakeRequest("zbv", 8, 24, 2);
+  PlanRequest request = unlimited;
   request.memory.limit = (2 * 8 - 2) * 0.5;  // 2P-2 chunk activations of 1/V
-  const Plan plan = BuildOrDie(request);
-  const Timeline t = SimulateOrDie(plan);
+  const Timeline t = SimulateOrDie(BuildOrDie(request));
   EXPECT_LE(PeakMemory(t), *request.memory.limit);
-  size_t computes = 0;
-  for (const RankProgram& program : plan.programs) {
-    computes +=
-        static_cast<size_t>(std::count_if(program.actions.begin(), program.actions.end(),
-                                          [](const Action& a) { return IsCompute(a.kind); }));
-  }
-  EXPECT_EQ(computes, 8u * 2 * 24 * 3);    // F, I and W of every (stage, microbatch)
-  EXPECT_GT(t.metrics.zb_bubble_rate, 0);  // memory now costs time
+  EXPECT_GT(t.metrics.zb_bubble_rate, 0);
+  EXPECT_GT(t.metrics.makespan, SimulateOrDie(BuildOrDie(unlimited)).metrics.makespan);
 }
 
 // Per-stage costs, activations, comm and static memory: the explicit limit and the default

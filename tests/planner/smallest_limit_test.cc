@@ -1,0 +1,119 @@
+// The smallest memory limit an error reports plans: for zb, zbv and auto on random non-uniform
+// costs and activations, a request with the reported limit plans and its peak holds it. And it
+// is the smallest: a limit just below it is refused again (zb; zbv and auto overstate it, an
+// open item below).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <regex>
+#include <string>
+
+#include "pipeplan/planner/planner.h"
+#include "test_support.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::MakeRequest;
+
+// P ranks, M microbatches, V stages per rank, costs and activations drawn from `seed`.
+PlanRequest RandomRequest(const std::string& strategy, int ranks, int microbatches, int v,
+                          unsigned seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<double> cost(0.5, 2.0);
+  std::uniform_real_distribution<double> share(0.1, 0.9);
+  PlanRequest request = MakeRequest(strategy, ranks, microbatches, v);
+  request.costs.stages.clear();
+  request.memory.stages.clear();
+  // auto (v = 0) reads one entry per rank's share.
+  for (int s = 0; s < ranks * std::max(v, 1); ++s) {
+    const double input = cost(random);
+    const double weight = cost(random);
+    request.costs.stages.push_back(StageCosts{cost(random), input + weight, input, weight, 0});
+    const double activation = cost(random);
+    request.memory.stages.push_back(StageMemory{activation, share(random) * activation});
+  }
+  request.costs.boundaries = {BoundaryCosts{0.1 * cost(random), 0, 0}};
+  request.memory.static_per_rank = cost(random);
+  return request;
+}
+
+double PeakMemory(const Timeline& timeline) {
+  double peak = 0;
+  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
+  return peak;
+}
+
+// The limit named by "the smallest limit that works is X" / "... that fits is X".
+double ReportedLimit(const std::string& message) {
+  static const std::regex kReported("the smallest limit that (?:works|fits) is ([0-9.e+-]+)");
+  std::smatch match;
+  if (!std::regex_search(message, match, kReported)) {
+    ADD_FAILURE() << "no smallest limit in: " << message;
+    return 0;
+  }
+  return std::stod(match[1].str());
+}
+
+struct Case {
+  std::string strategy;
+  int v;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& param) { return param.param.strategy; }
+
+// Calls `check(request, smallest)` for 15 random requests refused for a limit below anything,
+// `smallest` being the limit the refusal reports.
+template <typename Check>
+void ForEachRefusal(const Case& c, Check check) {
+  int checked = 0;
+  for (const auto& [ranks, microbatches] : {std::pair{2, 4}, std::pair{4, 8}, std::pair{4, 12}}) {
+    for (unsigned seed = 1; seed <= 5; ++seed) {
+      SCOPED_TRACE("P=" + std::to_string(ranks) + " M=" + std::to_string(microbatches) + " seed " +
+                   std::to_string(seed));
+      PlanRequest request = RandomRequest(c.strategy, ranks, microbatches, c.v, seed);
+      request.memory.limit = request.memory.static_per_rank * 0.5;  // below anything
+      const StatusOr<Plan> refused = BuildPlan(request);
+      ASSERT_FALSE(refused.ok());
+      check(request, ReportedLimit(refused.status().message()));
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 15);
+}
+
+class SmallestLimit : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SmallestLimit, PlansAtTheReportedLimit) {
+  ForEachRefusal(GetParam(), [](PlanRequest request, double smallest) {
+    request.memory.limit = smallest;
+    const StatusOr<Plan> plan = BuildPlan(request);
+    ASSERT_TRUE(plan.ok()) << "at the reported " << smallest << ": " << plan.status().message();
+    EXPECT_LE(PeakMemory(testing::SimulateOrDie(*plan)), smallest * (1 + 1e-9));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, SmallestLimit,
+                         ::testing::Values(Case{"zb", 1}, Case{"zbv", 2}, Case{"auto", 0}),
+                         CaseName);
+
+class NothingSmallerPlans : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NothingSmallerPlans, JustBelowTheReportedLimitIsRefused) {
+  ForEachRefusal(GetParam(), [](PlanRequest request, double smallest) {
+    request.memory.limit = smallest * (1 - 1e-3);
+    EXPECT_FALSE(BuildPlan(request).ok()) << "just below the reported " << smallest;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, NothingSmallerPlans, ::testing::Values(Case{"zb", 1}),
+                         CaseName);
+// Open (issue 27): zbv searches in whole activations of its largest stage, and auto takes the
+// unlimited peaks of its candidates, so with non-uniform activations both report a limit above
+// the smallest that plans (e.g. zbv P=2 M=4 seed 1: 5.70 reported, 0.1% less still plans).
+INSTANTIATE_TEST_SUITE_P(DISABLED_Overstated, NothingSmallerPlans,
+                         ::testing::Values(Case{"zbv", 2}, Case{"auto", 0}), CaseName);
+
+}  // namespace
+}  // namespace pipeplan
