@@ -66,6 +66,16 @@ def plan_and_export(csv_format, strategy, ranks, stages_per_rank, microbatches, 
     return run_pipeplan("export", "-", "--format", csv_format, stdin=plan)
 
 
+def try_plan_and_export(csv_format, strategy, ranks, stages_per_rank, microbatches):
+    """`pipeplan plan ... | pipeplan export - --format CSV_FORMAT` where the export may refuse:
+    (exit code, csv text, stderr) of the export."""
+    plan, _ = run_pipeplan(*plan_args(strategy, ranks, stages_per_rank, microbatches), "-o", "-")
+    result = subprocess.run([pipeplan_binary(), "export", "-", "--format", csv_format],
+                            input=plan, capture_output=True, text=True,
+                            timeout=COMMAND_TIMEOUT_S, check=False)
+    return result.returncode, result.stdout, result.stderr
+
+
 def csv_rows(csv_text):
     """The cells of each row of a torch CSV, empty cells (idle slots) dropped."""
     return [[cell for cell in line.split(",") if cell] for line in csv_text.splitlines()]

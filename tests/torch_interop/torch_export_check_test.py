@@ -7,7 +7,6 @@ F&B overlap cells are expanded into their F and B for the simulator, which canno
 even for torch's own DualPipeV.
 """
 
-import subprocess
 import sys
 import unittest
 
@@ -55,16 +54,6 @@ def expand_overlap(actions):
     return out
 
 
-def export(strategy, ranks, stages_per_rank, microbatches, csv_format):
-    """(exit code, csv text, stderr) of plan | export."""
-    plan, _ = support.run_pipeplan(*support.plan_args(strategy, ranks, stages_per_rank,
-                                                      microbatches), "-o", "-")
-    result = subprocess.run([support.pipeplan_binary(), "export", "-", "--format", csv_format],
-                            input=plan, capture_output=True, text=True,
-                            timeout=support.COMMAND_TIMEOUT_S, check=False)
-    return result.returncode, result.stdout, result.stderr
-
-
 class TorchExportCheckTest(unittest.TestCase):
 
     def test_every_export_passes_torchs_checks_or_refuses(self):
@@ -78,8 +67,8 @@ class TorchExportCheckTest(unittest.TestCase):
                     for csv_format in ("torch-csv", "torch-csv-comms"):
                         name = f"{strategy} P={ranks} M={microbatches} {csv_format}"
                         with self.subTest(name):
-                            code, csv_text, stderr = export(strategy, ranks, stages_per_rank,
-                                                            microbatches, csv_format)
+                            code, csv_text, stderr = support.try_plan_and_export(
+                                csv_format, strategy, ranks, stages_per_rank, microbatches)
                             if strategy in REFUSED:
                                 self.assertEqual(code, 1, stderr)
                                 self.assertIn("dualpipe-v", stderr)

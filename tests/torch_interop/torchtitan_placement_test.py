@@ -12,7 +12,6 @@ to export.
 import ast
 import os
 import re
-import subprocess
 import sys
 import unittest
 import zipfile
@@ -73,16 +72,6 @@ def recipe_rows():
     return rows
 
 
-def export(strategy, ranks, stages_per_rank):
-    """(exit code, csv text, stderr) of `pipeplan plan ... | pipeplan export --format torch-csv`."""
-    plan, _ = support.run_pipeplan(*support.plan_args(strategy, ranks, stages_per_rank,
-                                                      MICROBATCHES), "-o", "-")
-    result = subprocess.run([support.pipeplan_binary(), "export", "-", "--format", "torch-csv"],
-                            input=plan, capture_output=True, text=True,
-                            timeout=support.COMMAND_TIMEOUT_S, check=False)
-    return result.returncode, result.stdout, result.stderr
-
-
 def stages_per_row(csv_text):
     """The stage indices each row (rank) of a compute-only torch CSV names, overlap cells
     included."""
@@ -109,7 +98,8 @@ class TorchtitanPlacement(unittest.TestCase):
                 for ranks in RANKS:
                     for v in v_values:
                         with self.subTest(strategy=strategy, ranks=ranks, v=v, name=name):
-                            code, csv_text, stderr = export(strategy, ranks, v)
+                            code, csv_text, stderr = support.try_plan_and_export(
+                                "torch-csv", strategy, ranks, v, MICROBATCHES)
                             if name is None:
                                 self.assertEqual(code, 1, stderr)
                                 continue
