@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/planner/planner.h"
@@ -89,19 +90,17 @@ TEST(WatchdogDiagnosis, ACycleOfWaitsIsAStallOnceEveryRankInItHasWaitedTheTimeou
 }
 
 TEST(WatchdogDiagnosis, ARankInsideBeginStepOrEndStepIsWatched) {
-  TwoRanks ranks;
-  ranks.progress[1].Set(Activity::kBeginning, kNoAction);
-  const Status begin = DiagnoseStall(ranks.Watched(), 1.0, AfterSeconds(Clock::now(), 2.0));
-  EXPECT_EQ(begin.message().find(
-                "stalled: rank 1, start of step (the executor's BeginStep) has been running for"),
-            0u)
-      << begin.message();
-  ranks.progress[1].Set(Activity::kEnding, kNoAction);
-  const Status end = DiagnoseStall(ranks.Watched(), 1.0, AfterSeconds(Clock::now(), 2.0));
-  EXPECT_EQ(end.message().find(
-                "stalled: rank 1, end of step (the executor's EndStep) has been running for"),
-            0u)
-      << end.message();
+  for (const auto& [activity, where] :
+       {std::pair{Activity::kBeginning, "start of step (the executor's BeginStep)"},
+        std::pair{Activity::kEnding, "end of step (the executor's EndStep)"}}) {
+    TwoRanks ranks;
+    ranks.progress[1].Set(activity, kNoAction);
+    const Status stall = DiagnoseStall(ranks.Watched(), 1.0, AfterSeconds(Clock::now(), 2.0));
+    EXPECT_EQ(
+        stall.message().find("stalled: rank 1, " + std::string(where) + " has been running for"),
+        0u)
+        << stall.message();
+  }
 }
 
 // 1F1B's fill at P=8 makes rank 0 wait (P-1)(F+B) = 1.05 s for its first gradient while

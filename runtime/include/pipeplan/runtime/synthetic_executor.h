@@ -39,9 +39,15 @@ class SyntheticExecutor final : public OpExecutor {
   std::vector<OpSpan> TakeOpSpans() override;
 
  private:
+  struct PostedRecv {
+    size_t action_index;
+    TimePoint at;
+  };
+
   std::vector<std::byte>* Slot(ActionKind kind, StageId stage, MicrobatchId mb);
   // Checks the message a compute part consumes, if it came from another rank; raises
-  // `ready` to when its data lands and to `free_since_` plus the boundary's receive overhead.
+  // `ready` to when its data lands and to `free_since_` plus the boundary's receive overhead,
+  // and records its RECV's span.
   Status CheckInput(const Action& part, TimePoint& ready);
   // Sleeps until `until`, or returns Aborted once `context.stop` is requested.
   Status HoldUntil(TimePoint until, const OpContext& context);
@@ -57,10 +63,6 @@ class SyntheticExecutor final : public OpExecutor {
   TimePoint free_since_;
   std::unordered_map<uint64_t, std::vector<std::byte>> slots_;  // one buffer per comm key
   std::vector<OpSpan> spans_;  // compute actions, and transfers as the simulator draws them
-  struct PostedRecv {
-    size_t action_index;
-    TimePoint at;
-  };
   std::unordered_map<uint64_t, PostedRecv> posted_;  // this step's receives, by comm key
   std::mutex hold_mutex_;
   std::condition_variable_any hold_;
