@@ -35,9 +35,11 @@ class StepRunner {
         executor_(executor),
         transport_(transport),
         options_(options),
+        timer_(options.timer != nullptr ? *options.timer : host_timer_),
         pending_(actions_.size()) {
     timeline_.rank = prepared.program().rank;
     timeline_.actions.resize(actions_.size());
+    timeline_.clock = timer_.clock();
   }
 
   StatusOr<RankTimeline> Run() {
@@ -58,6 +60,7 @@ class StepRunner {
     Publish(Activity::kBeginning, kNoAction);
     PIPEPLAN_RETURN_IF_ERROR(
         AtStepLevel(Guarded([&] { return executor_.BeginStep(Context(kNoAction)); })));
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(timer_.BeginStep(actions_.size())));
     for (size_t i = 0; i < actions_.size();) {
       if (options_.stop.stop_requested()) return Aborted("the step was stopped");
       if (IsComm(actions_[i].kind)) {
@@ -75,15 +78,22 @@ class StepRunner {
     Publish(Activity::kEnding, kNoAction);
     PIPEPLAN_RETURN_IF_ERROR(
         AtStepLevel(Guarded([&] { return executor_.EndStep(Context(kNoAction)); })));
-    StatusOr<std::vector<OpSpan>> spans =
+    StatusOr<std::vector<OpSpan>> timed = timer_.Resolve();
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(timed.status()));
+    Record(*timed);
+    StatusOr<std::vector<OpSpan>> modelled =
         Guarded([&]() -> StatusOr<std::vector<OpSpan>> { return executor_.TakeOpSpans(); });
-    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(spans.status()));
-    for (const OpSpan& span : *spans) {
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(modelled.status()));
+    Record(*modelled);
+    return Status::Ok();
+  }
+
+  void Record(const std::vector<OpSpan>& spans) {
+    for (const OpSpan& span : spans) {
       if (span.action_index < actions_.size()) {
         timeline_.actions[span.action_index] = {Since(span.start), Since(span.end), span.thread};
       }
     }
-    return Status::Ok();
   }
 
   Status PostGroup(size_t begin, size_t end) {
@@ -102,15 +112,11 @@ class StepRunner {
       if (!buffer.ok()) return AtAction(i, buffer.status());
       ops.push_back({send ? P2PKind::kSend : P2PKind::kRecv, action.peer, *buffer});
     }
-    const TimePoint posted = Clock::now();
+    PIPEPLAN_RETURN_IF_ERROR(AtAction(begin, timer_.GroupPosting(begin, end)));
     auto handles = transport_.Post(ops);
     if (!handles.ok()) return AtAction(begin, handles.status());
-    for (size_t i = begin; i < end; ++i) {
-      pending_[i] = std::move((*handles)[i - begin]);
-      timeline_.actions[i].start = Since(posted);
-      timeline_.actions[i].thread = kCommThread;
-    }
-    return Status::Ok();
+    for (size_t i = begin; i < end; ++i) pending_[i] = std::move((*handles)[i - begin]);
+    return AtAction(begin, timer_.GroupPosted(begin, end));
   }
 
   Status RunCompute(size_t index) {
@@ -118,20 +124,17 @@ class StepRunner {
       if (pending_[input]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(input, index, Activity::kWaiting));
     }
     Publish(Activity::kRunning, index);
-    const TimePoint start = Clock::now();
+    PIPEPLAN_RETURN_IF_ERROR(AtAction(index, timer_.ComputeBegins(index)));
     const Status status = Guarded([&] { return executor_.Run(actions_[index], Context(index)); });
-    const TimePoint end = Clock::now();
     if (!status.ok()) return AtAction(index, status);
-    timeline_.actions[index] = {Since(start), Since(end)};
-    return Status::Ok();
+    return AtAction(index, timer_.ComputeEnded(index));
   }
 
   Status WaitTransfer(size_t transfer, size_t waiter, Activity activity) {
     Publish(activity, waiter, transfer);
     const Status status = pending_[transfer]->Wait(TimePoint::max());
     if (!status.ok()) return AtAction(transfer, status);
-    timeline_.actions[transfer].end =
-        std::max(timeline_.actions[transfer].start, Since(pending_[transfer]->completed_at()));
+    timer_.Landed(transfer, pending_[transfer]->completed_at());
     pending_[transfer].reset();
     return Status::Ok();
   }
@@ -162,6 +165,8 @@ class StepRunner {
   OpExecutor& executor_;
   Transport& transport_;
   const StepOptions& options_;
+  HostOpTimer host_timer_;  // when the options name no timer
+  OpTimer& timer_;
   std::vector<std::unique_ptr<PendingOp>> pending_;  // posted, not yet waited, by action index
   RankTimeline timeline_;
 };

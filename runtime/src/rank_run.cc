@@ -31,6 +31,7 @@ StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExe
   StepOptions step_options;
   step_options.seconds_per_unit = options.seconds_per_unit;
   step_options.progress = &progress;
+  step_options.timer = options.timer;
   std::mutex stall_mutex;
   std::optional<Status> stall;
   const Watchdog watchdog({{&program.program(), &progress}}, options.timeout_seconds,

@@ -19,7 +19,6 @@
 namespace pipeplan::torch_ext::testing {
 namespace {
 
-constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-8;
 
 }  // namespace
@@ -140,8 +139,8 @@ StepResult RunOverGloo(const Plan& plan, const std::vector<std::string>& flags,
   return out;
 }
 
-void ExpectMatches(const StepResult& got, const StepResult& want) {
-  EXPECT_NEAR(got.loss, want.loss, kRtol * std::abs(want.loss)) << "loss";
+void ExpectMatches(const StepResult& got, const StepResult& want, double rtol) {
+  EXPECT_NEAR(got.loss, want.loss, rtol * std::abs(want.loss)) << "loss";
   ASSERT_EQ(got.grads.size(), want.grads.size());
   for (const auto& [stage, params] : want.grads) {
     ASSERT_EQ(got.grads.count(stage), 1u) << "stage " << stage;
@@ -149,7 +148,7 @@ void ExpectMatches(const StepResult& got, const StepResult& want) {
     for (const auto& [name, reference] : params) {
       ASSERT_EQ(mine.count(name), 1u) << "stage " << stage << " " << name;
       const at::Tensor& g = mine.at(name);
-      EXPECT_TRUE(at::allclose(g, reference, kRtol, kAtol))
+      EXPECT_TRUE(at::allclose(g, reference, rtol, kAtol))
           << "stage " << stage << " " << name << ": max abs diff "
           << (g - reference).abs().max().item<double>() << ", max abs value "
           << reference.abs().max().item<double>();

@@ -37,8 +37,8 @@ StepResult RunOverGloo(const Plan& plan, const std::vector<std::string>& flags,
 // pipeplan-torch's flags for `config`.
 std::vector<std::string> ModelFlags(const ModelConfig& config);
 
-// Loss and every gradient equal (fp32: rtol 1e-5, atol 1e-8); failures name stage and
-// parameter.
-void ExpectMatches(const StepResult& got, const StepResult& want);
+// Loss and every gradient equal (fp32: rtol 1e-5 unless told, atol 1e-8); failures name
+// stage and parameter.
+void ExpectMatches(const StepResult& got, const StepResult& want, double rtol = 1e-5);
 
 }  // namespace pipeplan::torch_ext::testing

@@ -1,11 +1,16 @@
 // The pieces under the torch executor: the I/W split gives B's gradients, and a run whose
 // peer dies mid-step ends every rank with an error within the timeout.
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <atomic>
+#include <cstdint>
 #include <fstream>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/formats/proto_io.h"
@@ -22,8 +27,60 @@ struct Grads {
   at::Tensor input;
 };
 
-// One stage, one microbatch, a fixed output gradient: backward as one B, or as I then W.
-Grads Backward(bool split) {
+// Counts the multiply-add FLOPs of every matrix product the dispatcher runs (mm, addmm, bmm,
+// baddbmm: what linear, matmul and their backwards come down to on CPU), 2 per multiply-add,
+// while `phase` names where they go. One at a time: the callback is process-wide.
+class MatmulFlops {
+ public:
+  MatmulFlops() {
+    active_ = this;
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&OnOp).needsInputs(true));
+  }
+  ~MatmulFlops() {
+    at::removeCallback(handle_);
+    active_ = nullptr;
+  }
+  MatmulFlops(const MatmulFlops&) = delete;
+  MatmulFlops& operator=(const MatmulFlops&) = delete;
+
+  void Phase(std::string phase) { phase_ = std::move(phase); }
+  int64_t operator[](const std::string& phase) const {
+    const auto found = flops_.find(phase);
+    return found == flops_.end() ? 0 : found->second;
+  }
+
+ private:
+  static std::unique_ptr<at::ObserverContext> OnOp(const at::RecordFunction& fn) {
+    if (active_ == nullptr) return nullptr;
+    const std::string_view name = fn.name();
+    const c10::ArrayRef<const c10::IValue> in = fn.inputs();
+    // The two factors: mm(a, b), bmm(a, b); addmm(c, a, b), baddbmm(c, a, b).
+    size_t first = 0;
+    if (name == "aten::addmm" || name == "aten::baddbmm") {
+      first = 1;
+    } else if (name != "aten::mm" && name != "aten::bmm") {
+      return nullptr;
+    }
+    const std::vector<int64_t> a = in[first].toTensor().sizes().vec();
+    const std::vector<int64_t> b = in[first + 1].toTensor().sizes().vec();
+    int64_t batch = a.size() == 3 ? a[0] : 1;
+    const int64_t m = a[a.size() - 2];
+    const int64_t k = a[a.size() - 1];
+    const int64_t n = b[b.size() - 1];
+    active_->flops_[active_->phase_] += 2 * batch * m * k * n;
+    return nullptr;
+  }
+
+  static inline MatmulFlops* active_ = nullptr;
+  at::CallbackHandle handle_ = 0;
+  std::string phase_;
+  std::map<std::string, int64_t> flops_;
+};
+
+// One stage, one microbatch, a fixed output gradient: backward as one B (phase "B"), or as I
+// then W (phases "I", "W"), after the forward (phase "F"); `flops` counts each phase's matrix
+// products when given.
+Grads Backward(bool split, MatmulFlops* flops = nullptr) {
   ModelConfig config;
   config.hidden = 32;
   config.sequence = 8;
@@ -31,23 +88,34 @@ Grads Backward(bool split) {
   TransformerStage stage = stage_const;
   for (const at::Tensor& p : stage.parameters()) p.mutable_grad().reset();
   WeightGradStash stash;
+  const auto phase = [&](const char* name) {
+    if (flops != nullptr) flops->Phase(name);
+  };
   const at::Tensor x = MicrobatchInput(config, 0, at::kCPU).requires_grad_(true);
+  phase("F");
   const at::Tensor y = stage.Forward(x, LinearMode::kDeferred, &stash);
+  phase("");
   const at::Tensor grad = MicrobatchTarget(config, 0, at::kCPU);
   if (split) {
     std::vector<at::Tensor> inputs = stage.InputPhaseParameters();
     inputs.push_back(x);
+    phase("I");
     torch::autograd::backward({y}, {grad}, false, false, inputs);
+    phase("");
     EXPECT_FALSE(stash.empty());
     for (size_t i = 0; i < stage.parameters().size(); ++i) {
       const std::string& name = stage.parameter_names()[i];
       const bool is_norm = name.find(".ln") != std::string::npos;
       EXPECT_EQ(stage.parameters()[i].grad().defined(), is_norm) << name << " after I";
     }
+    phase("W");
     stage.ApplyWeightGrads(stash);
+    phase("");
     EXPECT_TRUE(stash.empty());
   } else {
+    phase("B");
     torch::autograd::backward({y}, {grad});
+    phase("");
     EXPECT_TRUE(stash.empty());
   }
   Grads out;
@@ -65,6 +133,26 @@ TEST(WeightGradSplit, IThenWGivesTheGradientsOfB) {
     ASSERT_TRUE(iw.params[i].defined()) << i;
     EXPECT_TRUE(at::allclose(iw.params[i], b.params[i], 1e-6, 1e-8)) << "parameter " << i;
   }
+}
+
+// The split does no extra work: I and W together run exactly B's matrix products. W is the
+// four linears' weight GEMMs of each of the stage's two blocks (hidden 32, 16 tokens).
+TEST(WeightGradSplit, IPlusWRunsExactlyTheMatmulFlopsOfB) {
+  MatmulFlops flops;
+  Backward(false, &flops);
+  Backward(true, &flops);
+  // Per block, each weight GEMM is grad^T [out, tokens] x input [tokens, in]: 2 tokens out in
+  // FLOPs over qkv (3h x h), proj (h x h), fc1 (4h x h) and fc2 (h x 4h), 12 h^2 in all.
+  const ModelConfig config;  // Backward's sizes: 2 blocks, 2 samples of 8 tokens, h = 32
+  const int64_t tokens = int64_t{config.microbatch_size} * 8;
+  const int64_t h = 32;
+  EXPECT_EQ(flops["W"], config.layers_per_stage * 2 * tokens * 12 * h * h);
+  EXPECT_GT(flops["I"], 0);
+  EXPECT_EQ(flops["I"] + flops["W"], flops["B"])
+      << "I " << flops["I"] << " + W " << flops["W"] << " vs B " << flops["B"];
+  // And a backward is two forwards' worth (F counted the forwards of both runs).
+  EXPECT_EQ(flops["B"], flops["F"]);
+  EXPECT_EQ(flops[""], 0) << "matrix products outside F, B, I and W";
 }
 
 // Stages built for the same (seed, stage) are the same model wherever they are built.

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -45,8 +46,10 @@ std::string Quote(const std::string& word) {
 }  // namespace
 
 CommandResult RunTorchTool(const std::vector<std::string>& args, int timeout_seconds) {
-  std::string command =
-      "timeout -k 5 " + std::to_string(timeout_seconds) + " " + Quote(PIPEPLAN_TORCH_BINARY);
+  // The environment's wins: a test binary moved out of its build tree (scripts/gpu_bundle.sh).
+  const char* binary = std::getenv("PIPEPLAN_TORCH_BINARY");
+  std::string command = "timeout -k 5 " + std::to_string(timeout_seconds) + " " +
+                        Quote(binary != nullptr ? binary : PIPEPLAN_TORCH_BINARY);
   for (const std::string& a : args) command += " " + Quote(a);
   command += " 2>&1";
   CommandResult result;

@@ -187,10 +187,17 @@ Status CudaDeviceAvailable() {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<runtime::Transport>> ConnectNccl(Coordinator& coordinator, int rank,
-                                                          int world_size, int device,
-                                                          std::chrono::milliseconds timeout) {
+StatusOr<NcclConnection> ConnectNccl(Coordinator& coordinator, int rank, int world_size, int device,
+                                     std::chrono::milliseconds timeout) {
   PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable());
+  int count = 0;
+  PIPEPLAN_RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));
+  if (device < 0 || device >= count) {
+    // LOCAL_RANK picks the device: more local ranks than GPUs would otherwise fail inside NCCL.
+    return FailedPrecondition("CUDA device " + std::to_string(device) + " does not exist: this " +
+                              "process sees " + std::to_string(count) +
+                              " (CUDA_VISIBLE_DEVICES, or more local ranks than GPUs)");
+  }
   PIPEPLAN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
   ncclUniqueId id;
   if (rank == 0) {
@@ -214,8 +221,8 @@ StatusOr<std::unique_ptr<runtime::Transport>> ConnectNccl(Coordinator& coordinat
     ncclCommDestroy(comm);
     return CudaStatus(error, "cudaStreamCreateWithFlags");
   }
-  return std::unique_ptr<runtime::Transport>(
-      std::make_unique<NcclTransport>(rank, world_size, device, comm, stream));
+  return NcclConnection{std::make_unique<NcclTransport>(rank, world_size, device, comm, stream),
+                        stream};
 }
 
 }  // namespace pipeplan::torch_ext

@@ -33,6 +33,7 @@
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/runtime/rank_run.h"
 #include "pipeplan/simulation/timeline_metrics.h"
+#include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/gradient_dump.h"
 #include "pipeplan/torch_ext/nccl_transport.h"
@@ -299,7 +300,11 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
   if (o.profile) {
     ProfileOptions options;
     options.seconds_per_unit = kMicroseconds;
-    options.source = "pipeplan-torch cpu, " + Describe(o.model, plan.request.topology.num_stages());
+    // The clock goes with the device: a GPU profile is in kernel time (CUDA events).
+    const char* device =
+        o.transport == TransportKind::kNccl ? "cuda, CUDA-event times" : "cpu, host-clock times";
+    options.source = std::string("pipeplan-torch ") + device + ", " +
+                     Describe(o.model, plan.request.topology.num_stages());
     PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile, BuildProfile(plan, steps, options));
     PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
                               SerializeProfile(profile, DetectProtoFormat(*o.output, "")));
@@ -431,16 +436,20 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   const RankId rank(rendezvous.rank);
   PIPEPLAN_ASSIGN_OR_RETURN(GlooConnection connection, ConnectGloo(rendezvous));
   std::string device = "cpu";
+  std::unique_ptr<runtime::OpTimer> timer;
   if (o.transport == TransportKind::kNccl) {
     // Gloo stays for the store's barriers and the timelines; tensors move over NCCL.
     const int gpu = LocalRank(rendezvous.rank);
-    PIPEPLAN_ASSIGN_OR_RETURN(connection.transport,
+    PIPEPLAN_ASSIGN_OR_RETURN(NcclConnection nccl,
                               ConnectNccl(*connection.coordinator, rendezvous.rank,
                                           rendezvous.world_size, gpu, TimeoutOf(o)));
+    connection.transport = std::move(nccl.transport);
+    PIPEPLAN_ASSIGN_OR_RETURN(timer, MakeCudaEventTimer(gpu, nccl.comm_stream));
     device = "cuda:" + std::to_string(gpu);
   }
   PIPEPLAN_ASSIGN_OR_RETURN(auto executor, MakeExecutor(plan, rank, o, device));
   runtime::RankRunOptions run;
+  run.timer = timer.get();
   run.steps = o.steps;
   run.warmup = o.warmup;
   run.timeout_seconds = o.timeout;

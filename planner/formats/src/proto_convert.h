@@ -70,6 +70,12 @@ constexpr EnumTable<TimelineSource, v1::TimelineSource, 2> kTimelineSources = {{
     {TimelineSource::kMeasured, v1::MEASURED},
 }}};
 
+constexpr EnumTable<OpClock, v1::OpClock, 3> kOpClocks = {{{
+    {OpClock::kUnrecorded, v1::OP_CLOCK_UNRECORDED},
+    {OpClock::kHost, v1::HOST_CLOCK},
+    {OpClock::kCudaEvents, v1::CUDA_EVENTS},
+}}};
+
 constexpr EnumTable<FileKind, v1::FileKind, 5> kFileKinds = {{{
     {FileKind::kPlan, v1::PLAN},
     {FileKind::kRequest, v1::PLAN_REQUEST},

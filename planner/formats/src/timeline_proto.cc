@@ -28,6 +28,7 @@ void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
     entry->set_time(sample.time);
     entry->set_bytes(sample.bytes);
   }
+  out->set_clock(kOpClocks.ToProto(rank.clock));
 }
 
 void ToProto(const Timeline& timeline, v1::Timeline* out) {
@@ -72,7 +73,13 @@ StatusOr<Timeline> FromProto(const v1::Timeline& proto) {
   for (int r = 0; r < proto.ranks_size(); ++r) {
     PIPEPLAN_RETURN_IF_ERROR(
         CheckAtLeast(proto.ranks(r).rank(), 0, Child(Element("ranks", r), "rank")));
+    const std::optional<OpClock> clock = kOpClocks.FromProto(proto.ranks(r).clock());
+    if (!clock.has_value()) {
+      return FieldError(Child(Element("ranks", r), "clock"),
+                        "unknown op clock " + std::to_string(proto.ranks(r).clock()));
+    }
     timeline.ranks.push_back(FromProto(proto.ranks(r)));
+    timeline.ranks.back().clock = *clock;
   }
   const v1::Metrics& metrics = proto.metrics();
   timeline.metrics = {

@@ -12,6 +12,7 @@
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/clock.h"
 #include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/runtime/op_timer.h"
 #include "pipeplan/runtime/rank_progress.h"
 #include "pipeplan/runtime/transport.h"
 
@@ -44,13 +45,15 @@ struct StepOptions {
   TimePoint epoch;                   // time zero of the step's timeline, common to all ranks
   double seconds_per_unit = 1.0;     // the timeline's time unit, in seconds
   RankProgress* progress = nullptr;  // published for the watchdog, when there is one
+  OpTimer* timer = nullptr;          // times the ops; null: the host clock (HostOpTimer)
   // Requested on failure (and by whoever watches): the executor's calls see it and return.
   std::stop_source stop;
 };
 
 // Runs one step of `program`. On failure the error names the rank and the action; the
 // transport is aborted and `stop` requested, so every other rank stops too. Executor
-// exceptions become errors. Timings are in the step's unit, from `epoch`.
+// exceptions become errors. Timings are in the step's unit, from `epoch`, as the timer
+// measured them, except where the executor reports its own spans (OpExecutor::TakeOpSpans).
 StatusOr<RankTimeline> ExecuteStep(const PreparedProgram& program, OpExecutor& executor,
                                    Transport& transport, const StepOptions& options);
 

@@ -11,6 +11,7 @@
 #include "pipeplan/model/status.h"
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/runtime/op_timer.h"
 #include "pipeplan/runtime/transport.h"
 
 namespace pipeplan::runtime {
@@ -23,6 +24,8 @@ struct RankRunOptions {
   // Called before each step; returns once every rank is there. Time zero of the step's
   // timeline is taken right after it (ranks on one host share the steady clock).
   std::function<Status(int step)> barrier;
+  // Times the ops (a device clock: torch_ext's CUDA-event timer); null: the host clock.
+  OpTimer* timer = nullptr;
 };
 
 // Validates and dry-runs the plan, then runs rank `rank`'s program: one RankTimeline per

@@ -8,6 +8,8 @@
 // docs/torch.md before relying on it.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <chrono>
 #include <memory>
 
@@ -21,7 +23,8 @@ namespace pipeplan::torch_ext {
 Status CudaDeviceAvailable();
 
 // Creates the communicator of rank `rank` of `world_size` on CUDA device `device` (every rank
-// must call it; it blocks until all have, or fails after `timeout`).
+// must call it; it blocks until all have, or fails after `timeout`). A device this process
+// cannot see is refused, naming how many it sees.
 //
 // Ordering: before each group the comm stream waits for work already queued on the legacy
 // default stream (where LibTorch runs unless told otherwise), so a send reads finished data;
@@ -29,8 +32,11 @@ Status CudaDeviceAvailable();
 // NCCL cannot tell a receive of the wrong size (the sizes must match by construction: the
 // plan's validation and the executor's fixed activation shapes); Abort calls ncclCommAbort,
 // and the other ranks' watchdogs end their steps within the timeout.
-StatusOr<std::unique_ptr<runtime::Transport>> ConnectNccl(Coordinator& coordinator, int rank,
-                                                          int world_size, int device,
-                                                          std::chrono::milliseconds timeout);
+struct NcclConnection {
+  std::unique_ptr<runtime::Transport> transport;
+  cudaStream_t comm_stream = nullptr;  // where its transfers run (owned by the transport)
+};
+StatusOr<NcclConnection> ConnectNccl(Coordinator& coordinator, int rank, int world_size, int device,
+                                     std::chrono::milliseconds timeout);
 
 }  // namespace pipeplan::torch_ext

@@ -10,6 +10,10 @@ namespace pipeplan {
 
 enum class TimelineSource : uint8_t { kSimulated, kMeasured };
 
+// What timed a measured rank's ops: the host clock around each call (CPU), or CUDA events
+// on the device's streams (GPU: kernels run after their launch returns).
+enum class OpClock : uint8_t { kUnrecorded, kHost, kCudaEvents };
+
 // Threads (or streams) of a rank: compute, communication; executors with more streams
 // number them from 2 up.
 inline constexpr int kComputeThread = 0;
@@ -34,12 +38,13 @@ struct MemorySample {
 struct RankTimeline {
   RankId rank;
   std::vector<ActionTiming> actions;
-  double busy = 0.0;                    // total compute time
-  double first_start = 0.0;             // first compute start
-  double last_end = 0.0;                // last compute end
-  double peak_activation_memory = 0.0;  // activations only
-  double peak_memory = 0.0;             // static + activations
-  std::vector<MemorySample> memory;     // after every change
+  double busy = 0.0;                     // total compute time
+  double first_start = 0.0;              // first compute start
+  double last_end = 0.0;                 // last compute end
+  double peak_activation_memory = 0.0;   // activations only
+  double peak_memory = 0.0;              // static + activations
+  std::vector<MemorySample> memory;      // after every change
+  OpClock clock = OpClock::kUnrecorded;  // measured timelines: what timed the ops
 
   bool operator==(const RankTimeline&) const = default;
 };

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# pipeplan's GPU acceptance run, from a bundle made by scripts/gpu_bundle.sh (docs/gpu.md).
+#   usage: gpu_check.sh [RESULTS.md]     (default ./gpu-results.md)
+# Prints device, driver, torch, CUDA and NCCL versions; checks that the bundled programs load
+# (with this machine's torch, CUDA runtime and NCCL); then, with a CUDA device: runs the GPU
+# tests, profiles the built-in transformer on cuda:0 with CUDA-event timing (hidden 1024),
+# reports I + W against B, and calibrates, simulates and diffs a one-GPU plan; with two or more
+# GPUs the GPU tests also check gradients over NCCL against the CPU run, and 1f1b, zbv and
+# dualpipe-v run over NCCL with measured beside simulated step time. The dated Markdown block
+# of results goes to stdout and is appended to RESULTS.md.
+# Without a CUDA device it stops after the load check: "no CUDA device: GPU checks not run",
+# exit 0. Any other failure: exit 1. Done in under 8 minutes on one H100.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+results=${1:-./gpu-results.md}
+python=${PYTHON:-python3}
+fail() { echo "gpu_check: error: $*" >&2; exit 1; }
+
+# This machine's torch provides LibTorch, the CUDA runtime and NCCL.
+torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null) ||
+  fail "$python cannot import torch (set PYTHON to the Python that holds torch)"
+site=$(dirname "$torch_dir")
+export LD_LIBRARY_PATH="$torch_dir/lib:$site/nvidia/cu13/lib:$site/nvidia/nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PIPEPLAN_TORCH_BINARY="$here/bin/pipeplan-torch"
+pipeplan="$here/bin/pipeplan"
+torch_tool="$here/bin/pipeplan-torch"
+
+versions=$("$python" - <<'PY'
+import torch
+nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "-"
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {nccl}")
+PY
+)
+gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+device="no CUDA device"
+if command -v nvidia-smi >/dev/null && (( gpus > 0 )); then
+  device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader |
+           sed 's/^/GPU: /; s/, / (driver /; s/, / MiB/; s/ MiB MiB/ MiB/' | paste -sd ';')
+  device="$gpus x ${device#GPU: }"
+fi
+echo "gpu_check: $device; $versions"
+
+# The bundle loads: its programs with their bundled libraries, the op library into torch.
+"$pipeplan" --help >/dev/null || fail "bin/pipeplan does not start"
+"$torch_tool" --help >/dev/null || fail "bin/pipeplan-torch does not start"
+"$python" -c "import torch; torch.ops.load_library('$here/lib/libpipeplan_torch_ops.so'); \
+torch.ops.pipeplan.plan" || fail "lib/libpipeplan_torch_ops.so does not load into torch"
+echo "gpu_check: the bundle loads (pipeplan, pipeplan-torch, libpipeplan_torch_ops.so)"
+
+if (( gpus == 0 )); then
+  echo "no CUDA device: GPU checks not run"
+  exit 0
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+block="$work/block.md"
+{
+  echo "## $(date -u +%Y-%m-%d) — $device"
+  echo
+  echo "$versions; bundle $(basename "$here")"
+  echo
+} >"$block"
+status=0
+
+# 1. The GPU tests (CUDA-event timing, NCCL; gradients over NCCL with two GPUs or more).
+"$here/bin/torch_cuda_tests" >"$work/tests.log" 2>&1 || status=1
+{
+  echo "### GPU tests (bin/torch_cuda_tests)"
+  echo '```'
+  grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]' "$work/tests.log" | sed 's/ ([0-9]* ms)$//'
+  echo '```'
+} >>"$block"
+
+model=(--hidden 1024 --heads 16 --sequence 512 --microbatch-size 4 --layers-per-stage 2)
+# One rank's profile over NCCL on cuda:0, CUDA-event timed: STRATEGY NAME [plan flags].
+profile_one_gpu() {
+  local strategy=$1 name=$2
+  shift 2
+  "$pipeplan" plan --strategy "$strategy" --ranks 1 --microbatches 8 "$@" \
+      -o "$work/$name.pb" >/dev/null &&
+    "$torch_tool" profile "$work/$name.pb" --local-ranks 1 --transport nccl "${model[@]}" \
+      --timeline "$work/$name-measured.pb" -o "$work/$name-profile.json" >"$work/$name.log" 2>&1
+}
+
+# 2. I + W against B for the built-in stage (B from 1f1b, I and W from zb-h1).
+if profile_one_gpu 1f1b b && profile_one_gpu zb-h1 iw; then
+  "$python" - "$work/b-profile.json" "$work/iw-profile.json" >>"$block" <<'PY' || status=1
+import json, sys
+def stage0(path):
+    return json.load(open(path))["stages"][0]
+b, iw = stage0(sys.argv[1]), stage0(sys.argv[2])
+ms = lambda stats: stats["median"] * 1e3
+f, bb = ms(b["forward"]), ms(b["backward"])
+i, w = ms(iw["backward_input"]), ms(iw["backward_weight"])
+print("### One stage on cuda:0 (hidden 1024, 2 blocks, 4 x 512 tokens; CUDA-event medians)")
+print("| F | B | I | W | I + W | (I + W) / B |")
+print("| --- | --- | --- | --- | --- | --- |")
+print(f"| {f:.3f} ms | {bb:.3f} ms | {i:.3f} ms | {w:.3f} ms | {i + w:.3f} ms | {(i + w) / bb:.3f} |")
+print()
+PY
+else
+  status=1
+  echo "### One stage on cuda:0: the profile failed" >>"$block"
+  cat "$work/b.log" "$work/iw.log" 2>/dev/null | tail -20 >>"$block"
+fi
+
+# Calibrates NAME's profile, simulates its plan with the costs and diffs against the run.
+simulated_vs_measured() {
+  local name=$1
+  "$pipeplan" calibrate "$work/$name-profile.json" -o "$work/$name-costs.json" -q &&
+    "$pipeplan" simulate "$work/$name.pb" --costs "$work/$name-costs.json" \
+      --timeline "$work/$name-simulated.pb" >/dev/null &&
+    "$pipeplan" diff "$work/$name-simulated.pb" "$work/$name-measured.pb" >"$work/$name-diff.txt"
+}
+
+# 3. A plan of four stages on the one GPU (interleaved, one rank): calibrate, simulate, diff.
+{
+  echo "### Simulated vs measured, one GPU (interleaved-1f1b, 1 rank x 4 stages, M = 8)"
+  echo '```'
+} >>"$block"
+if profile_one_gpu interleaved-1f1b v4 --stages-per-rank 4 && simulated_vs_measured v4; then
+  head -4 "$work/v4-diff.txt" >>"$block"
+else
+  status=1
+  tail -20 "$work/v4.log" "$work/v4-diff.txt" 2>/dev/null >>"$block"
+fi
+echo '```' >>"$block"
+echo "(P = 4 on one GPU needs ranks as threads of one process on the device: not built yet.)" >>"$block"
+
+# 4. With two GPUs or more: 1f1b, zbv and dualpipe-v over NCCL, measured beside simulated.
+if (( gpus >= 2 )); then
+  ranks=$(( gpus >= 4 ? 4 : 2 ))
+  echo "### Over NCCL, $ranks GPUs, M = $((2 * ranks)): simulated (calibrated) vs measured" >>"$block"
+  for strategy in 1f1b zbv dualpipe-v; do
+    extra=()
+    [[ "$strategy" == 1f1b ]] || extra=(--stages-per-rank 2)
+    echo '```' >>"$block"
+    echo "$strategy" >>"$block"
+    if "$pipeplan" plan --strategy "$strategy" --ranks "$ranks" --microbatches $((2 * ranks)) \
+         "${extra[@]}" -o "$work/$strategy.pb" >/dev/null &&
+       "$torch_tool" profile "$work/$strategy.pb" --local-ranks "$ranks" --transport nccl \
+         "${model[@]}" --timeline "$work/$strategy-measured.pb" \
+         -o "$work/$strategy-profile.json" >"$work/$strategy.log" 2>&1 &&
+       simulated_vs_measured "$strategy"; then
+      head -4 "$work/$strategy-diff.txt" >>"$block"
+    else
+      status=1
+      tail -20 "$work/$strategy.log" >>"$block"
+    fi
+    echo '```' >>"$block"
+  done
+else
+  echo "(One GPU: the NCCL runs of 1f1b, zbv and dualpipe-v need two or more.)" >>"$block"
+fi
+
+echo >>"$block"
+cat "$block"
+cat "$block" >>"$results"
+echo "gpu_check: results appended to $results"
+if (( status != 0 )); then
+  echo "gpu_check: some checks failed (see above and $results)" >&2
+fi
+exit "$status"

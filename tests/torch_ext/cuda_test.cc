@@ -1,0 +1,156 @@
+// What needs a GPU: CUDA-event op timing and NCCL runs. On a machine without one (CI) the
+// refusals are checked and the GPU tests skip, saying why; scripts/gpu_bundle.sh packs this
+// binary for the GPU acceptance run (gpu_check.sh), where they run.
+#include <ATen/ATen.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gradient_check.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/torch_ext/cuda_op_timer.h"
+#include "pipeplan/torch_ext/nccl_transport.h"
+#include "pipeplan/torch_ext/transformer_stage.h"
+#include "torch_test_support.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+int CudaDevices() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+TEST(CudaEventTimer, WithoutAGpuItIsRefusedNamingWhy) {
+  if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "this machine has a CUDA device";
+  const StatusOr<std::unique_ptr<runtime::OpTimer>> timer = MakeCudaEventTimer(0);
+  ASSERT_FALSE(timer.ok());
+  EXPECT_EQ(timer.status().message().find("no CUDA device"), 0u) << timer.status().message();
+}
+
+TEST(CudaEventTimer, ADeviceThatIsNotThereIsRefused) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  const StatusOr<std::unique_ptr<runtime::OpTimer>> timer = MakeCudaEventTimer(CudaDevices());
+  ASSERT_FALSE(timer.ok());
+  EXPECT_NE(timer.status().message().find("does not exist"), std::string::npos)
+      << timer.status().message();
+}
+
+// A kernel runs long after its launch returned: the events time the kernel. A 4096^3 fp32
+// product is about 1.4e11 FLOPs, milliseconds on any GPU; its launch takes microseconds.
+TEST(CudaEventTimer, TimesTheKernelsNotTheirLaunch) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  StatusOr<std::unique_ptr<runtime::OpTimer>> made = MakeCudaEventTimer(0);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  runtime::OpTimer& timer = **made;
+  EXPECT_EQ(timer.clock(), OpClock::kCudaEvents);
+  const at::Tensor a = at::randn({4096, 4096}, at::TensorOptions().device("cuda:0"));
+  at::Tensor c = at::empty_like(a);
+  ASSERT_TRUE(timer.BeginStep(2).ok());
+  ASSERT_TRUE(timer.ComputeBegins(0).ok());
+  const runtime::TimePoint launch = runtime::Clock::now();
+  for (int i = 0; i < 4; ++i) at::mm_out(c, a, a);
+  const double launch_seconds = runtime::SecondsBetween(launch, runtime::Clock::now());
+  ASSERT_TRUE(timer.ComputeEnded(0).ok());
+  ASSERT_TRUE(timer.ComputeBegins(1).ok());
+  c.add_(1.0);
+  ASSERT_TRUE(timer.ComputeEnded(1).ok());
+  const StatusOr<std::vector<runtime::OpSpan>> spans = timer.Resolve();
+  ASSERT_TRUE(spans.ok()) << spans.status().message();
+  ASSERT_EQ(spans->size(), 2u);
+  const double mm = runtime::SecondsBetween((*spans)[0].start, (*spans)[0].end);
+  EXPECT_GT(mm, 5 * launch_seconds) << "kernel " << mm << " s, launch " << launch_seconds << " s";
+  EXPECT_GE((*spans)[1].start, (*spans)[0].end);  // one stream: in order
+  EXPECT_LE((*spans)[1].start, (*spans)[1].end);
+}
+
+TEST(NcclTransport, WithoutAGpuTheRunIsRefusedNamingWhy) {
+  if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "this machine has a CUDA device";
+  PlanRequest request;
+  request.strategy = "1f1b";
+  request.topology.ranks = 2;
+  request.topology.microbatches = 2;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok());
+  const testing::TempDir dir("nccl-refused");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(*plan, ProtoFormat::kBinary);
+  const testing::CommandResult run = testing::RunTorchTool(
+      {"run", "--plan", path, "--local-ranks", "2", "--transport", "nccl"}, 60);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("--transport nccl: no CUDA device"), std::string::npos) << run.output;
+}
+
+// One GPU cannot host two NCCL ranks, so with one GPU a rank sends to itself.
+TEST(NcclTransport, OneRankSendsToItselfOnTheGpu) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  Rendezvous rendezvous;
+  rendezvous.port = FreeLocalPort();
+  ASSERT_NE(rendezvous.port, 0);
+  StatusOr<GlooConnection> gloo = ConnectGloo(rendezvous);
+  ASSERT_TRUE(gloo.ok()) << gloo.status().message();
+  StatusOr<NcclConnection> nccl =
+      ConnectNccl(*gloo->coordinator, 0, 1, 0, std::chrono::milliseconds(30000));
+  ASSERT_TRUE(nccl.ok()) << nccl.status().message();
+  const at::Tensor sent = at::arange(1024, at::TensorOptions().dtype(at::kFloat).device("cuda:0"));
+  const at::Tensor received = at::zeros_like(sent);
+  const auto bytes = [](const at::Tensor& t) {
+    return std::span<std::byte>(static_cast<std::byte*>(t.data_ptr()), t.nbytes());
+  };
+  const std::vector<runtime::P2POp> ops = {{runtime::P2PKind::kSend, RankId(0), bytes(sent)},
+                                           {runtime::P2PKind::kRecv, RankId(0), bytes(received)}};
+  auto pending = nccl->transport->Post(ops);
+  ASSERT_TRUE(pending.ok()) << pending.status().message();
+  for (auto& op : *pending) {
+    const Status waited = op->Wait(runtime::Clock::now() + std::chrono::seconds(30));
+    ASSERT_TRUE(waited.ok()) << waited.message();
+  }
+  EXPECT_TRUE(at::equal(sent, received));
+}
+
+// One step over NCCL, one GPU per rank, against the same plan run on CPU threads. GPU and CPU
+// kernels sum in different orders: rtol 1e-4 rather than the CPU tests' 1e-5.
+class NcclGradients : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NcclGradients, MatchTheCpuRun) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  if (CudaDevices() < 2) GTEST_SKIP() << "needs 2 GPUs (one per rank); this machine has 1";
+  PlanRequest request;
+  request.strategy = GetParam();
+  request.topology.ranks = 2;
+  request.topology.microbatches = 4;
+  request.topology.stages_per_rank = GetParam() == "1f1b" ? 1 : 2;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ModelConfig config;
+  config.layers_per_stage = 1;
+  config.hidden = 64;
+  config.seed = 7;
+  TorchExecutorOptions options;
+  options.model = config;
+  const testing::StepResult cpu = testing::RunInProcess(*plan, options);
+  std::vector<std::string> flags = testing::ModelFlags(config);
+  flags.insert(flags.end(), {"--transport", "nccl"});
+  const testing::StepResult gpu = testing::RunOverGloo(*plan, flags, "nccl-" + GetParam());
+  testing::ExpectMatches(gpu, cpu, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, NcclGradients, ::testing::Values("1f1b", "zbv", "dualpipe-v"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string name = param.param;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace pipeplan::torch_ext
