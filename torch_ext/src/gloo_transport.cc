@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -360,6 +361,33 @@ StatusOr<int> ParseEnvInt(const char* name, int min) {
   return value;
 }
 
+// Where this rank's Gloo connections bind, as torch's own Gloo process group chooses: the
+// interfaces GLOO_SOCKET_IFNAME names, else the address this host's name resolves to. Not
+// MASTER_ADDR's: on any node but the master that is not a local address. A loopback master
+// means every rank is on this machine (the --local-ranks launcher): loopback it is.
+std::vector<std::shared_ptr<gloo::transport::Device>> LocalGlooDevices(const std::string& master) {
+  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+  const char* interfaces = std::getenv("GLOO_SOCKET_IFNAME");
+  if (interfaces != nullptr && *interfaces != '\0') {
+    std::string_view rest(interfaces);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string name(rest.substr(0, comma));
+      if (!name.empty()) {
+        devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+      }
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    if (!devices.empty()) return devices;
+  }
+  if (master == "127.0.0.1" || master == "localhost" || master == "::1") {
+    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(master));
+  } else {
+    devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return devices;
+}
+
 }  // namespace
 
 StatusOr<Rendezvous> RendezvousFromEnvironment() {
@@ -395,7 +423,7 @@ StatusOr<GlooConnection> ConnectGloo(const Rendezvous& r) {
     options.timeout = r.timeout;
     auto store = c10::make_intrusive<c10d::TCPStore>(r.host, options);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(r.timeout);
-    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(r.host));
+    gloo_options->devices = LocalGlooDevices(r.host);
     auto group =
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, r.rank, r.world_size, gloo_options);
     GlooConnection connection;
