@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gradient_check.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
+#include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/nccl_transport.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 #include "torch_test_support.h"
@@ -85,6 +88,33 @@ TEST(NcclTransport, WithoutAGpuTheRunIsRefusedNamingWhy) {
       {"run", "--plan", path, "--local-ranks", "2", "--transport", "nccl"}, 60);
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("--transport nccl: no CUDA device"), std::string::npos) << run.output;
+}
+
+// How the NCCL transport's Abort reaches every rank (CPU: the store is the Gloo rendezvous's):
+// the first reason published wins, and the run's other watchers (here a Gloo transport on the
+// same store) stop with it.
+TEST(AbortThroughTheStore, TheFirstReasonWinsAndEveryWatcherStopsWithIt) {
+  Rendezvous rendezvous;
+  rendezvous.port = FreeLocalPort();
+  ASSERT_NE(rendezvous.port, 0);
+  StatusOr<GlooConnection> gloo = ConnectGloo(rendezvous);
+  ASSERT_TRUE(gloo.ok()) << gloo.status().message();
+  Coordinator& coordinator = *gloo->coordinator;
+  EXPECT_FALSE(coordinator.PublishedAbort().has_value());
+  const std::string first = "rank 1, action 3 (1F0): the executor threw: boom";
+  EXPECT_EQ(coordinator.PublishAbort(Internal(first)).message(), first);
+  EXPECT_EQ(coordinator.PublishAbort(Internal("a later reason")).message(), first);
+  const std::optional<Status> seen = coordinator.PublishedAbort();
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->code(), StatusCode::kAborted);
+  EXPECT_EQ(seen->message(), first);
+  StatusOr<std::vector<std::unique_ptr<runtime::PendingOp>>> posted = gloo->transport->Post({});
+  for (int i = 0; i < 250 && posted.ok(); ++i) {  // its watcher polls every 20 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    posted = gloo->transport->Post({});
+  }
+  ASSERT_FALSE(posted.ok());
+  EXPECT_EQ(posted.status().message(), first);
 }
 
 // One GPU cannot host two NCCL ranks, so with one GPU a rank sends to itself.

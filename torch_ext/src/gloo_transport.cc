@@ -31,6 +31,22 @@ using runtime::TimePoint;
 
 constexpr char kAbortKey[] = "pipeplan/abort";
 constexpr auto kAbortPoll = std::chrono::milliseconds(20);
+
+// The run's abort reason in the store, shared by the Gloo transport and the coordinator (which
+// the NCCL transport watches). Both throw when the store is gone.
+Status PublishAbortReason(c10d::Store& store, const Status& reason) {
+  // The first reason published wins on every rank.
+  const std::string& text = reason.message();
+  const std::vector<uint8_t> published =
+      store.compareSet(kAbortKey, {}, std::vector<uint8_t>(text.begin(), text.end()));
+  return {reason.code(), std::string(published.begin(), published.end())};
+}
+
+std::optional<Status> ReadAbortReason(c10d::Store& store) {
+  if (!store.check({kAbortKey})) return std::nullopt;
+  const std::vector<uint8_t> reason = store.get(kAbortKey);
+  return Status(StatusCode::kAborted, std::string(reason.begin(), reason.end()));
+}
 // Tags: per peer and direction, message n gets header tag n * kTagStride and payload tag
 // n * kTagStride + 1 + size % (kTagStride - 1), so a payload of the wrong size never matches
 // (Gloo aborts the process on an oversized message) while its header reports the mismatch.
@@ -141,11 +157,7 @@ class GlooTransport final : public runtime::Transport {
   void Abort(const Status& reason) override {
     Status winner = reason;
     try {
-      // The first reason published wins on every rank.
-      const std::string& text = reason.message();
-      const std::vector<uint8_t> published =
-          store_->compareSet(kAbortKey, {}, std::vector<uint8_t>(text.begin(), text.end()));
-      winner = Status(reason.code(), std::string(published.begin(), published.end()));
+      winner = PublishAbortReason(*store_, reason);
     } catch (const std::exception&) {
       // The store is gone (rank 0 died): abort locally with our own reason.
     }
@@ -196,11 +208,7 @@ class GlooTransport final : public runtime::Transport {
   }
 
   // The reason some rank published, if one did; throws when the store is gone.
-  std::optional<Status> ReadPublishedReason() {
-    if (!store_->check({kAbortKey})) return std::nullopt;
-    const std::vector<uint8_t> reason = store_->get(kAbortKey);
-    return Status(StatusCode::kAborted, std::string(reason.begin(), reason.end()));
-  }
+  std::optional<Status> ReadPublishedReason() { return ReadAbortReason(*store_); }
 
   void WatchForAbort(const std::stop_token& stop) {
     while (!stop.stop_requested()) {
@@ -340,6 +348,23 @@ class StoreCoordinator final : public Coordinator {
       return std::string(value.begin(), value.end());
     } catch (const std::exception& e) {
       return DeadlineExceeded("'" + key + "' never arrived: " + What(e));
+    }
+  }
+
+  Status PublishAbort(const Status& reason) override {
+    try {
+      return PublishAbortReason(*store_, reason);
+    } catch (const std::exception&) {
+      return reason;  // the store is gone: ours is the reason
+    }
+  }
+
+  std::optional<Status> PublishedAbort() override {
+    try {
+      return ReadAbortReason(*store_);
+    } catch (const std::exception& e) {
+      return Status(StatusCode::kAborted,
+                    "lost the rendezvous store (did rank 0 exit?): " + What(e));
     }
   }
 

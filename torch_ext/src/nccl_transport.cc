@@ -1,5 +1,6 @@
 #include "pipeplan/torch_ext/nccl_transport.h"
 
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -22,6 +23,8 @@ using runtime::TimePoint;
 
 constexpr char kUniqueIdKey[] = "pipeplan/nccl-unique-id";
 constexpr auto kPoll = std::chrono::microseconds(50);
+constexpr auto kAbortPoll = std::chrono::milliseconds(20);
+constexpr auto kFinalizeLimit = std::chrono::seconds(10);
 
 Status CudaStatus(cudaError_t error, const char* call) {
   if (error == cudaSuccess) return Status::Ok();
@@ -29,8 +32,32 @@ Status CudaStatus(cudaError_t error, const char* call) {
 }
 
 Status NcclStatus(ncclResult_t result, const char* call) {
-  if (result == ncclSuccess) return Status::Ok();
+  if (result == ncclSuccess || result == ncclInProgress) return Status::Ok();
   return Internal(std::string(call) + ": " + ncclGetErrorString(result));
+}
+
+// The communicator is non-blocking (ncclCommInitRankConfig, blocking = 0): a call may return
+// ncclInProgress and finish in the background. Polls its state until it has, `give_up` says
+// to stop (an abort) or `deadline` passes; so no NCCL call can hang the rank.
+template <typename GiveUp>
+Status AwaitComm(ncclComm_t comm, TimePoint deadline, const char* what, GiveUp give_up) {
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    PIPEPLAN_RETURN_IF_ERROR(
+        NcclStatus(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError"));
+    if (state == ncclSuccess) return Status::Ok();
+    if (state != ncclInProgress) return NcclStatus(state, what);
+    if (std::optional<Status> reason = give_up()) return *reason;
+    if (Clock::now() >= deadline) {
+      return DeadlineExceeded(std::string(what) + " did not complete in time");
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+// torch's current stream on `device`: where LibTorch queues the executor's kernels.
+cudaStream_t ComputeStream(int device) {
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
 }
 
 // The completion of one posted group, shared by its ops.
@@ -45,30 +72,38 @@ class NcclTransport;
 
 class NcclPendingOp final : public PendingOp {
  public:
-  NcclPendingOp(NcclTransport* transport, std::shared_ptr<Group> group)
-      : transport_(transport), group_(std::move(group)) {}
+  NcclPendingOp(NcclTransport* transport, std::shared_ptr<Group> group, bool receive)
+      : transport_(transport), group_(std::move(group)), receive_(receive) {}
   Status Wait(TimePoint deadline) override;
   TimePoint completed_at() const override { return completed_at_; }
 
  private:
   NcclTransport* transport_;
   std::shared_ptr<Group> group_;
+  bool receive_;
+  bool ordered_ = false;  // the compute stream waits for the receive
   TimePoint completed_at_;
 };
 
 class NcclTransport final : public runtime::Transport {
  public:
-  NcclTransport(int rank, int world_size, int device, ncclComm_t comm, cudaStream_t stream)
-      : rank_(rank), world_size_(world_size), device_(device), comm_(comm), stream_(stream) {}
+  NcclTransport(int rank, int world_size, int device, ncclComm_t comm, cudaStream_t stream,
+                Coordinator& coordinator, std::chrono::milliseconds timeout)
+      : rank_(rank),
+        world_size_(world_size),
+        device_(device),
+        timeout_(timeout),
+        comm_(comm),
+        stream_(stream),
+        coordinator_(coordinator),
+        watcher_([this](const std::stop_token& stop) { WatchForAbort(stop); }) {}
 
   ~NcclTransport() override {
+    watcher_.request_stop();
+    watcher_.join();
     cudaSetDevice(device_);
-    if (aborted_.load()) {
-      ncclCommAbort(comm_);
-    } else {
-      cudaStreamSynchronize(stream_);
-      ncclCommDestroy(comm_);
-    }
+    const std::lock_guard lock(comm_mutex_);
+    if (comm_ != nullptr) Release();
     cudaStreamDestroy(stream_);
     if (ready_ != nullptr) cudaEventDestroy(ready_);
   }
@@ -77,21 +112,25 @@ class NcclTransport final : public runtime::Transport {
   int world_size() const override { return world_size_; }
 
   StatusOr<std::vector<std::unique_ptr<PendingOp>>> Post(std::span<const P2POp> ops) override {
-    if (std::optional<Status> reason = AbortReason()) return *reason;
     for (const P2POp& op : ops) {
       if (op.peer.value < 0 || op.peer.value >= world_size_) {
         return InvalidArgument("peer " + std::to_string(op.peer.value) + " is outside the " +
                                std::to_string(world_size_) + " ranks");
       }
     }
+    // Held while NCCL uses the communicator, so that an abort from the watchdog or the watcher
+    // cannot free it under us (the calls do not block: the communicator is non-blocking).
+    const std::lock_guard lock(comm_mutex_);
+    if (std::optional<Status> reason = AbortReason()) return *reason;
     PIPEPLAN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
     if (ready_ == nullptr) {
       PIPEPLAN_RETURN_IF_ERROR(
           CudaStatus(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate"));
     }
-    // Sends read what compute queued before them on the default stream.
+    // Sends read what the executor queued before them on torch's current stream (not the
+    // legacy default stream, which a torch stream guard would bypass).
     PIPEPLAN_RETURN_IF_ERROR(
-        CudaStatus(cudaEventRecord(ready_, cudaStreamLegacy), "cudaEventRecord"));
+        CudaStatus(cudaEventRecord(ready_, ComputeStream(device_)), "cudaEventRecord"));
     PIPEPLAN_RETURN_IF_ERROR(
         CudaStatus(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent"));
     auto group = std::make_shared<Group>();
@@ -111,24 +150,22 @@ class NcclTransport final : public runtime::Transport {
     const Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
     PIPEPLAN_RETURN_IF_ERROR(posted);
     PIPEPLAN_RETURN_IF_ERROR(ended);
+    // A non-blocking group may still be enqueueing (connecting to a peer the first time): the
+    // stream holds its work only once the communicator says so.
+    PIPEPLAN_RETURN_IF_ERROR(AwaitComm(comm_, Clock::now() + timeout_, "ncclGroupEnd",
+                                       [this] { return AbortReason(); }));
     PIPEPLAN_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(group->done, stream_), "cudaEventRecord"));
     std::vector<std::unique_ptr<PendingOp>> pending;
     pending.reserve(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) {
-      pending.push_back(std::make_unique<NcclPendingOp>(this, group));
+    for (const P2POp& op : ops) {
+      pending.push_back(std::make_unique<NcclPendingOp>(this, group, op.kind == P2PKind::kRecv));
     }
     return pending;
   }
 
-  void Abort(const Status& reason) override {
-    {
-      const std::lock_guard lock(mutex_);
-      if (reason_) return;
-      reason_ = reason;
-    }
-    aborted_.store(true);
-    ncclCommAbort(comm_);
-  }
+  // Publishes the reason for every rank (the watchers of the others abort with it, so they
+  // stop at once instead of waiting out their timeout), then aborts here.
+  void Abort(const Status& reason) override { AbortLocally(coordinator_.PublishAbort(reason)); }
 
   std::optional<Status> AbortReason() const {
     const std::lock_guard lock(mutex_);
@@ -136,8 +173,9 @@ class NcclTransport final : public runtime::Transport {
   }
 
   // An asynchronous NCCL error (a peer vanished, a network failure), if any.
-  Status AsyncError() const {
-    if (aborted_.load()) return Status::Ok();  // the communicator is gone; the reason says why
+  Status AsyncError() {
+    const std::lock_guard lock(comm_mutex_);
+    if (comm_ == nullptr) return Status::Ok();  // aborted: the reason says why
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess) return Status::Ok();
     if (async == ncclSuccess || async == ncclInProgress) return Status::Ok();
@@ -147,19 +185,73 @@ class NcclTransport final : public runtime::Transport {
   int device() const { return device_; }
 
  private:
+  // Once, whoever comes first (the step's failure, the watchdog, the watcher): the reason is
+  // kept, and the communicator aborted and forgotten, so that neither a second Abort nor the
+  // destructor touches it again (ncclCommAbort twice on one communicator is undefined).
+  void AbortLocally(const Status& reason) {
+    {
+      const std::lock_guard lock(mutex_);
+      if (reason_) return;
+      reason_ = Status(StatusCode::kAborted, reason.message());
+    }
+    const std::lock_guard lock(comm_mutex_);
+    if (comm_ == nullptr) return;
+    cudaSetDevice(device_);
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+  void WatchForAbort(const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      std::this_thread::sleep_for(kAbortPoll);
+      if (std::optional<Status> reason = coordinator_.PublishedAbort()) {
+        AbortLocally(*reason);
+        return;
+      }
+    }
+  }
+
+  // A healthy shutdown: pending work flushed (bounded), then destroyed; aborted if it hangs.
+  void Release() {
+    cudaStreamSynchronize(stream_);
+    const ncclResult_t finalize = ncclCommFinalize(comm_);
+    const bool finalized = finalize == ncclSuccess || finalize == ncclInProgress;
+    const Status flushed = finalized
+                               ? AwaitComm(comm_, Clock::now() + kFinalizeLimit, "ncclCommFinalize",
+                                           [] { return std::optional<Status>(); })
+                               : Internal("ncclCommFinalize failed");
+    if (flushed.ok()) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+    comm_ = nullptr;
+  }
+
   int rank_;
   int world_size_;
   int device_;
+  std::chrono::milliseconds timeout_;
+  std::mutex comm_mutex_;  // guards comm_ (freed by an abort) while NCCL uses it
   ncclComm_t comm_;
   cudaStream_t stream_;
   cudaEvent_t ready_ = nullptr;
+  Coordinator& coordinator_;
   mutable std::mutex mutex_;
   std::optional<Status> reason_;
-  std::atomic<bool> aborted_{false};
+  std::jthread watcher_;  // last: started once everything it reads exists
 };
 
 Status NcclPendingOp::Wait(TimePoint deadline) {
   cudaSetDevice(transport_->device());
+  if (receive_ && !ordered_) {
+    // The consumer's kernels queue behind the receive on the device, whatever the host does;
+    // the host still waits below, to report when it landed (the timeline's transfer end).
+    PIPEPLAN_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamWaitEvent(ComputeStream(transport_->device()), group_->done, 0),
+                   "cudaStreamWaitEvent"));
+    ordered_ = true;
+  }
   while (true) {
     if (std::optional<Status> reason = transport_->AbortReason()) return *reason;
     const cudaError_t state = cudaEventQuery(group_->done);
@@ -212,17 +304,29 @@ StatusOr<NcclConnection> ConnectNccl(Coordinator& coordinator, int rank, int wor
     }
     std::copy(bytes.begin(), bytes.end(), id.internal);
   }
+  // Non-blocking, so that a rank whose peers never come fails after the timeout instead of
+  // hanging in ncclCommInitRank.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  PIPEPLAN_RETURN_IF_ERROR(
-      NcclStatus(ncclCommInitRank(&comm, world_size, id, rank), "ncclCommInitRank"));
+  PIPEPLAN_RETURN_IF_ERROR(NcclStatus(ncclCommInitRankConfig(&comm, world_size, id, rank, &config),
+                                      "ncclCommInitRankConfig"));
+  if (Status ready = AwaitComm(comm, Clock::now() + timeout, "NCCL communicator set-up",
+                               [] { return std::optional<Status>(); });
+      !ready.ok()) {
+    ncclCommAbort(comm);
+    return ready.WithContext("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+                             " (are all ranks up?)");
+  }
   cudaStream_t stream = nullptr;
   if (const cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
       error != cudaSuccess) {
-    ncclCommDestroy(comm);
+    ncclCommAbort(comm);
     return CudaStatus(error, "cudaStreamCreateWithFlags");
   }
-  return NcclConnection{std::make_unique<NcclTransport>(rank, world_size, device, comm, stream),
-                        stream};
+  return NcclConnection{
+      std::make_unique<NcclTransport>(rank, world_size, device, comm, stream, coordinator, timeout),
+      stream};
 }
 
 }  // namespace pipeplan::torch_ext

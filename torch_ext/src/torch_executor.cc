@@ -86,7 +86,8 @@ TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorO
     parameters.insert(parameters.end(), stage->parameters().begin(), stage->parameters().end());
   }
   optimizer_ = MakeOptimizer(std::move(parameters), options.optimizer);
-  validation_ = at::zeros({1}, at::TensorOptions().device(device_));
+  validation_sent_ = at::zeros({1}, at::TensorOptions().device(device_));
+  validation_received_ = at::zeros({1}, at::TensorOptions().device(device_));
 }
 
 StageModule* TorchExecutor::Local(StageId stage) {
@@ -281,7 +282,7 @@ StatusOr<std::span<std::byte>> TorchExecutor::SendBuffer(const Action& send,
       return BytesOf(state->input_grad);
     }
     case ActionKind::kSendPostValidation:
-      return BytesOf(validation_);
+      return BytesOf(validation_sent_);
     default:
       return InvalidArgument(std::string(KindToken(send.kind)) + " is not a send");
   }
@@ -301,7 +302,7 @@ StatusOr<std::span<std::byte>> TorchExecutor::RecvBuffer(const Action& recv,
       return BytesOf(state->received_grad);
     }
     case ActionKind::kRecvPostValidation:
-      return BytesOf(validation_);
+      return BytesOf(validation_received_);
     default:
       return InvalidArgument(std::string(KindToken(recv.kind)) + " is not a receive");
   }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "pipeplan/runtime/transport.h"
+#include "pipeplan/torch_ext/coordinator.h"
 
 namespace pipeplan::torch_ext {
 
@@ -25,21 +26,10 @@ struct Rendezvous {
 // missing or malformed.
 StatusOr<Rendezvous> RendezvousFromEnvironment();
 
-// What the ranks share besides messages, through the rendezvous store: barriers and small
-// blobs (each rank's timeline, for rank 0 to assemble).
-class Coordinator {
- public:
-  virtual ~Coordinator() = default;
-  // Returns once every rank reached the barrier `name` (each name used once).
-  virtual Status Barrier(const std::string& name, std::chrono::milliseconds timeout) = 0;
-  virtual Status Put(const std::string& key, const std::string& value) = 0;
-  // Waits for `key` to be put, up to `timeout`.
-  virtual StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
-};
-
 struct GlooConnection {
-  std::unique_ptr<runtime::Transport> transport;
+  // Declared first, destroyed last: a transport may watch it until it is destroyed.
   std::unique_ptr<Coordinator> coordinator;
+  std::unique_ptr<runtime::Transport> transport;
 };
 
 // Connects rank `r.rank` to the others (every rank must call it; it blocks until all have,

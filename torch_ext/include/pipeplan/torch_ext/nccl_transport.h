@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "pipeplan/runtime/transport.h"
-#include "pipeplan/torch_ext/gloo_transport.h"
+#include "pipeplan/torch_ext/coordinator.h"
 
 namespace pipeplan::torch_ext {
 
@@ -23,15 +23,21 @@ namespace pipeplan::torch_ext {
 Status CudaDeviceAvailable();
 
 // Creates the communicator of rank `rank` of `world_size` on CUDA device `device` (every rank
-// must call it; it blocks until all have, or fails after `timeout`). A device this process
-// cannot see is refused, naming how many it sees.
+// must call it). The communicator is non-blocking: set-up, and every later NCCL call, fails
+// after `timeout` instead of hanging (a missing peer). A device this process cannot see is
+// refused, naming how many it sees. `coordinator` must outlive the transport.
 //
-// Ordering: before each group the comm stream waits for work already queued on the legacy
-// default stream (where LibTorch runs unless told otherwise), so a send reads finished data;
-// a receive's consumer runs after Wait, which returns once the group's event completed.
-// NCCL cannot tell a receive of the wrong size (the sizes must match by construction: the
-// plan's validation and the executor's fixed activation shapes); Abort calls ncclCommAbort,
-// and the other ranks' watchdogs end their steps within the timeout.
+// Ordering: before each group the comm stream waits for what torch's current stream holds,
+// so a send reads finished data; Wait on a receive makes the current stream wait for the
+// group on the device, and returns once it completed (the host's view, for timing).
+// Buffers stay valid until their op completed: the executor keeps them until EndStep, which
+// runs after every transfer was waited, so the caching allocator cannot hand their memory out
+// while NCCL uses it (hence no recordStream).
+// Abort publishes the reason in the store and aborts the communicator once (a second Abort,
+// and the destructor, leave it alone); every rank's watcher polls the store and aborts with
+// the first reason, so all ranks stop at once with the failing rank's diagnosis.
+// NCCL cannot tell a receive of the wrong size (the sizes match by construction: the plan's
+// validation and the executor's fixed activation shapes).
 struct NcclConnection {
   std::unique_ptr<runtime::Transport> transport;
   cudaStream_t comm_stream = nullptr;  // where its transfers run (owned by the transport)

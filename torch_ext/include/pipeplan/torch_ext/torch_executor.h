@@ -97,7 +97,10 @@ class TorchExecutor final : public runtime::OpExecutor {
   std::vector<std::unique_ptr<StageModule>> stages_;  // this rank's, in chunk order
   std::unique_ptr<Optimizer> optimizer_;
   std::map<Key, Microbatch> live_;
-  at::Tensor validation_;  // the post-validation message (one float)
+  // The post-validation messages (one float each): one to send, one to receive, since a group
+  // may hold both and NCCL must not read and write one buffer at once.
+  at::Tensor validation_sent_;
+  at::Tensor validation_received_;
   std::vector<at::Tensor> losses_;
   double last_loss_;
 };
