@@ -117,29 +117,6 @@ TEST(AbortThroughTheStore, TheFirstReasonWinsAndEveryWatcherStopsWithIt) {
   EXPECT_EQ(posted.status().message(), first);
 }
 
-// A barrier that times out names who never came: after a node died, that is the diagnosis
-// its peers can give (the NCCL and Gloo runs open every step with one).
-TEST(StoreCoordinator, AFailedBarrierNamesTheRanksThatNeverArrived) {
-  Rendezvous rendezvous;
-  rendezvous.port = FreeLocalPort();
-  rendezvous.world_size = 2;
-  ASSERT_NE(rendezvous.port, 0);
-  StatusOr<GlooConnection> other = Internal("not connected");
-  std::thread rank_one([&] {
-    Rendezvous mine = rendezvous;
-    mine.rank = 1;
-    other = ConnectGloo(mine);
-  });
-  StatusOr<GlooConnection> zero = ConnectGloo(rendezvous);
-  rank_one.join();
-  ASSERT_TRUE(zero.ok()) << zero.status().message();
-  ASSERT_TRUE(other.ok()) << other.status().message();
-  const Status barrier = zero->coordinator->Barrier("step-7", std::chrono::milliseconds(300));
-  EXPECT_EQ(barrier.code(), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(barrier.message().find("barrier 'step-7' failed: rank 1 never arrived: "), 0u)
-      << barrier.message();
-}
-
 // One GPU cannot host two NCCL ranks, so with one GPU a rank sends to itself.
 TEST(NcclTransport, OneRankSendsToItselfOnTheGpu) {
   const Status cuda = CudaDeviceAvailable();

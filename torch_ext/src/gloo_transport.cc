@@ -318,17 +318,16 @@ Status GlooPendingOp::Wait(TimePoint deadline) {
 
 class StoreCoordinator final : public Coordinator {
  public:
-  StoreCoordinator(c10::intrusive_ptr<c10d::Store> store, int rank, int world)
-      : store_(std::move(store)), rank_(rank), world_(world) {}
+  StoreCoordinator(c10::intrusive_ptr<c10d::Store> store, int world)
+      : store_(std::move(store)), world_(world) {}
 
   Status Barrier(const std::string& name, std::chrono::milliseconds timeout) override {
     const std::string key = "pipeplan/barrier/" + name;
     try {
-      store_->set(key + "/" + std::to_string(rank_), std::vector<uint8_t>{1});
       if (store_->add(key, 1) == world_) store_->set(key + "/open", std::vector<uint8_t>{1});
       store_->wait({key + "/open"}, timeout);
     } catch (const std::exception& e) {
-      return DeadlineExceeded("barrier '" + name + "' failed: " + Missing(key) + What(e));
+      return DeadlineExceeded("barrier '" + name + "' failed: " + What(e));
     }
     return Status::Ok();
   }
@@ -360,23 +359,6 @@ class StoreCoordinator final : public Coordinator {
     }
   }
 
-  // "ranks 2, 3 never arrived: ", naming who a failed barrier waited for (a dead node's
-  // ranks), as far as the store still answers.
-  std::string Missing(const std::string& key) const {
-    std::string missing;
-    try {
-      for (int r = 0; r < world_; ++r) {
-        if (store_->check({key + "/" + std::to_string(r)})) continue;
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      }
-    } catch (const std::exception&) {
-      return "";
-    }
-    if (missing.empty()) return "";
-    return (missing.find(',') == std::string::npos ? "rank " : "ranks ") + missing +
-           " never arrived: ";
-  }
-
   std::optional<Status> PublishedAbort() override {
     try {
       return ReadAbortReason(*store_);
@@ -388,7 +370,6 @@ class StoreCoordinator final : public Coordinator {
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
-  int rank_;
   int world_;
 };
 
@@ -472,7 +453,7 @@ StatusOr<GlooConnection> ConnectGloo(const Rendezvous& r) {
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, r.rank, r.world_size, gloo_options);
     GlooConnection connection;
     connection.transport = std::make_unique<GlooTransport>(store, group, r.rank, r.world_size);
-    connection.coordinator = std::make_unique<StoreCoordinator>(store, r.rank, r.world_size);
+    connection.coordinator = std::make_unique<StoreCoordinator>(store, r.world_size);
     return connection;
   } catch (const std::exception& e) {
     return Internal("rank " + std::to_string(r.rank) + " could not join the rendezvous at " +
