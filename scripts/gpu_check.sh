@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pipeplan's GPU acceptance run, from a bundle made by scripts/gpu_bundle.sh (docs/gpu.md).
 #   usage: gpu_check.sh [RESULTS.md]     (default ./gpu-results.md)
+#   GPU_CHECK_WORK=DIR keeps the logs, profiles and timelines in DIR.
 # Prints device, driver, torch, CUDA and NCCL versions; checks that the bundled programs load
 # (with this machine's torch, CUDA runtime and NCCL); then, with a CUDA device: runs the GPU
 # tests, profiles the built-in transformer on cuda:0 with CUDA-event timing (hidden 1024),
@@ -35,9 +36,10 @@ PY
 gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 device="no CUDA device"
 if command -v nvidia-smi >/dev/null && (( gpus > 0 )); then
+  # "NVIDIA H200, 580.159.04, 143771 MiB" -> "NVIDIA H200 (driver 580.159.04, 143771 MiB)"
   device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader |
-           sed 's/^/GPU: /; s/, / (driver /; s/, / MiB/; s/ MiB MiB/ MiB/' | paste -sd ';')
-  device="$gpus x ${device#GPU: }"
+           head -1 | sed -E 's/^(.*), ([^,]*), ([^,]*)$/\1 (driver \2, \3)/')
+  device="$gpus x $device"
 fi
 echo "gpu_check: $device; $versions"
 
@@ -53,8 +55,14 @@ if (( gpus == 0 )); then
   exit 0
 fi
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# GPU_CHECK_WORK=DIR keeps every log, profile and timeline there (for a look afterwards).
+if [[ -n "${GPU_CHECK_WORK:-}" ]]; then
+  work=$GPU_CHECK_WORK
+  mkdir -p "$work" || fail "cannot create $work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 block="$work/block.md"
 {
   echo "## $(date -u +%Y-%m-%d) — $device"
@@ -69,7 +77,9 @@ status=0
 {
   echo "### GPU tests (bin/torch_cuda_tests)"
   echo '```'
-  grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]' "$work/tests.log" | sed 's/ ([0-9]* ms)$//'
+  # Each test's verdict (the lines with a duration), then gtest's totals.
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\] .* \([0-9]+ ms\)$' "$work/tests.log" | sed 's/ ([0-9]* ms)$//'
+  grep -E '^\[ +PASSED +\]|^\[ +FAILED +\] [0-9]+ tests?,' "$work/tests.log"
   echo '```'
 } >>"$block"
 

@@ -117,7 +117,17 @@ StatusOr<TorchExecutor::Microbatch*> TorchExecutor::Find(StageId stage, Microbat
   return &it->second;
 }
 
+void TorchExecutor::LoadData() {
+  const bool first = OnThisRank(0);
+  const bool last = OnThisRank(map_.num_stages() - 1);
+  for (int mb = 0; mb < microbatches_; ++mb) {
+    if (first) inputs_.push_back(MicrobatchInput(options_.model, mb, device_));
+    if (last) targets_.push_back(MicrobatchTarget(options_.model, mb, device_));
+  }
+}
+
 Status TorchExecutor::BeginStep(const runtime::OpContext& /*context*/) {
+  if (inputs_.empty() && targets_.empty()) LoadData();
   live_.clear();
   losses_.clear();
   return Status::Ok();
@@ -129,7 +139,7 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
   Microbatch& state = live_[{stage.value, mb.value}];
   at::Tensor input;
   if (map_.IsFirst(stage)) {
-    input = MicrobatchInput(options_.model, mb.value, device_);
+    input = inputs_.at(mb.value);
   } else if (OnThisRank(stage.value - 1)) {
     PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * previous, Find(StageId(stage.value - 1), mb, "F"));
     input = previous->output;
@@ -149,8 +159,7 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
                            " ([microbatch size, sequence, hidden] from the model flags)");
   }
   if (map_.IsLast(stage)) {
-    state.root =
-        MicrobatchLoss(output, MicrobatchTarget(options_.model, mb.value, device_), microbatches_);
+    state.root = MicrobatchLoss(output, targets_.at(mb.value), microbatches_);
     losses_.push_back(state.root.detach());
   } else {
     state.root = output;

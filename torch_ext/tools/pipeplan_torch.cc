@@ -424,6 +424,18 @@ StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const 
   return gathered;
 }
 
+// Rank 0 may host the store (--local-ranks): it leaves last, once every other rank has passed
+// the final barrier, so no rank loses the store inside it.
+Status LeaveTogether(Coordinator& coordinator, const Rendezvous& r,
+                     std::chrono::milliseconds timeout) {
+  PIPEPLAN_RETURN_IF_ERROR(coordinator.Barrier("done", timeout));
+  if (r.rank != 0) return coordinator.Put("left/" + std::to_string(r.rank), "");
+  for (int rank = 1; rank < r.world_size; ++rank) {
+    PIPEPLAN_RETURN_IF_ERROR(coordinator.Get("left/" + std::to_string(rank), timeout).status());
+  }
+  return Status::Ok();
+}
+
 // One rank of a multi-process run (torchrun or a child spawned by --local-ranks).
 Status RunAsRank(const Plan& plan, const Options& o) {
   PIPEPLAN_ASSIGN_OR_RETURN(Rendezvous rendezvous, RendezvousFromEnvironment());
@@ -460,6 +472,10 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   };
   PIPEPLAN_ASSIGN_OR_RETURN(std::vector<RankTimeline> mine,
                             runtime::RunRank(plan, rank, *executor, *connection.transport, run));
+  // The steps are done: stop the transport's watch on the store now, so that no rank still
+  // polls it when rank 0 (which may host it) leaves.
+  timer.reset();
+  connection.transport.reset();
   PIPEPLAN_RETURN_IF_ERROR(PublishTimelines(coordinator, rank, std::move(mine)));
   Status reported = Status::Ok();
   if (rank.value == 0) {
@@ -467,8 +483,7 @@ Status RunAsRank(const Plan& plan, const Options& o) {
         GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o));
     reported = steps.ok() ? Report(plan, o, *steps) : steps.status();
   }
-  // Rank 0 serves the store: everyone leaves together.
-  PIPEPLAN_RETURN_IF_ERROR(coordinator.Barrier("done", TimeoutOf(o)));
+  PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));
   return reported;
 }
 
