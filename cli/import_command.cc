@@ -1,5 +1,6 @@
 // pipeplan import: read a schedule in PyTorch's pipelining CSV (compute-only, or with torch's
-// transfers, which are dropped), insert comm, validate it and write it as a plan.
+// transfers, which are dropped), insert comm, validate it and write it as a plan; or read
+// torch.profiler traces of a torch pipelining job into a measured timeline (trace_import.h).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/planner/planner.h"
+#include "trace_import.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -18,6 +20,7 @@ namespace {
 constexpr std::string_view kHelp =
     R"(usage: pipeplan import --format torch-csv|torch-csv-comms FILE [--microbatches M]
                        [--strategy-name NAME] [--costs FILE | cost flags] [-o FILE]
+       pipeplan import --format torch-trace TRACE... [--plan PLAN] [--step N] [-o FILE]
 
 Reads a schedule in torch.distributed.pipelining's CSV format (one row per rank, no header,
 cells like 0F1, 1I0, 1W0, 0B3, (0F1;1B0)OVERLAP_F_B), inserts SEND/RECV, validates it and
@@ -25,6 +28,17 @@ writes a plan that 'pipeplan simulate' and 'pipeplan export' accept. P is the nu
 rows, V the number of stages / P; the placement (loop or V) is inferred. The import is
 strict: every cell must be one whole token of the format, legacy "BW" tokens are rejected,
 and errors name the row (rank) and column.
+
+With --format torch-trace, reads torch.profiler Chrome traces (export_chrome_trace, plain or
+.gz), one per rank, of a job that ran torch.distributed.pipelining's schedule runtime (which
+marks every action as a "PP:<action>" range) and writes a measured timeline that 'pipeplan
+diff', 'profile' and 'calibrate' read as they read 'pipeplan run --timeline'. Ranks come from
+each trace's distributed info, else from the order given. Each action is timed by its GPU
+span (gpu_user_annotation) where the trace has one, else by its host range from its first
+operator (before that torch only waits for the action's input); a receive ends where its data
+is first used. With profile_memory=True, each action's memory (allocator totals at start and
+end, and the peak in between) is kept, in bytes. Every step complete on every rank is read
+(ProfilerStep ranges, or the program repeating); the median one is written.
 
 Options:
   --format FORMAT       required; one of:
@@ -35,6 +49,14 @@ Options:
                                            default; these are checked and dropped (a "note:"
                                            on stderr says so) and the plan gets its own
                                            transfers
+                          torch-trace      torch.profiler traces (one file per rank) to a
+                                           measured timeline
+  --plan PLAN           torch-trace: the plan the job ran (e.g. the plan exported with
+                        'pipeplan export --format torch-csv'); every rank's compute actions
+                        must match it in order. Without it, the traces' executed compute order
+                        becomes the plan (with pipeplan's transfers; cost flags as below)
+  --step N              torch-trace: write step N (its ProfilerStep number) instead of the
+                        median step
   --microbatches M      microbatches per step, integer >= 1; every token must be below M
                         (default: inferred as the largest microbatch id + 1)
   --strategy-name NAME  the strategy name recorded in the plan (default: imported)
@@ -55,6 +77,7 @@ Examples:
   pipeplan import --format torch-csv schedule.csv -o imported.pb
   pipeplan import --format torch-csv-comms torch_dump.csv -o imported.pb
   pipeplan import --format torch-csv schedule.csv --microbatches 8 --forward 1 --backward 2
+  pipeplan import --format torch-trace traces/rank*.json.gz --plan plan.pb -o measured.pb
 )";
 
 struct ImportOptions {
@@ -64,11 +87,13 @@ struct ImportOptions {
   std::string strategy_name = "imported";
   app::CostFlags costs;
   std::optional<std::string> output;
+  std::optional<TraceImportOptions> trace;  // --format torch-trace
 };
 
 std::vector<app::FlagSpec> ImportFlags() {
-  std::vector<app::FlagSpec> specs = {
-      {"format"}, {"microbatches"}, {"strategy-name"}, {"output", app::FlagKind::kValue, 'o'}};
+  std::vector<app::FlagSpec> specs = {{"format"},        {"microbatches"},
+                                      {"strategy-name"}, {"plan"},
+                                      {"step"},          {"output", app::FlagKind::kValue, 'o'}};
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
@@ -76,14 +101,45 @@ std::vector<app::FlagSpec> ImportFlags() {
 StatusOr<TorchCsvFormat> ParseImportFormat(const std::string& name) {
   if (name == "torch-csv") return TorchCsvFormat::kComputeOnly;
   if (name == "torch-csv-comms") return TorchCsvFormat::kComputeComms;
-  return InvalidArgument("unknown --format '" + name + "' (expected torch-csv or torch-csv-comms)");
+  return InvalidArgument("unknown --format '" + name +
+                         "' (expected torch-csv, torch-csv-comms or torch-trace)");
+}
+
+StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags) {
+  if (flags.positional().empty()) {
+    return InvalidArgument(
+        "expected the trace files, one per rank (pipeplan import --format torch-trace TRACE...)");
+  }
+  if (flags.Has("microbatches")) {
+    return InvalidArgument("--microbatches is for CSV imports; a trace's plan says M");
+  }
+  TraceImportOptions options;
+  options.traces = flags.positional();
+  options.plan = flags.GetString("plan");
+  PIPEPLAN_ASSIGN_OR_RETURN(options.step, flags.GetInt("step", 0));
+  if (std::optional<std::string> name = flags.GetString("strategy-name"); name.has_value()) {
+    if (name->empty()) return InvalidArgument("--strategy-name must not be empty");
+    options.strategy_name = *std::move(name);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(options.costs, app::ParseCostFlags(flags));
+  options.output = flags.GetString("output");
+  return options;
 }
 
 StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(
-      app::ExpectPositional(flags, 1, "the CSV file (pipeplan import --format torch-csv FILE)"));
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string format, flags.RequireString("format"));
   ImportOptions options;
+  if (format == "torch-trace") {
+    PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
+    return options;
+  }
+  for (const char* trace_only : {"plan", "step"}) {
+    if (flags.Has(trace_only)) {
+      return InvalidArgument("--" + std::string(trace_only) + " is for --format torch-trace");
+    }
+  }
+  PIPEPLAN_RETURN_IF_ERROR(
+      app::ExpectPositional(flags, 1, "the CSV file (pipeplan import --format torch-csv FILE)"));
   PIPEPLAN_ASSIGN_OR_RETURN(options.format, ParseImportFormat(format));
   options.csv_path = flags.positional().front();
   PIPEPLAN_ASSIGN_OR_RETURN(options.microbatches, flags.GetInt("microbatches", 1));
@@ -97,6 +153,7 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
 }
 
 Status ExecuteImport(const ImportOptions& options) {
+  if (options.trace.has_value()) return ExecuteTraceImport(*options.trace);
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string csv, app::ReadFile(options.csv_path));
   if (const StatusOr<FileHeader> header =
           ReadFileHeader(csv, DetectProtoFormat(options.csv_path, csv));

@@ -6,9 +6,9 @@ set -euo pipefail
 # clang-format and clang-tidy are for scripts/lint.sh, which CI runs. clang and libclang-rt-dev
 # (libFuzzer and the sanitizer runtimes, only a recommendation of clang's) are for
 # scripts/fuzz.sh. libgloo-dev: the headers c10d's ProcessGroupGloo.hpp includes, which the
-# torch wheel does not ship.
+# torch wheel does not ship. libsimdjson-dev and zlib1g-dev: reading torch.profiler traces.
 packages=(cmake ninja-build g++ protobuf-compiler libprotobuf-dev libgtest-dev libgmock-dev
-          libbenchmark-dev clang-format clang-tidy clang libclang-rt-dev python3-venv libgloo-dev)
+          libbenchmark-dev libsimdjson-dev zlib1g-dev clang-format clang-tidy clang libclang-rt-dev python3-venv libgloo-dev)
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -31,7 +32,43 @@ class FdCloser {
   int fd_;
 };
 
+bool IsGzip(const std::string& data) { return data.starts_with("\x1f\x8b"); }
+
+// Inflates every gzip member of `data` (gzip files may hold several, one after another).
+StatusOr<std::string> Gunzip(std::string_view data, const std::string& path) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
+    return Internal("cannot inflate '" + path + "': zlib did not start");
+  }
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  stream.avail_in = static_cast<uInt>(data.size());
+  std::string out;
+  char buffer[1 << 16];
+  int code = Z_OK;
+  while (code != Z_STREAM_END || stream.avail_in > 0) {
+    if (code == Z_STREAM_END) inflateReset(&stream);  // the next member
+    stream.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream.avail_out = sizeof(buffer);
+    code = inflate(&stream, Z_NO_FLUSH);
+    if (code != Z_OK && code != Z_STREAM_END) break;
+    out.append(buffer, sizeof(buffer) - stream.avail_out);
+    if (code == Z_OK && stream.avail_in == 0 && stream.avail_out != 0) break;  // ran out
+  }
+  const std::string reason = stream.msg != nullptr ? std::string(" (") + stream.msg + ")" : "";
+  inflateEnd(&stream);
+  if (code != Z_STREAM_END) {
+    return InvalidArgument("cannot read '" + path + "': corrupt or truncated gzip data" + reason);
+  }
+  return out;
+}
+
 }  // namespace
+
+StatusOr<std::string> ReadMaybeGzipped(const std::string& path) {
+  StatusOr<std::string> content = ReadFile(path);
+  if (!content.ok() || !IsGzip(*content)) return content;
+  return Gunzip(*content, path);
+}
 
 StatusOr<std::string> ReadFile(const std::string& path) {
   if (path == "-") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace pipeplan::app {
 
@@ -12,6 +13,18 @@ std::string FormatCompact(double value) {
   while (text.back() == '0') text.pop_back();
   if (text.back() == '.') text.pop_back();
   return text;
+}
+
+std::string FormatBytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  size_t unit = 0;
+  while (std::fabs(bytes) >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return FormatFixed(bytes, 0) + " B";
+  const int decimals = std::fabs(bytes) < 10.0 ? 2 : std::fabs(bytes) < 100.0 ? 1 : 0;
+  return FormatFixed(bytes, decimals) + " " + kUnits[unit];
 }
 
 std::string FormatPercent(double fraction) { return FormatFixed(fraction * 100.0, 1) + "%"; }

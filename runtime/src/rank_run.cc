@@ -8,9 +8,6 @@
 #include "pipeplan/runtime/execute.h"
 #include "pipeplan/runtime/rank_progress.h"
 #include "pipeplan/runtime/watchdog.h"
-#include "pipeplan/simulation/clock_alignment.h"
-#include "pipeplan/simulation/simulator.h"
-#include "pipeplan/simulation/timeline_metrics.h"
 
 namespace pipeplan::runtime {
 
@@ -61,30 +58,6 @@ StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExe
     if (step >= options.warmup) measured.push_back(*std::move(timeline));
   }
   return measured;
-}
-
-StatusOr<Timeline> AssembleTimeline(const Plan& plan, std::vector<RankTimeline> ranks) {
-  if (ranks.size() != plan.programs.size()) {
-    return InvalidArgument("got timelines of " + std::to_string(ranks.size()) +
-                           " ranks for a plan of " + std::to_string(plan.programs.size()));
-  }
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    if (ranks[r].rank.value != static_cast<int>(r) ||
-        ranks[r].actions.size() != plan.programs[r].actions.size()) {
-      return InvalidArgument("the timeline given for rank " + std::to_string(r) +
-                             " does not match that rank's program");
-    }
-  }
-  // Each process started its clock when it left the step's barrier, not all at once.
-  AlignRankClocks(plan, ranks);
-  Timeline timeline;
-  timeline.source = TimelineSource::kMeasured;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    timeline.ranks.push_back(std::move(ranks[r]));
-    SummarizeComputeTimes(plan.programs[r], timeline.ranks.back());
-  }
-  timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan, plan.request.costs));
-  return timeline;
 }
 
 }  // namespace pipeplan::runtime

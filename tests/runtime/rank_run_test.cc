@@ -13,6 +13,7 @@
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/synthetic_executor.h"
+#include "pipeplan/simulation/measured_timeline.h"
 #include "runtime_test_support.h"
 
 namespace pipeplan::runtime {
@@ -70,7 +71,7 @@ TEST(RankRun, RanksRunTheirProgramsAndTimelinesAssemble) {
     EXPECT_EQ(t.actions.size(), plan->programs[r].actions.size());
     step0.push_back(t);
   }
-  const StatusOr<Timeline> timeline = AssembleTimeline(*plan, step0);
+  const StatusOr<Timeline> timeline = AssembleMeasuredTimeline(*plan, step0);
   ASSERT_TRUE(timeline.ok()) << timeline.status().message();
   EXPECT_EQ(timeline->source, TimelineSource::kMeasured);
   EXPECT_GT(timeline->metrics.makespan, 0.0);
@@ -78,7 +79,7 @@ TEST(RankRun, RanksRunTheirProgramsAndTimelinesAssemble) {
   for (const RankTimeline& r : timeline->ranks) EXPECT_GT(r.busy, 0.0);
 
   step0.pop_back();
-  const StatusOr<Timeline> short_one = AssembleTimeline(*plan, step0);
+  const StatusOr<Timeline> short_one = AssembleMeasuredTimeline(*plan, step0);
   ASSERT_FALSE(short_one.ok());
   EXPECT_EQ(short_one.status().message(), "got timelines of 2 ranks for a plan of 3");
 }

@@ -32,6 +32,7 @@
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/runtime/rank_run.h"
+#include "pipeplan/simulation/measured_timeline.h"
 #include "pipeplan/simulation/timeline_metrics.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
@@ -418,7 +419,7 @@ StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const 
                                 FetchTimeline(coordinator, r, step, timeout));
       ranks.push_back(std::move(timeline));
     }
-    PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, runtime::AssembleTimeline(plan, std::move(ranks)));
+    PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, AssembleMeasuredTimeline(plan, std::move(ranks)));
     gathered.push_back(std::move(timeline));
   }
   return gathered;

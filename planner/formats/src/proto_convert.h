@@ -70,10 +70,17 @@ constexpr EnumTable<TimelineSource, v1::TimelineSource, 2> kTimelineSources = {{
     {TimelineSource::kMeasured, v1::MEASURED},
 }}};
 
-constexpr EnumTable<OpClock, v1::OpClock, 3> kOpClocks = {{{
+constexpr EnumTable<OpClock, v1::OpClock, 5> kOpClocks = {{{
     {OpClock::kUnrecorded, v1::OP_CLOCK_UNRECORDED},
     {OpClock::kHost, v1::HOST_CLOCK},
     {OpClock::kCudaEvents, v1::CUDA_EVENTS},
+    {OpClock::kProfilerDevice, v1::PROFILER_DEVICE},
+    {OpClock::kProfilerHost, v1::PROFILER_HOST},
+}}};
+
+constexpr EnumTable<MemoryUnit, v1::MemoryUnit, 2> kMemoryUnits = {{{
+    {MemoryUnit::kModel, v1::MEMORY_UNIT_MODEL},
+    {MemoryUnit::kBytes, v1::MEMORY_UNIT_BYTES},
 }}};
 
 constexpr EnumTable<FileKind, v1::FileKind, 5> kFileKinds = {{{

@@ -29,6 +29,13 @@ void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
     entry->set_bytes(sample.bytes);
   }
   out->set_clock(kOpClocks.ToProto(rank.clock));
+  out->set_memory_unit(kMemoryUnits.ToProto(rank.memory_unit));
+  for (const ActionMemory& memory : rank.action_memory) {
+    v1::ActionMemory* entry = out->add_action_memory();
+    entry->set_start(memory.start);
+    entry->set_end(memory.end);
+    entry->set_peak(memory.peak);
+  }
 }
 
 void ToProto(const Timeline& timeline, v1::Timeline* out) {
@@ -58,6 +65,42 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
   for (const v1::MemorySample& sample : proto.memory()) {
     rank.memory.push_back({.time = sample.time(), .bytes = sample.bytes()});
   }
+  for (const v1::ActionMemory& memory : proto.action_memory()) {
+    rank.action_memory.push_back(
+        {.start = memory.start(), .end = memory.end(), .peak = memory.peak()});
+  }
+  return rank;
+}
+
+// A rank's enums and its measured memory: one entry per action, bytes never negative or NaN.
+StatusOr<RankTimeline> CheckedRank(const v1::RankTimeline& proto, const std::string& path) {
+  const std::optional<OpClock> clock = kOpClocks.FromProto(proto.clock());
+  if (!clock.has_value()) {
+    return FieldError(Child(path, "clock"), "unknown op clock " + std::to_string(proto.clock()));
+  }
+  const std::optional<MemoryUnit> unit = kMemoryUnits.FromProto(proto.memory_unit());
+  if (!unit.has_value()) {
+    return FieldError(Child(path, "memory_unit"),
+                      "unknown memory unit " + std::to_string(proto.memory_unit()));
+  }
+  if (proto.action_memory_size() != 0 && proto.action_memory_size() != proto.actions_size()) {
+    return FieldError(Child(path, "action_memory"),
+                      "has " + std::to_string(proto.action_memory_size()) + " entries for " +
+                          std::to_string(proto.actions_size()) +
+                          " actions (one per action, or none)");
+  }
+  for (int a = 0; a < proto.action_memory_size(); ++a) {
+    const v1::ActionMemory& memory = proto.action_memory(a);
+    for (const double value : {memory.start(), memory.end(), memory.peak()}) {
+      if (!(value >= 0.0) || std::isinf(value)) {
+        return FieldError(Element(Child(path, "action_memory"), a),
+                          "memory must be a finite number >= 0, got " + FormatNumber(value));
+      }
+    }
+  }
+  RankTimeline rank = FromProto(proto);
+  rank.clock = *clock;
+  rank.memory_unit = *unit;
   return rank;
 }
 
@@ -73,13 +116,8 @@ StatusOr<Timeline> FromProto(const v1::Timeline& proto) {
   for (int r = 0; r < proto.ranks_size(); ++r) {
     PIPEPLAN_RETURN_IF_ERROR(
         CheckAtLeast(proto.ranks(r).rank(), 0, Child(Element("ranks", r), "rank")));
-    const std::optional<OpClock> clock = kOpClocks.FromProto(proto.ranks(r).clock());
-    if (!clock.has_value()) {
-      return FieldError(Child(Element("ranks", r), "clock"),
-                        "unknown op clock " + std::to_string(proto.ranks(r).clock()));
-    }
-    timeline.ranks.push_back(FromProto(proto.ranks(r)));
-    timeline.ranks.back().clock = *clock;
+    PIPEPLAN_ASSIGN_OR_RETURN(RankTimeline rank, CheckedRank(proto.ranks(r), Element("ranks", r)));
+    timeline.ranks.push_back(std::move(rank));
   }
   const v1::Metrics& metrics = proto.metrics();
   timeline.metrics = {

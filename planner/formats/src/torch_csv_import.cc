@@ -422,6 +422,21 @@ StatusOr<Topology> InferTopology(const ParsedCells& parsed, int num_rows,
 
 }  // namespace
 
+StatusOr<std::optional<Action>> ParseTorchActionToken(std::string_view token) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<DroppedCell> other, ParseDroppedToken(token));
+  if (!other.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const Action compute, ParseToken(token));
+    return std::optional<Action>(compute);
+  }
+  if (other->kind == NonComputeKind::kBookkeeping) return std::optional<Action>();
+  PIPEPLAN_ASSIGN_OR_RETURN(const SimpleToken parts, SplitSimpleToken(token));
+  Action transfer;
+  transfer.kind = *KindFromToken(parts.kind);
+  transfer.stage = StageId(parts.stage);
+  transfer.microbatch = MicrobatchId(*parts.microbatch);
+  return std::optional<Action>(transfer);
+}
+
 StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, TorchCsvFormat format,
                                         std::optional<int> microbatches) {
   if (microbatches.has_value() && *microbatches < 1) {

@@ -97,7 +97,11 @@ Timeline MakeTimeline() {
                             .last_end = 0.30000000000000004,
                             .peak_activation_memory = 2,
                             .peak_memory = 3.5,
-                            .memory = {{.time = 0, .bytes = 1.5}, {.time = 0.1, .bytes = 3.5}}});
+                            .memory = {{.time = 0, .bytes = 1.5}, {.time = 0.1, .bytes = 3.5}},
+                            .clock = OpClock::kProfilerDevice,
+                            .memory_unit = MemoryUnit::kBytes,
+                            .action_memory = {{.start = 1, .end = 2.5, .peak = 4},
+                                              {.start = 2.5, .end = 2, .peak = 2.5}}});
   timeline.ranks.push_back({.rank = RankId(1),
                             .actions = {{.start = 1.0 / 3, .end = 2.0 / 3}},
                             .busy = 1.0 / 3,
@@ -105,7 +109,8 @@ Timeline MakeTimeline() {
                             .last_end = 2.0 / 3,
                             .peak_activation_memory = 1,
                             .peak_memory = 2.5,
-                            .memory = {}});
+                            .memory = {},
+                            .action_memory = {}});
   timeline.metrics = {.makespan = 2.0 / 3,
                       .zb_bubble_rate = 0.1,
                       .bubble_fraction_max = 0.5,

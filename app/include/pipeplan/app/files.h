@@ -13,6 +13,11 @@ namespace pipeplan::app {
 // The whole file; "-" reads standard input. Errors name the path and the system's reason.
 StatusOr<std::string> ReadFile(const std::string& path);
 
+// As ReadFile, inflating gzip data (a ".json.gz" trace): a file that starts with gzip's magic
+// bytes is decompressed whatever its name; corrupt or truncated gzip data is an error naming
+// the path.
+StatusOr<std::string> ReadMaybeGzipped(const std::string& path);
+
 // Writes to `path` atomically, or to standard output when there is no path or it is "-".
 Status WriteOutput(const std::optional<std::string>& path, std::string_view content);
 

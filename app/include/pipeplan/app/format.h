@@ -18,6 +18,9 @@ using pipeplan::FormatNumber;
 std::string FormatCompact(double value);
 // Percentage with one decimal ("24.3%").
 std::string FormatPercent(double fraction);
+// Bytes with a binary unit and three significant digits: "512 B", "1.50 KiB", "12.3 MiB",
+// "70.0 GiB".
+std::string FormatBytes(double bytes);
 // A quoted, escaped JSON string.
 std::string JsonString(std::string_view text);
 // A JSON number; null for NaN and infinities, which JSON cannot express.

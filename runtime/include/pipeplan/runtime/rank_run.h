@@ -1,7 +1,8 @@
 // Running one rank of a plan in a process of its own (torchrun, or 'pipeplan-torch run
 // --local-ranks'): warm-up plus measured steps, each opened by a barrier with the other
 // processes, under a watchdog that sees this rank only. The multi-process counterpart of
-// RunLocal; the caller gathers the ranks' timelines (AssembleTimeline).
+// RunLocal; the caller gathers the ranks' timelines
+// (simulation/measured_timeline.h).
 #pragma once
 
 #include <functional>
@@ -33,9 +34,5 @@ struct RankRunOptions {
 // error names this rank and action, or the stall.
 StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExecutor& executor,
                                             Transport& transport, const RankRunOptions& options);
-
-// One step's Timeline from every rank's RankTimeline (index = rank), with its metrics. The
-// ranks' barrier-exit skew is corrected first (clock_alignment.h).
-StatusOr<Timeline> AssembleTimeline(const Plan& plan, std::vector<RankTimeline> ranks);
 
 }  // namespace pipeplan::runtime

@@ -44,6 +44,11 @@ struct TorchCsvImport {
 StatusOr<TorchCsvImport> ImportTorchCsv(std::string_view csv, TorchCsvFormat format,
                                         std::optional<int> microbatches);
 
+// One token of torch's action grammar, strictly as import reads cells: a compute action or
+// overlap cell, or a transfer (SEND_F/RECV_F/SEND_B/RECV_B with a microbatch; peer unset).
+// Bookkeeping tokens (REDUCE_GRAD, UNSHARD, RESHARD: no microbatch) give nullopt.
+StatusOr<std::optional<Action>> ParseTorchActionToken(std::string_view token);
+
 // Whether `content` reads like a torch pipelining CSV (either format): its first non-empty line
 // is comma-separated and its first non-empty cell an action token such as "0F0" or "1SEND_F2".
 // For telling such a file apart from a pipeplan file given in its place.

@@ -11,8 +11,13 @@ namespace pipeplan {
 enum class TimelineSource : uint8_t { kSimulated, kMeasured };
 
 // What timed a measured rank's ops: the host clock around each call (CPU), or CUDA events
-// on the device's streams (GPU: kernels run after their launch returns).
-enum class OpClock : uint8_t { kUnrecorded, kHost, kCudaEvents };
+// on the device's streams (GPU: kernels run after their launch returns); for a torch.profiler
+// trace, the actions' device spans (gpu_user_annotation) or their host ranges.
+enum class OpClock : uint8_t { kUnrecorded, kHost, kCudaEvents, kProfilerDevice, kProfilerHost };
+
+// What a rank timeline's memory figures count: the memory model's unit (one microbatch's
+// activation, unless a cost file says otherwise), or bytes an allocator reported.
+enum class MemoryUnit : uint8_t { kModel, kBytes };
 
 // Threads (or streams) of a rank: compute, communication; executors with more streams
 // number them from 2 up.
@@ -35,6 +40,16 @@ struct MemorySample {
   bool operator==(const MemorySample&) const = default;
 };
 
+// Measured memory of one action: the allocator's total (memory_unit) when it began and ended,
+// and the most it held in between.
+struct ActionMemory {
+  double start = 0.0;
+  double end = 0.0;
+  double peak = 0.0;
+
+  bool operator==(const ActionMemory&) const = default;
+};
+
 struct RankTimeline {
   RankId rank;
   std::vector<ActionTiming> actions;
@@ -45,6 +60,8 @@ struct RankTimeline {
   double peak_memory = 0.0;              // static + activations
   std::vector<MemorySample> memory;      // after every change
   OpClock clock = OpClock::kUnrecorded;  // measured timelines: what timed the ops
+  MemoryUnit memory_unit = MemoryUnit::kModel;
+  std::vector<ActionMemory> action_memory;  // measured: empty, or index-aligned with actions
 
   bool operator==(const RankTimeline&) const = default;
 };

@@ -1,0 +1,120 @@
+#include "trace_import.h"
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <utility>
+
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/formats/torch_csv.h"
+#include "pipeplan/formats/torch_trace.h"
+#include "pipeplan/measurement/import_trace.h"
+#include "pipeplan/planner/planner.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr double kMicroseconds = 1e-6;  // a trace's time unit
+
+StatusOr<std::vector<TraceFile>> ReadTraces(const std::vector<std::string>& paths) {
+  std::vector<TraceFile> files;
+  for (const std::string& path : paths) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string json, app::ReadMaybeGzipped(path));
+    StatusOr<TorchTrace> trace = ParseTorchTrace(json);
+    if (!trace.ok()) return trace.status().WithContext(path);
+    files.push_back({path, *std::move(trace)});
+  }
+  return OrderByRank(std::move(files));
+}
+
+// Without --plan: the job's executed compute order is the plan, read as torch's CSV importer
+// reads a schedule (same checks, same placement inference), with pipeplan's transfers.
+StatusOr<Plan> PlanOfExecutedOrder(const std::vector<TraceFile>& ranks,
+                                   const TraceImportOptions& options) {
+  std::string csv;
+  for (const std::vector<Action>& row : ExecutedComputeOrder(ranks)) {
+    for (size_t i = 0; i < row.size(); ++i) csv += (i == 0 ? "" : ",") + ToString(row[i]);
+    csv += "\n";
+  }
+  StatusOr<TorchCsvImport> imported =
+      ImportTorchCsv(csv, TorchCsvFormat::kComputeOnly, std::nullopt);
+  if (!imported.ok()) {
+    return imported.status().WithContext("the executed compute order of the traces");
+  }
+  PlanRequest request;
+  request.topology = imported->topology;
+  request.strategy = options.strategy_name;
+  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, app::LoadCosts(options.costs));
+  return BuildPlanFromOrder(request, std::move(imported->order));
+}
+
+std::string ClockName(OpClock clock) {
+  return clock == OpClock::kProfilerDevice
+             ? "device spans (the kernels each action launched; host ranges where it launched "
+               "none)"
+             : "host ranges (an action that waits for a received input from its first operator)";
+}
+
+void PrintSummary(const std::vector<TraceFile>& ranks, const TraceImport& imported,
+                  const std::string& output) {
+  std::cout << "imported " << ranks.size() << " trace" << (ranks.size() == 1 ? "" : "s")
+            << ", timed by " << ClockName(imported.clock) << "\n";
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::cout << "  rank " << r << ": " << ranks[r].name << "\n";
+  }
+  const ImportedStep& chosen = imported.steps[imported.chosen];
+  app::TextTable table({"step", "makespan", "peak memory", ""}, {true, false, false, true});
+  for (size_t s = 0; s < imported.steps.size(); ++s) {
+    const ImportedStep& step = imported.steps[s];
+    double peak = 0.0;
+    bool bytes = false;
+    for (const RankTimeline& rank : step.timeline.ranks) {
+      peak = std::max(peak, rank.peak_memory);
+      bytes = bytes || rank.memory_unit == MemoryUnit::kBytes;
+    }
+    table.AddRow({std::to_string(step.number),
+                  app::FormatFixed(step.timeline.metrics.makespan / 1e3, 3) + " ms",
+                  bytes ? app::FormatBytes(peak) : "-", s == imported.chosen ? "written" : ""});
+  }
+  std::cout << table.Render();
+  std::cout << "clock alignment (step " << chosen.number << "):";
+  for (size_t r = 0; r < chosen.clock_shifts.size(); ++r) {
+    std::cout << (r == 0 ? " " : ", ") << "rank " << r << " +"
+              << app::FormatFixed(chosen.clock_shifts[r], 1) << " us";
+  }
+  std::cout << "\nwrote " << output << "\n";
+}
+
+}  // namespace
+
+Status ExecuteTraceImport(const TraceImportOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<TraceFile> ranks, ReadTraces(options.traces));
+  Plan plan;
+  if (options.plan.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(plan, app::LoadPlanFile(*options.plan));
+  } else {
+    PIPEPLAN_ASSIGN_OR_RETURN(plan, PlanOfExecutedOrder(ranks, options));
+    app::PrintNote(
+        "no --plan: the plan is the traces' executed compute order with pipeplan's "
+        "transfers; torch's transfers are timed by what they move");
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const TraceImport imported,
+                            ImportTorchTraces(plan, ranks, options.step));
+  for (const std::string& note : imported.notes) app::PrintNote(note);
+
+  const bool to_stdout = !options.output.has_value() || *options.output == "-";
+  const ProtoFormat format =
+      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      const std::string data,
+      SerializeTimelineFile({imported.steps[imported.chosen].timeline, plan, kMicroseconds},
+                            format));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
+  if (!to_stdout) PrintSummary(ranks, imported, *options.output);
+  return Status::Ok();
+}
+
+}  // namespace pipeplan::cli

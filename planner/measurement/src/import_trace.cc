@@ -1,0 +1,420 @@
+#include "pipeplan/measurement/import_trace.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "pipeplan/simulation/measured_timeline.h"
+#include "pipeplan/simulation/timeline_metrics.h"
+
+namespace pipeplan {
+namespace {
+
+// One rank's actions of one step, in the trace's order.
+struct StepActions {
+  int number = 0;
+  std::vector<const TraceAction*> actions;
+};
+
+// Transfers are found by what they move: (kind, stage, microbatch).
+using TransferKey = std::tuple<ActionKind, int, int>;
+TransferKey KeyOf(const Action& a) { return {a.kind, a.stage.value, a.microbatch.value}; }
+
+std::string RankName(const TraceFile& file, size_t rank) {
+  return file.name + " (rank " + std::to_string(rank) + ")";
+}
+
+std::string EventOf(const TraceAction& a) {
+  return a.token + " (event " + std::to_string(a.event) + ")";
+}
+
+size_t ComputeCount(const RankProgram& program) {
+  return static_cast<size_t>(std::count_if(program.actions.begin(), program.actions.end(),
+                                           [](const Action& a) { return IsCompute(a.kind); }));
+}
+
+// Steps by the trace's ProfilerStep ranges, or, without them, by the program's length: a step
+// ends after the program's last compute action.
+std::vector<StepActions> SplitSteps(const TorchTrace& trace, size_t computes_per_step) {
+  std::vector<StepActions> steps;
+  if (!trace.steps.empty()) {
+    for (const TraceStep& step : trace.steps) {
+      StepActions actions{step.number, {}};
+      for (const TraceAction& a : trace.actions) {
+        if (a.start >= step.start && a.start <= step.end) actions.actions.push_back(&a);
+      }
+      if (!actions.actions.empty()) steps.push_back(std::move(actions));
+    }
+    return steps;
+  }
+  // After a step's last compute action only its own trailing transfers follow: a transfer
+  // it has already made, or any compute action, opens the next step.
+  size_t computes = 0;
+  std::set<TransferKey> transfers;
+  for (const TraceAction& a : trace.actions) {
+    const bool compute = IsCompute(a.action.kind);
+    const bool done = computes == computes_per_step;
+    if (steps.empty() || (done && (compute || transfers.contains(KeyOf(a.action))))) {
+      steps.push_back({static_cast<int>(steps.size()), {}});
+      computes = 0;
+      transfers.clear();
+    }
+    if (compute) {
+      ++computes;
+    } else {
+      transfers.insert(KeyOf(a.action));
+    }
+    steps.back().actions.push_back(&a);
+  }
+  return steps;
+}
+
+// A rank's step, matched to its program: for each program action, the trace action that ran it.
+struct MatchedStep {
+  std::vector<const TraceAction*> by_index;
+};
+
+Status ComputeMismatch(const std::string& where, int step, size_t position,
+                       const TraceAction& found, const Action& planned) {
+  return InvalidArgument(where + ", step " + std::to_string(step) + ": compute action " +
+                         std::to_string(position) + " is " + EventOf(found) + " but the plan has " +
+                         ToString(planned) + " there (did the job run this plan?)");
+}
+
+StatusOr<MatchedStep> MatchStep(const RankProgram& program, const StepActions& step,
+                                const std::string& where, bool last_step) {
+  std::vector<const TraceAction*> computes;
+  std::map<TransferKey, const TraceAction*> transfers;
+  for (const TraceAction* a : step.actions) {
+    if (IsCompute(a->action.kind)) {
+      computes.push_back(a);
+    } else {
+      transfers.emplace(KeyOf(a->action), a);
+    }
+  }
+  MatchedStep matched;
+  matched.by_index.resize(program.actions.size(), nullptr);
+  size_t next = 0;
+  for (size_t i = 0; i < program.actions.size(); ++i) {
+    const Action& planned = program.actions[i];
+    if (IsCompute(planned.kind)) {
+      if (next == computes.size()) {
+        const std::string last = computes.empty() ? "none" : EventOf(*computes.back());
+        return InvalidArgument(
+            where + (last_step ? " stopped in step " : ", step ") + std::to_string(step.number) +
+            " after " + std::to_string(next) + " of its " + std::to_string(ComputeCount(program)) +
+            " compute actions (last: " + last + "; next in the plan: " + ToString(planned) + ")");
+      }
+      if (!(computes[next]->action == planned)) {
+        return ComputeMismatch(where, step.number, next, *computes[next], planned);
+      }
+      matched.by_index[i] = computes[next++];
+    } else if (IsComm(planned.kind)) {
+      const auto found = transfers.find(KeyOf(planned));
+      if (found == transfers.end()) {
+        return InvalidArgument(where + ", step " + std::to_string(step.number) + ": the plan's " +
+                               ToString(planned) + " (action " + std::to_string(i) +
+                               ") has no PP:" + ToString(planned) + " range in the trace");
+      }
+      matched.by_index[i] = found->second;
+    } else {
+      return InvalidArgument(
+          "the plan has post-validation (" + ToString(planned) +
+          "), which torch's runtime does not run: import needs the plan the job ran");
+    }
+  }
+  if (next < computes.size()) {
+    return InvalidArgument(where + ", step " + std::to_string(step.number) + ": extra action " +
+                           EventOf(*computes[next]) + " after the plan's " + std::to_string(next) +
+                           " compute actions");
+  }
+  return matched;
+}
+
+// For each receive (by what it moves), the index of the compute action that first uses its
+// data: F of its (stage, mb) for RECV_F, B or I for RECV_B, alone or as an overlap cell's half.
+std::map<TransferKey, size_t> Consumers(const RankProgram& program) {
+  std::map<TransferKey, size_t> consumers;
+  for (size_t j = 0; j < program.actions.size(); ++j) {
+    const Action& compute = program.actions[j];
+    if (!IsCompute(compute.kind)) continue;
+    const auto note = [&](const Action& leaf) {
+      if (leaf.kind == ActionKind::kForward) {
+        consumers.emplace(
+            TransferKey{ActionKind::kRecvForward, leaf.stage.value, leaf.microbatch.value}, j);
+      } else if (leaf.kind == ActionKind::kBackward || leaf.kind == ActionKind::kBackwardInput) {
+        consumers.emplace(
+            TransferKey{ActionKind::kRecvBackward, leaf.stage.value, leaf.microbatch.value}, j);
+      }
+    };
+    if (compute.sub_actions.empty()) note(compute);
+    for (const Action& leaf : compute.sub_actions) note(leaf);
+  }
+  return consumers;
+}
+
+struct Span {
+  double start;
+  double end;
+};
+
+// A compute action that uses a received input waits for it first, inside its own range (on
+// the host; on a GPU the device span starts with its first kernel anyway).
+Span HostOrDevice(const TraceAction& a, bool waits) {
+  if (a.device_start.has_value()) return {*a.device_start, *a.device_end};
+  return {waits ? a.work_start : a.start, a.end};
+}
+
+// The allocator's total at `time`: after the last event at or before it; before the first
+// event, what that event found (its total less what it allocated).
+double AllocatedAt(const std::vector<const TraceMemory*>& memory, double time) {
+  const auto after = std::upper_bound(memory.begin(), memory.end(), time,
+                                      [](double t, const TraceMemory* m) { return t < m->time; });
+  if (after == memory.begin()) return memory.front()->allocated - memory.front()->bytes;
+  return (*std::prev(after))->allocated;
+}
+
+ActionMemory MemoryOf(const std::vector<const TraceMemory*>& memory, double start, double end) {
+  ActionMemory result;
+  result.start = AllocatedAt(memory, start);
+  result.end = AllocatedAt(memory, end);
+  result.peak = std::max(result.start, result.end);
+  const auto first = std::upper_bound(memory.begin(), memory.end(), start,
+                                      [](double t, const TraceMemory* m) { return t < m->time; });
+  for (auto it = first; it != memory.end() && (*it)->time <= end; ++it) {
+    result.peak = std::max(result.peak, (*it)->allocated);
+  }
+  return result;
+}
+
+// One rank's timings of one step, in microseconds since `origin`, with its memory in bytes.
+RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
+                        const std::vector<const TraceMemory*>& memory, double offset, double origin,
+                        OpClock clock) {
+  RankTimeline rank;
+  rank.rank = program.rank;
+  rank.clock = clock;
+  const size_t n = program.actions.size();
+  const std::map<TransferKey, size_t> consumers = Consumers(program);
+  std::vector<bool> waiting(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (const auto c = consumers.find(KeyOf(program.actions[i])); c != consumers.end()) {
+      waiting[c->second] = true;
+    }
+  }
+  rank.actions.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Action& planned = program.actions[i];
+    const TraceAction& traced = *matched.by_index[i];
+    const bool compute = IsCompute(planned.kind);
+    Span span = HostOrDevice(traced, waiting[i]);
+    if (const auto consumer = consumers.find(KeyOf(planned));
+        consumer != consumers.end() && !traced.device_start.has_value()) {
+      // Torch posts a receive and waits for it inside the action that needs the data. An F&B
+      // cell runs its halves one after the other in one range: a gradient for its backward
+      // half is known to have landed only by the cell's end.
+      const TraceAction& user = *matched.by_index[consumer->second];
+      const bool second_half = planned.kind == ActionKind::kRecvBackward &&
+                               program.actions[consumer->second].kind == ActionKind::kOverlapFB;
+      span.end = std::max(span.end, second_half ? user.end : user.work_start);
+    }
+    rank.actions[i] = {.start = span.start + offset - origin,
+                       .end = span.end + offset - origin,
+                       .thread = compute ? kComputeThread : kCommThread};
+  }
+  if (memory.empty()) return rank;
+  rank.memory_unit = MemoryUnit::kBytes;
+  rank.action_memory.resize(n);
+  double at_first = std::numeric_limits<double>::infinity();
+  double first_start = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i) {
+    const TraceAction& traced = *matched.by_index[i];
+    rank.action_memory[i] = MemoryOf(memory, traced.start, traced.end);
+    rank.peak_memory = std::max(rank.peak_memory, rank.action_memory[i].peak);
+    if (traced.start < first_start) {
+      first_start = traced.start;
+      at_first = rank.action_memory[i].start;
+    }
+    rank.memory.push_back(
+        {.time = traced.start + offset - origin, .bytes = rank.action_memory[i].start});
+    rank.memory.push_back(
+        {.time = traced.end + offset - origin, .bytes = rank.action_memory[i].end});
+  }
+  std::stable_sort(rank.memory.begin(), rank.memory.end(),
+                   [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
+  // What the step added on top of what it started with (parameters, gradients, optimizer
+  // state, data): its activations and transients.
+  rank.peak_activation_memory = rank.peak_memory - at_first;
+  return rank;
+}
+
+// The memory events an import reads: the device allocator's on GPU traces, else the CPU's.
+std::vector<const TraceMemory*> MemoryEvents(const TorchTrace& trace, bool device) {
+  std::vector<const TraceMemory*> events;
+  for (const TraceMemory& m : trace.memory) {
+    if (m.device == device) events.push_back(&m);
+  }
+  return events;
+}
+
+bool HasDeviceSpans(const std::vector<TraceFile>& ranks) {
+  for (const TraceFile& file : ranks) {
+    for (const TraceAction& a : file.trace.actions) {
+      if (a.device_start.has_value()) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<std::vector<TraceFile>> OrderByRank(std::vector<TraceFile> files) {
+  const int count = static_cast<int>(files.size());
+  size_t with_rank = 0;
+  for (const TraceFile& file : files) {
+    if (file.trace.rank.has_value()) ++with_rank;
+    if (file.trace.world_size.has_value() && *file.trace.world_size != count) {
+      return InvalidArgument(
+          file.name + " is rank " + std::to_string(file.trace.rank.value_or(-1)) + " of a job of " +
+          std::to_string(*file.trace.world_size) + " ranks, but " + std::to_string(count) +
+          " traces were given (one per rank, of one job)");
+    }
+  }
+  if (with_rank == 0) return files;
+  if (with_rank != files.size()) {
+    for (const TraceFile& file : files) {
+      if (!file.trace.rank.has_value()) {
+        return InvalidArgument(file.name +
+                               " does not say its rank (no distributedInfo) but the other "
+                               "traces do: the order of the files cannot tell ranks apart");
+      }
+    }
+  }
+  std::vector<std::optional<TraceFile>> by_rank(files.size());
+  for (TraceFile& file : files) {
+    const int rank = *file.trace.rank;
+    if (rank < 0 || rank >= count) {
+      return InvalidArgument(file.name + " is rank " + std::to_string(rank) + " but only " +
+                             std::to_string(count) + " traces were given");
+    }
+    if (by_rank[rank].has_value()) {
+      return InvalidArgument(by_rank[rank]->name + " and " + file.name + " are both rank " +
+                             std::to_string(rank) + " (traces of two jobs, or one given twice?)");
+    }
+    by_rank[rank] = std::move(file);
+  }
+  std::vector<TraceFile> ordered;
+  ordered.reserve(by_rank.size());
+  for (auto& file : by_rank) ordered.push_back(std::move(*file));
+  return ordered;
+}
+
+std::vector<std::vector<Action>> ExecutedComputeOrder(const std::vector<TraceFile>& ranks) {
+  std::vector<std::vector<Action>> order;
+  for (const TraceFile& file : ranks) {
+    std::vector<Action>& mine = order.emplace_back();
+    const TorchTrace& trace = file.trace;
+    const double step_end =
+        trace.steps.empty() ? std::numeric_limits<double>::infinity() : trace.steps.front().end;
+    for (const TraceAction& a : trace.actions) {
+      if (!trace.steps.empty() && a.start < trace.steps.front().start) continue;
+      if (a.start > step_end) break;
+      if (!IsCompute(a.action.kind)) continue;
+      // Without step ranges, the next step begins where the first action comes round again.
+      if (!mine.empty() && a.action == mine.front()) break;
+      mine.push_back(a.action);
+    }
+  }
+  return order;
+}
+
+StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<TraceFile>& ranks,
+                                        std::optional<int> step) {
+  if (ranks.size() != plan.programs.size()) {
+    return InvalidArgument("got " + std::to_string(ranks.size()) + " traces for a plan of " +
+                           std::to_string(plan.programs.size()) + " ranks (one trace per rank)");
+  }
+  TraceImport result;
+  const bool device = HasDeviceSpans(ranks);
+  result.clock = device ? OpClock::kProfilerDevice : OpClock::kProfilerHost;
+  // Per rank: its steps matched to its program.
+  std::vector<std::map<int, MatchedStep>> matched(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankProgram& program = plan.programs[r];
+    const std::vector<StepActions> steps = SplitSteps(ranks[r].trace, ComputeCount(program));
+    for (size_t s = 0; s < steps.size(); ++s) {
+      PIPEPLAN_ASSIGN_OR_RETURN(MatchedStep one, MatchStep(program, steps[s], RankName(ranks[r], r),
+                                                           s + 1 == steps.size()));
+      matched[r].emplace(steps[s].number, std::move(one));
+    }
+  }
+  // Ranks' trace clocks differ by their base and origin; the alignment corrects what is left.
+  const auto start_of = [](const TorchTrace& t) {
+    return t.base_nanoseconds + t.origin_microseconds * 1000;
+  };
+  int64_t base = start_of(ranks.front().trace);
+  for (const TraceFile& file : ranks) base = std::min(base, start_of(file.trace));
+  const auto offset_of = [&](const TorchTrace& t) {
+    return static_cast<double>(start_of(t) - base) / 1e3;
+  };
+  for (const auto& [number, unused] : matched.front()) {
+    bool everywhere = true;
+    double origin = std::numeric_limits<double>::infinity();
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const auto it = matched[r].find(number);
+      if (it == matched[r].end()) {
+        everywhere = false;
+        break;
+      }
+      const double offset = offset_of(ranks[r].trace);
+      for (const TraceAction* a : it->second.by_index) {
+        origin = std::min(origin, std::min(a->start, a->work_start) + offset);
+        if (a->device_start.has_value()) origin = std::min(origin, *a->device_start + offset);
+      }
+    }
+    if (!everywhere) {
+      result.notes.push_back("step " + std::to_string(number) +
+                             " is not in every rank's trace: left out");
+      continue;
+    }
+    std::vector<RankTimeline> timings;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const double offset = offset_of(ranks[r].trace);
+      timings.push_back(RankTiming(plan.programs[r], matched[r].at(number),
+                                   MemoryEvents(ranks[r].trace, device), offset, origin,
+                                   result.clock));
+    }
+    ImportedStep imported;
+    imported.number = number;
+    PIPEPLAN_ASSIGN_OR_RETURN(imported.timeline, AssembleMeasuredTimeline(plan, std::move(timings),
+                                                                          &imported.clock_shifts));
+    result.steps.push_back(std::move(imported));
+  }
+  if (result.steps.empty()) {
+    return InvalidArgument("no step is complete in every rank's trace");
+  }
+  if (step.has_value()) {
+    const auto it = std::find_if(result.steps.begin(), result.steps.end(),
+                                 [&](const ImportedStep& s) { return s.number == *step; });
+    if (it == result.steps.end()) {
+      std::string numbers;
+      for (const ImportedStep& s : result.steps) {
+        numbers += (numbers.empty() ? "" : ", ") + std::to_string(s.number);
+      }
+      return InvalidArgument("--step " + std::to_string(*step) +
+                             " is not a complete step of the traces (complete: " + numbers + ")");
+    }
+    result.chosen = static_cast<size_t>(it - result.steps.begin());
+    return result;
+  }
+  std::vector<Timeline> timelines;
+  for (const ImportedStep& s : result.steps) timelines.push_back(s.timeline);
+  const Timeline& median = MedianStep(timelines);
+  result.chosen = static_cast<size_t>(&median - timelines.data());
+  return result;
+}
+
+}  // namespace pipeplan

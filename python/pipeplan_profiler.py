@@ -1,0 +1,61 @@
+"""Profile a torch.distributed.pipelining job for `pipeplan import --format torch-trace`.
+
+Put this directory on sys.path (or copy the file) and wrap the training loop:
+
+    from pipeplan_profiler import profile_steps
+
+    with profile_steps("traces", warmup=1, active=3) as next_step:
+        for batch in loader:
+            schedule.step(...)
+            next_step()
+
+Every rank writes traces/rank<r>.json.gz (torch.profiler with record_shapes off,
+profile_memory on, no stacks; CUDA activity too when CUDA is available) covering the `active`
+steps after `warmup` ones, and rank 0 prints the pipeplan command that imports them. Torch's
+schedule runtime marks every action "PP:<action>", which is what pipeplan reads; the steps are
+torch.profiler's ProfilerStep ranges. Only torch and the standard library are used.
+"""
+
+import contextlib
+import os
+
+import torch
+
+
+def _rank():
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def import_command(directory, world_size, plan=None):
+    """The `pipeplan import` command for the traces written under `directory`."""
+    traces = " ".join(os.path.join(directory, f"rank{r}.json.gz") for r in range(world_size))
+    plan_flag = f" --plan {plan}" if plan else ""
+    return f"pipeplan import --format torch-trace {traces}{plan_flag} -o measured.pb"
+
+
+@contextlib.contextmanager
+def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False):
+    """Profiles `active` steps after `warmup` ones; yields the function to call after each step.
+
+    `plan`: the pipeplan plan the job runs (its CSV export loaded with _load_csv), only for the
+    printed command. The trace is written when the last active step ends.
+    """
+    if warmup < 0 or active < 1:
+        raise ValueError(f"need warmup >= 0 and active >= 1, got {warmup} and {active}")
+    rank, world_size = _rank()
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"rank{rank}.json.gz")
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(
+            activities=activities, record_shapes=False, profile_memory=True, with_stack=False,
+            schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
+            on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:
+        yield prof.step
+    if rank == 0 and not quiet:
+        print(f"pipeplan_profiler: traces in {directory}; import them with:\n  "
+              f"{import_command(directory, world_size, plan)}", flush=True)

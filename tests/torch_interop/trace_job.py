@@ -1,0 +1,113 @@
+"""A torch.distributed.pipelining job under torch.profiler: torch's schedule runtime runs each
+pipeplan plan given (its torch CSV, loaded with _PipelineScheduleRuntime._load_csv), and every
+rank writes one Chrome trace per plan, as users' jobs do.
+
+    python trace_job.py CSV... --out DIR [--device cpu|cuda] [--hidden H] [--rows R] [--steps N]
+
+Writes DIR/<csv name>/rank<r>.json.gz through python/pipeplan_profiler.py. Launch with torchrun (one process per rank; Gloo on
+CPU, NCCL on CUDA) or alone for a one-rank plan. Stages and microbatches are read from the CSV.
+The model: per stage LayerNorm + Linear(H, 4H) + GELU + Linear(4H, H), R rows per microbatch.
+"""
+import argparse
+import csv
+import datetime
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from pipeplan_profiler import profile_steps  # noqa: E402  (the repository's helper, tested here)
+
+
+class LocalTurnStage(PipelineStage):
+    """Drops torch 2.11's warm-up send to a stage's own rank (a V placement's turn, or one
+    rank holding every stage): Gloo has no connection to itself and the schedule never sends
+    between local stages."""
+
+    def _get_init_p2p_neighbors_ops(self):
+        return [op for op in super()._get_init_p2p_neighbors_ops()
+                if op.group_peer != self.group_rank]
+
+
+def stage_module(stage, hidden):
+    torch.manual_seed(1000 + stage)
+    return torch.nn.Sequential(
+        torch.nn.LayerNorm(hidden), torch.nn.Linear(hidden, 4 * hidden), torch.nn.GELU(),
+        torch.nn.Linear(4 * hidden, hidden))
+
+
+def read_plan(csv_path):
+    """Every rank's actions, as torch parses the CSV."""
+    with open(csv_path, newline="") as f:
+        rows = list(csv.reader(f))
+    return [[a for a in (_Action.from_str(cell) for cell in row) if a is not None] for row in rows]
+
+
+def leaves(action):
+    return action.sub_actions or (action,)
+
+
+def profile_plan(csv_path, rank, device, args):
+    rows = read_plan(csv_path)
+    everything = [leaf for row in rows for a in row for leaf in leaves(a)]
+    num_stages = 1 + max(a.stage_index for a in everything)
+    microbatches = 1 + max(a.microbatch_index for a in everything)
+    own = sorted({leaf.stage_index for a in rows[rank] for leaf in leaves(a)})
+    meta = torch.empty(args.rows, args.hidden, device="meta")
+    stages = [LocalTurnStage(stage_module(s, args.hidden).to(device), s, num_stages, device,
+                             input_args=meta, output_args=meta) for s in own]
+    schedule = _PipelineScheduleRuntime(
+        stages, microbatches, loss_fn=lambda out, target: torch.nn.functional.mse_loss(out, target))
+    schedule._load_csv(csv_path, format="compute_only")
+    g = torch.Generator().manual_seed(7)
+    inputs = torch.randn(microbatches * args.rows, args.hidden, generator=g).to(device)
+    targets = torch.randn(microbatches * args.rows, args.hidden, generator=g).to(device)
+    out = os.path.join(args.out, os.path.splitext(os.path.basename(csv_path))[0])
+    with profile_steps(out, warmup=1, active=args.steps, quiet=True) as next_step:
+        for _ in range(1 + args.steps):
+            step_args = (inputs,) if 0 in own else ()
+            if num_stages - 1 in own:
+                schedule.step(*step_args, target=targets, losses=[])
+            else:
+                schedule.step(*step_args)
+            for s in stages:
+                s.submod.zero_grad(set_to_none=False)
+            next_step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return os.path.join(out, f"rank{rank}.json.gz")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("csv", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--steps", type=int, default=3)
+    args = p.parse_args()
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(1)
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    for csv_path in args.csv:
+        print(f"rank {rank}: wrote {profile_plan(csv_path, rank, device, args)}", flush=True)
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
