@@ -190,9 +190,10 @@ ActionMemory MemoryOf(const std::vector<const TraceMemory*>& memory, double star
   return result;
 }
 
-// One rank's timings of one step, in microseconds since `origin`, with its memory in bytes.
+// One rank's timings of one step, in microseconds on the traces' common base (`offset` moves
+// this rank's trace onto it), with its memory in bytes.
 RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
-                        const std::vector<const TraceMemory*>& memory, double offset, double origin,
+                        const std::vector<const TraceMemory*>& memory, double offset,
                         OpClock clock) {
   RankTimeline rank;
   rank.rank = program.rank;
@@ -221,8 +222,8 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
                                program.actions[consumer->second].kind == ActionKind::kOverlapFB;
       span.end = std::max(span.end, second_half ? user.end : user.work_start);
     }
-    rank.actions[i] = {.start = span.start + offset - origin,
-                       .end = span.end + offset - origin,
+    rank.actions[i] = {.start = span.start + offset,
+                       .end = span.end + offset,
                        .thread = compute ? kComputeThread : kCommThread};
   }
   if (memory.empty()) return rank;
@@ -238,10 +239,9 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
       first_start = traced.start;
       at_first = rank.action_memory[i].start;
     }
-    rank.memory.push_back(
-        {.time = traced.start + offset - origin, .bytes = rank.action_memory[i].start});
-    rank.memory.push_back(
-        {.time = traced.end + offset - origin, .bytes = rank.action_memory[i].end});
+    // On the actions' own clock (a GPU's kernels run well after the host allocated for them).
+    rank.memory.push_back({.time = rank.actions[i].start, .bytes = rank.action_memory[i].start});
+    rank.memory.push_back({.time = rank.actions[i].end, .bytes = rank.action_memory[i].end});
   }
   std::stable_sort(rank.memory.begin(), rank.memory.end(),
                    [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
@@ -249,6 +249,22 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
   // state, data): its activations and transients.
   rank.peak_activation_memory = rank.peak_memory - at_first;
   return rank;
+}
+
+// Moves a step's times so that its first action starts at 0 (on a GPU, the first kernel: the
+// host runs ahead of it by as much as its launch queue holds).
+void StartAtZero(std::vector<RankTimeline>& ranks) {
+  double origin = std::numeric_limits<double>::infinity();
+  for (const RankTimeline& rank : ranks) {
+    for (const ActionTiming& t : rank.actions) origin = std::min(origin, t.start);
+  }
+  for (RankTimeline& rank : ranks) {
+    for (ActionTiming& t : rank.actions) {
+      t.start -= origin;
+      t.end -= origin;
+    }
+    for (MemorySample& m : rank.memory) m.time -= origin;
+  }
 }
 
 // The memory events an import reads: the device allocator's on GPU traces, else the CPU's.
@@ -362,19 +378,8 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
   };
   for (const auto& [number, unused] : matched.front()) {
     bool everywhere = true;
-    double origin = std::numeric_limits<double>::infinity();
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      const auto it = matched[r].find(number);
-      if (it == matched[r].end()) {
-        everywhere = false;
-        break;
-      }
-      const double offset = offset_of(ranks[r].trace);
-      for (const TraceAction* a : it->second.by_index) {
-        origin = std::min(origin, std::min(a->start, a->work_start) + offset);
-        if (a->device_start.has_value()) origin = std::min(origin, *a->device_start + offset);
-      }
-    }
+    for (size_t r = 0; r < ranks.size(); ++r)
+      everywhere = everywhere && matched[r].contains(number);
     if (!everywhere) {
       result.notes.push_back("step " + std::to_string(number) +
                              " is not in every rank's trace: left out");
@@ -382,11 +387,11 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
     }
     std::vector<RankTimeline> timings;
     for (size_t r = 0; r < ranks.size(); ++r) {
-      const double offset = offset_of(ranks[r].trace);
       timings.push_back(RankTiming(plan.programs[r], matched[r].at(number),
-                                   MemoryEvents(ranks[r].trace, device), offset, origin,
+                                   MemoryEvents(ranks[r].trace, device), offset_of(ranks[r].trace),
                                    result.clock));
     }
+    StartAtZero(timings);
     ImportedStep imported;
     imported.number = number;
     PIPEPLAN_ASSIGN_OR_RETURN(imported.timeline, AssembleMeasuredTimeline(plan, std::move(timings),

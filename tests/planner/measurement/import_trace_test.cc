@@ -154,6 +154,31 @@ TEST(ImportTrace, AKnownTimelineComesBackWithItsDurations) {
   }
 }
 
+// On a GPU the host runs ahead of the kernels by as much as its launch queue holds: a step
+// starts at its first kernel, not at the host's first range.
+TEST(ImportTrace, ADeviceTimedStepStartsAtItsFirstKernel) {
+  const Plan plan = TestPlan();
+  const Timeline known = testing::SimulateOrDie(plan);
+  TraceWriter writer{plan, known};
+  std::vector<TraceFile> files = Parse(writer, 2);
+  for (TraceFile& file : files) {
+    for (TraceAction& a : file.trace.actions) {
+      a.device_start = a.start + 30000.0;
+      a.device_end = a.end + 30000.0;
+    }
+  }
+  const StatusOr<TraceImport> imported = ImportTorchTraces(plan, files, std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(imported->clock, OpClock::kProfilerDevice);
+  for (const ImportedStep& step : imported->steps) {
+    EXPECT_EQ(step.timeline.metrics.makespan, known.metrics.makespan);
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(step.timeline.ranks[r].clock, OpClock::kProfilerDevice);
+      EXPECT_EQ(step.timeline.ranks[r].actions.front().start, known.ranks[r].actions.front().start);
+    }
+  }
+}
+
 TEST(ImportTrace, RanksComeFromTheTracesAndMixedJobsAreRefused) {
   const Plan plan = TestPlan();
   const Timeline known = testing::SimulateOrDie(plan);
