@@ -105,6 +105,18 @@ StatusOr<TorchCsvFormat> ParseImportFormat(const std::string& name) {
                          "' (expected torch-csv, torch-csv-comms or torch-trace)");
 }
 
+// What both imports take for the plan they make and where it goes.
+Status ParsePlanFlags(const app::Flags& flags, std::string* strategy_name, app::CostFlags* costs,
+                      std::optional<std::string>* output) {
+  if (std::optional<std::string> name = flags.GetString("strategy-name"); name.has_value()) {
+    if (name->empty()) return InvalidArgument("--strategy-name must not be empty");
+    *strategy_name = *std::move(name);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(*costs, app::ParseCostFlags(flags));
+  *output = flags.GetString("output");
+  return Status::Ok();
+}
+
 StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags) {
   if (flags.positional().empty()) {
     return InvalidArgument(
@@ -117,12 +129,8 @@ StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags) {
   options.traces = flags.positional();
   options.plan = flags.GetString("plan");
   PIPEPLAN_ASSIGN_OR_RETURN(options.step, flags.GetInt("step", 0));
-  if (std::optional<std::string> name = flags.GetString("strategy-name"); name.has_value()) {
-    if (name->empty()) return InvalidArgument("--strategy-name must not be empty");
-    options.strategy_name = *std::move(name);
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(options.costs, app::ParseCostFlags(flags));
-  options.output = flags.GetString("output");
+  PIPEPLAN_RETURN_IF_ERROR(
+      ParsePlanFlags(flags, &options.strategy_name, &options.costs, &options.output));
   return options;
 }
 
@@ -143,12 +151,8 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
   PIPEPLAN_ASSIGN_OR_RETURN(options.format, ParseImportFormat(format));
   options.csv_path = flags.positional().front();
   PIPEPLAN_ASSIGN_OR_RETURN(options.microbatches, flags.GetInt("microbatches", 1));
-  if (std::optional<std::string> name = flags.GetString("strategy-name"); name.has_value()) {
-    if (name->empty()) return InvalidArgument("--strategy-name must not be empty");
-    options.strategy_name = *std::move(name);
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(options.costs, app::ParseCostFlags(flags));
-  options.output = flags.GetString("output");
+  PIPEPLAN_RETURN_IF_ERROR(
+      ParsePlanFlags(flags, &options.strategy_name, &options.costs, &options.output));
   return options;
 }
 

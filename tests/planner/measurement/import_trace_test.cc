@@ -108,6 +108,13 @@ Plan TestPlan() {
                                 /*comm=*/5));
 }
 
+// A plan, its simulated timeline and a writer of traces of it.
+struct KnownRun {
+  Plan plan = TestPlan();
+  Timeline known = testing::SimulateOrDie(plan);
+  TraceWriter writer{plan, known};
+};
+
 std::vector<TraceFile> Parse(const TraceWriter& writer, int ranks) {
   std::vector<TraceFile> files;
   for (int r = 0; r < ranks; ++r) {
@@ -119,9 +126,8 @@ std::vector<TraceFile> Parse(const TraceWriter& writer, int ranks) {
 }
 
 TEST(ImportTrace, AKnownTimelineComesBackWithItsDurations) {
-  const Plan plan = TestPlan();
-  const Timeline known = testing::SimulateOrDie(plan);
-  TraceWriter writer{plan, known};
+  KnownRun run;
+  auto& [plan, known, writer] = run;
   const StatusOr<TraceImport> imported = ImportTorchTraces(plan, Parse(writer, 2), std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
   EXPECT_EQ(imported->clock, OpClock::kProfilerHost);
@@ -157,9 +163,8 @@ TEST(ImportTrace, AKnownTimelineComesBackWithItsDurations) {
 // On a GPU the host runs ahead of the kernels by as much as its launch queue holds: a step
 // starts at its first kernel, not at the host's first range.
 TEST(ImportTrace, ADeviceTimedStepStartsAtItsFirstKernel) {
-  const Plan plan = TestPlan();
-  const Timeline known = testing::SimulateOrDie(plan);
-  TraceWriter writer{plan, known};
+  KnownRun run;
+  auto& [plan, known, writer] = run;
   std::vector<TraceFile> files = Parse(writer, 2);
   for (TraceFile& file : files) {
     for (TraceAction& a : file.trace.actions) {
@@ -180,9 +185,8 @@ TEST(ImportTrace, ADeviceTimedStepStartsAtItsFirstKernel) {
 }
 
 TEST(ImportTrace, RanksComeFromTheTracesAndMixedJobsAreRefused) {
-  const Plan plan = TestPlan();
-  const Timeline known = testing::SimulateOrDie(plan);
-  TraceWriter writer{plan, known};
+  KnownRun run;
+  auto& [plan, known, writer] = run;
   writer.world_size = 2;
   std::vector<TraceFile> files;
   for (int r : {1, 0}) {  // given in the wrong order
@@ -209,9 +213,8 @@ TEST(ImportTrace, RanksComeFromTheTracesAndMixedJobsAreRefused) {
 }
 
 TEST(ImportTrace, AnActionOutOfOrderNamesRankStepPositionAndBothTokens) {
-  const Plan plan = TestPlan();
-  const Timeline known = testing::SimulateOrDie(plan);
-  TraceWriter writer{plan, known};
+  KnownRun run;
+  auto& [plan, known, writer] = run;
   std::vector<TraceFile> files = Parse(writer, 2);
   // Rank 1 ran 1B0 where the plan has 1F1 (swap the two ranges' tokens in step 2).
   TorchTrace& trace = files[1].trace;
@@ -231,9 +234,8 @@ TEST(ImportTrace, AnActionOutOfOrderNamesRankStepPositionAndBothTokens) {
 }
 
 TEST(ImportTrace, ARankThatStoppedMidStepIsNamed) {
-  const Plan plan = TestPlan();
-  const Timeline known = testing::SimulateOrDie(plan);
-  TraceWriter writer{plan, known};
+  KnownRun run;
+  auto& [plan, known, writer] = run;
   std::vector<TraceFile> files = Parse(writer, 2);
   std::vector<TraceAction>& actions = files[0].trace.actions;
   actions.resize(actions.size() - 3);  // rank 0's last step lost its last three actions
@@ -245,9 +247,8 @@ TEST(ImportTrace, ARankThatStoppedMidStepIsNamed) {
 }
 
 TEST(ImportTrace, StepsWithoutProfilerStepRangesFollowTheProgram) {
-  const Plan plan = TestPlan();
-  const Timeline known = testing::SimulateOrDie(plan);
-  TraceWriter writer{plan, known};
+  KnownRun run;
+  auto& [plan, known, writer] = run;
   writer.steps = 3;
   std::vector<TraceFile> files = Parse(writer, 2);
   for (TraceFile& file : files) file.trace.steps.clear();
@@ -265,9 +266,8 @@ TEST(ImportTrace, StepsWithoutProfilerStepRangesFollowTheProgram) {
 }
 
 TEST(ImportTrace, MemoryPerActionAddsUpToThePeak) {
-  const Plan plan = TestPlan();
-  const Timeline known = testing::SimulateOrDie(plan);
-  TraceWriter writer{plan, known};
+  KnownRun run;
+  auto& [plan, known, writer] = run;
   writer.memory = true;
   const StatusOr<TraceImport> imported = ImportTorchTraces(plan, Parse(writer, 2), std::nullopt);
   ASSERT_TRUE(imported.ok()) << imported.status().message();
