@@ -88,6 +88,7 @@ TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorO
   optimizer_ = MakeOptimizer(std::move(parameters), options.optimizer);
   validation_sent_ = at::zeros({1}, at::TensorOptions().device(device_));
   validation_received_ = at::zeros({1}, at::TensorOptions().device(device_));
+  LoadData();
 }
 
 StageModule* TorchExecutor::Local(StageId stage) {
@@ -127,7 +128,6 @@ void TorchExecutor::LoadData() {
 }
 
 Status TorchExecutor::BeginStep(const runtime::OpContext& /*context*/) {
-  if (inputs_.empty() && targets_.empty()) LoadData();
   live_.clear();
   losses_.clear();
   return Status::Ok();

@@ -103,7 +103,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   at::Tensor validation_sent_;
   at::Tensor validation_received_;
   std::vector<at::Tensor> losses_;
-  // The data loader's part, made once before the first step and the same every step: each
+  // The data loader's part, made once when the executor is built and the same every step: each
   // microbatch's input (this rank holds the first stage) and target (the last), on the device,
   // so no F times data generation or a host-to-device copy.
   std::vector<at::Tensor> inputs_;
