@@ -10,6 +10,7 @@
 
 #include "comm_key.h"
 #include "pipeplan/checks/validator.h"
+#include "pipeplan/simulation/timeline_metrics.h"
 
 namespace pipeplan::runtime {
 namespace {
@@ -85,7 +86,39 @@ class StepRunner {
         Guarded([&]() -> StatusOr<std::vector<OpSpan>> { return executor_.TakeOpSpans(); });
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(modelled.status()));
     Record(*modelled);
+    StatusOr<std::vector<OpMemory>> memory =
+        Guarded([&]() -> StatusOr<std::vector<OpMemory>> { return executor_.TakeOpMemory(); });
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(memory.status()));
+    RecordMemory(*memory);
     return Status::Ok();
+  }
+
+  // An action the executor did not measure (a transfer) holds what the rank held when it was
+  // reached: the last measured end before it, or the first measured start.
+  void RecordMemory(const std::vector<OpMemory>& measured) {
+    if (measured.empty()) return;
+    std::vector<std::optional<ActionMemory>> by_index(actions_.size());
+    for (const OpMemory& m : measured) {
+      if (m.action_index < actions_.size()) by_index[m.action_index] = m.bytes;
+    }
+    double held = measured.front().bytes.start;
+    for (const std::optional<ActionMemory>& m : by_index) {
+      if (m) {
+        held = m->start;
+        break;
+      }
+    }
+    timeline_.memory_unit = MemoryUnit::kBytes;
+    timeline_.action_memory.resize(actions_.size());
+    for (size_t i = 0; i < actions_.size(); ++i) {
+      if (by_index[i]) {
+        timeline_.action_memory[i] = *by_index[i];
+        held = by_index[i]->end;
+      } else {
+        timeline_.action_memory[i] = {.start = held, .end = held, .peak = held};
+      }
+    }
+    SummarizeMeasuredMemory(prepared_.program(), timeline_);
   }
 
   void Record(const std::vector<OpSpan>& spans) {

@@ -1,16 +1,21 @@
-// The op-timer seam: the runtime marks every op for the timer in program order, the timeline
-// takes the timer's spans and names its clock, and a timer's error fails the step where it
-// happened. The host timer (the default) is checked for order, not for durations.
+// The executor's measuring seams. The op timer: the runtime marks every op for the timer in
+// program order, the timeline takes the timer's spans and names its clock, and a timer's error
+// fails the step where it happened; the host timer (the default) is checked for order, not
+// for durations. The op memory: what the executor measured around its computes becomes the
+// timeline's memory in bytes, transfers holding what the rank held when they were reached.
 
 #include "pipeplan/runtime/op_timer.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/runtime/execute.h"
@@ -44,6 +49,30 @@ class NullExecutor final : public OpExecutor {
     return buffer;
   }
   std::map<size_t, std::vector<std::byte>> buffers_;
+};
+
+// Reports for compute action i: 1000 i bytes at its start, 1000 i + 400 at its end, a peak of
+// 1000 i + 700 in between.
+class MeteredExecutor final : public OpExecutor {
+ public:
+  Status BeginStep(const OpContext& context) override { return null_.BeginStep(context); }
+  Status Run(const Action& action, const OpContext& context) override {
+    const auto i = static_cast<double>(context.action_index);
+    measured_.push_back({context.action_index, {1000 * i, 1000 * i + 400, 1000 * i + 700}});
+    return null_.Run(action, context);
+  }
+  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override {
+    return null_.SendBuffer(send, context);
+  }
+  StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override {
+    return null_.RecvBuffer(recv, context);
+  }
+  Status EndStep(const OpContext& context) override { return null_.EndStep(context); }
+  std::vector<OpMemory> TakeOpMemory() override { return std::exchange(measured_, {}); }
+
+ private:
+  NullExecutor null_;
+  std::vector<OpMemory> measured_;
 };
 
 // Logs every call; resolves op i to [i ms, i ms + 0.5 ms] after `epoch` on its thread.
@@ -111,11 +140,12 @@ Plan TwoRankPlan() {
 }
 
 // Runs one step of every rank of `plan`, rank r timed by timers[r] (null: the default).
+template <typename Executor = NullExecutor>
 std::vector<StatusOr<RankTimeline>> RunStep(const Plan& plan, std::vector<OpTimer*> timers,
                                             TimePoint epoch) {
   const int ranks = static_cast<int>(plan.programs.size());
   std::vector<std::unique_ptr<Transport>> transports = MakeInProcTransports(ranks);
-  std::vector<NullExecutor> executors(ranks);
+  std::vector<Executor> executors(ranks);
   std::vector<PreparedProgram> programs;
   std::vector<StepOptions> options(ranks);
   for (int r = 0; r < ranks; ++r) {
@@ -229,6 +259,64 @@ TEST(HostOpTimer, TheDefaultSaysHostAndItsSpansFollowTheProgram) {
       EXPECT_GE(timing.start, previous_end) << "action " << i << ": computes overlap";
       previous_end = timing.end;
     }
+  }
+}
+
+TEST(OpMemorySeam, TheExecutorsFiguresBecomeTheTimelinesBytes) {
+  const Plan plan = TwoRankPlan();
+  ASSERT_EQ(plan.programs.size(), 2u);
+  const TimePoint epoch = Clock::now();
+  RecordingTimer zero(epoch);  // op i at [i, i + 0.5] ms: time order is program order
+  RecordingTimer one(epoch);
+  const std::vector<StatusOr<RankTimeline>> results =
+      RunStep<MeteredExecutor>(plan, {&zero, &one}, epoch);
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_TRUE(results[r].ok()) << results[r].status().message();
+    const RankProgram& program = plan.programs[r];
+    const RankTimeline& timeline = *results[r];
+    EXPECT_EQ(timeline.memory_unit, MemoryUnit::kBytes);
+    ASSERT_EQ(timeline.action_memory.size(), program.actions.size());
+    size_t first_compute = program.actions.size();
+    size_t last_compute = 0;
+    std::vector<MemorySample> curve;
+    std::optional<double> held;
+    for (size_t i = 0; i < program.actions.size(); ++i) {
+      if (IsComm(program.actions[i].kind)) continue;
+      first_compute = std::min(first_compute, i);
+      last_compute = i;
+      curve.push_back({static_cast<double>(i), 1000.0 * i});
+      curve.push_back({i + 0.5, 1000.0 * i + 400});
+    }
+    for (size_t i = 0; i < program.actions.size(); ++i) {
+      const ActionMemory& m = timeline.action_memory[i];
+      const auto at = static_cast<double>(i);
+      if (!IsComm(program.actions[i].kind)) {
+        EXPECT_EQ(m, (ActionMemory{1000 * at, 1000 * at + 400, 1000 * at + 700})) << "action " << i;
+        held = 1000 * at + 400;
+        continue;
+      }
+      // A transfer: the previous compute's end, or before any compute the first one's start.
+      const double expected = held.value_or(1000.0 * static_cast<double>(first_compute));
+      EXPECT_EQ(m, (ActionMemory{expected, expected, expected})) << "action " << i;
+    }
+    EXPECT_EQ(timeline.memory, curve);
+    EXPECT_EQ(timeline.peak_memory, 1000.0 * static_cast<double>(last_compute) + 700);
+    EXPECT_EQ(timeline.peak_activation_memory,
+              1000.0 * static_cast<double>(last_compute - first_compute) + 700);
+  }
+}
+
+TEST(OpMemorySeam, WithoutMeasuredMemoryTheTimelineHasNone) {
+  const Plan plan = TwoRankPlan();
+  const std::vector<StatusOr<RankTimeline>> results =
+      RunStep(plan, {nullptr, nullptr}, Clock::now());
+  for (const StatusOr<RankTimeline>& result : results) {
+    ASSERT_TRUE(result.ok()) << result.status().message();
+    EXPECT_EQ(result->memory_unit, MemoryUnit::kModel);
+    EXPECT_TRUE(result->action_memory.empty());
+    EXPECT_TRUE(result->memory.empty());
+    EXPECT_EQ(result->peak_memory, 0.0);
   }
 }
 

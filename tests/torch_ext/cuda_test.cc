@@ -5,7 +5,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -15,8 +17,12 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
+#include "pipeplan/runtime/inproc_transport.h"
+#include "pipeplan/runtime/local_run.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
+#include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/nccl_transport.h"
+#include "pipeplan/torch_ext/torch_executor.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 #include "torch_test_support.h"
 
@@ -72,6 +78,84 @@ TEST(CudaEventTimer, TimesTheKernelsNotTheirLaunch) {
   EXPECT_GT(mm, 5 * launch_seconds) << "kernel " << mm << " s, launch " << launch_seconds << " s";
   EXPECT_GE((*spans)[1].start, (*spans)[0].end);  // one stream: in order
   EXPECT_LE((*spans)[1].start, (*spans)[1].end);
+}
+
+TEST(CudaMemoryMeter, WithoutAGpuItIsRefusedNamingWhy) {
+  if (CudaDevices() > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  const StatusOr<std::unique_ptr<MemoryMeter>> meter = MakeMemoryMeter(at::Device("cuda:0"));
+  ASSERT_FALSE(meter.ok());
+  EXPECT_NE(meter.status().message().find("has 0 CUDA devices"), std::string::npos)
+      << meter.status().message();
+}
+
+TEST(CudaMemoryMeter, CountsTheCachingAllocatorsBytesNotWhatItReserves) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  StatusOr<std::unique_ptr<MemoryMeter>> meter = MakeMemoryMeter(at::Device("cuda:0"));
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  const int64_t before = (*meter)->Allocated();
+  (*meter)->ResetPeak();
+  EXPECT_EQ((*meter)->Peak(), before);
+  {
+    const at::Tensor a = at::empty({1 << 18}, at::TensorOptions().device(at::kCUDA));  // 1 MiB
+    const at::Tensor b = at::empty({1 << 16}, at::TensorOptions().device(at::kCUDA));
+    EXPECT_EQ((*meter)->Allocated() - before, (1 << 20) + (1 << 18));
+  }
+  // Freed blocks stay reserved in the cache; allocated bytes go back.
+  EXPECT_EQ((*meter)->Allocated(), before);
+  EXPECT_EQ((*meter)->Peak() - before, (1 << 20) + (1 << 18));
+}
+
+TEST(CudaMemoryMeter, TheExecutorRecordsWhatEachActionKeptOnTheGpu) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  PlanRequest request;
+  request.strategy = "gpipe";  // every F, then every B: the peak holds all M activations
+  request.topology.ranks = 1;
+  request.topology.microbatches = 4;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  TorchExecutorOptions options;
+  options.device = "cuda:0";
+  options.model.hidden = 256;
+  options.model.sequence = 64;
+  StatusOr<std::unique_ptr<TorchExecutor>> executor =
+      TorchExecutor::Create(*plan, RankId(0), options);
+  ASSERT_TRUE(executor.ok()) << executor.status().message();
+  const auto transports = runtime::MakeInProcTransports(1);
+  runtime::OpExecutor* executors[] = {executor->get()};
+  runtime::Transport* transport_ptrs[] = {transports[0].get()};
+  runtime::LocalRunOptions run;
+  run.steps = 1;
+  run.warmup = 1;
+  const StatusOr<std::vector<Timeline>> steps =
+      runtime::RunLocal(*plan, executors, transport_ptrs, run);
+  ASSERT_TRUE(steps.ok()) << steps.status().message();
+  const RankTimeline& rank = steps->front().ranks[0];
+  const RankProgram& program = plan->programs[0];
+  ASSERT_EQ(rank.memory_unit, MemoryUnit::kBytes);
+  ASSERT_EQ(rank.action_memory.size(), program.actions.size());
+  std::vector<double> kept;
+  std::vector<double> freed;
+  for (size_t i = 0; i < program.actions.size(); ++i) {
+    const ActionMemory& m = rank.action_memory[i];
+    EXPECT_GE(m.peak, std::max(m.start, m.end)) << "action " << i;
+    if (program.actions[i].kind == ActionKind::kForward) kept.push_back(m.end - m.start);
+    if (program.actions[i].kind == ActionKind::kBackward) freed.push_back(m.start - m.end);
+  }
+  ASSERT_EQ(kept.size(), 4u);
+  ASSERT_EQ(freed.size(), 4u);
+  for (size_t mb = 0; mb < 4; ++mb) {
+    EXPECT_GT(kept[mb], 0.0);
+    EXPECT_EQ(kept[mb], kept[0]) << "microbatch " << mb;
+    EXPECT_GT(freed[mb], 0.0) << "microbatch " << mb;
+    EXPECT_LE(freed[mb], kept[mb]) << "microbatch " << mb;
+  }
+  // GPipe holds all four activations before the first B.
+  EXPECT_GE(rank.peak_activation_memory, 4 * kept[0]);
+  std::cout << "gpipe, 1 rank, M = 4 on cuda:0 (hidden 256, sequence 64): F keeps "
+            << kept[0] << " B, B frees " << freed[0] << " B, step peak " << rank.peak_memory
+            << " B, static " << rank.peak_memory - rank.peak_activation_memory << " B\n";
 }
 
 TEST(NcclTransport, WithoutAGpuTheRunIsRefusedNamingWhy) {

@@ -10,7 +10,7 @@
 namespace pipeplan::torch_ext {
 namespace {
 
-void ClearGrad(at::Tensor& parameter) { parameter.mutable_grad().reset(); }
+void ClearGrad(at::Tensor& parameter) { parameter.mutable_grad().zero_(); }
 
 class Sgd final : public Optimizer {
  public:

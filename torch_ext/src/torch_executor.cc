@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/scripted_stage.h"
 
 namespace pipeplan::torch_ext {
@@ -68,18 +69,24 @@ StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Create(
   } catch (const std::exception&) {
     return InvalidArgument("unknown device '" + options.device + "' (expected cpu or cuda:N)");
   }
+  PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<MemoryMeter> meter, MakeMemoryMeter(*device));
+  // The parameters, optimizer and data are this rank's memory too.
+  const MemoryMeter::Scope scope(meter.get());
   PIPEPLAN_ASSIGN_OR_RETURN(auto stages, MakeStages(StageMap(topology), rank, options, *device));
-  return std::unique_ptr<TorchExecutor>(new TorchExecutor(plan, rank, options, std::move(stages)));
+  return std::unique_ptr<TorchExecutor>(
+      new TorchExecutor(plan, rank, options, std::move(stages), std::move(meter)));
 }
 
 TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options,
-                             std::vector<std::unique_ptr<StageModule>> stages)
+                             std::vector<std::unique_ptr<StageModule>> stages,
+                             std::unique_ptr<MemoryMeter> meter)
     : map_(plan.request.topology),
       rank_(rank),
       microbatches_(plan.request.topology.microbatches),
       options_(options),
       device_(options.device),
       stages_(std::move(stages)),
+      meter_(std::move(meter)),
       last_loss_(std::numeric_limits<double>::quiet_NaN()) {
   std::vector<at::Tensor> parameters;
   for (const auto& stage : stages_) {
@@ -128,6 +135,8 @@ void TorchExecutor::LoadData() {
 }
 
 Status TorchExecutor::BeginStep(const runtime::OpContext& /*context*/) {
+  const MemoryMeter::Scope scope(meter_.get());
+  memory_.clear();
   live_.clear();
   losses_.clear();
   return Status::Ok();
@@ -208,6 +217,8 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
   state->root = at::Tensor();
   state->input_grad = state->input.grad().contiguous();
   state->input = at::Tensor();
+  // The next stage has used the activation sent (its gradient came back): F's memory goes.
+  state->output = at::Tensor();
   state->received_input = at::Tensor();
   state->received_grad = at::Tensor();
   return Status::Ok();
@@ -241,6 +252,20 @@ Status TorchExecutor::Weight(StageId stage, MicrobatchId mb) {
 }
 
 Status TorchExecutor::Run(const Action& action, const runtime::OpContext& context) {
+  const MemoryMeter::Scope scope(meter_.get());
+  const int64_t before = meter_->Allocated();
+  meter_->ResetPeak();
+  const Status status = Compute(action, context);
+  const auto bytes = [](int64_t b) { return static_cast<double>(b); };
+  memory_.push_back(
+      {context.action_index,
+       {.start = bytes(before), .end = bytes(meter_->Allocated()), .peak = bytes(meter_->Peak())}});
+  return status;
+}
+
+std::vector<runtime::OpMemory> TorchExecutor::TakeOpMemory() { return std::exchange(memory_, {}); }
+
+Status TorchExecutor::Compute(const Action& action, const runtime::OpContext& context) {
   switch (action.kind) {
     case ActionKind::kForward:
       return Forward(action.stage, action.microbatch);
@@ -253,7 +278,7 @@ Status TorchExecutor::Run(const Action& action, const runtime::OpContext& contex
     case ActionKind::kOverlapFB:
       // On CPU the two halves run in turn; the cell is timed as one op.
       for (const Action& part : action.sub_actions) {
-        PIPEPLAN_RETURN_IF_ERROR(Run(part, context));
+        PIPEPLAN_RETURN_IF_ERROR(Compute(part, context));
       }
       return Status::Ok();
     case ActionKind::kPostValidation:
@@ -273,6 +298,7 @@ Status TorchExecutor::Run(const Action& action, const runtime::OpContext& contex
 
 StatusOr<std::span<std::byte>> TorchExecutor::SendBuffer(const Action& send,
                                                          const runtime::OpContext& /*context*/) {
+  const MemoryMeter::Scope scope(meter_.get());
   switch (send.kind) {
     case ActionKind::kSendForward: {
       PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(send.stage, send.microbatch, "SEND_F"));
@@ -299,6 +325,7 @@ StatusOr<std::span<std::byte>> TorchExecutor::SendBuffer(const Action& send,
 
 StatusOr<std::span<std::byte>> TorchExecutor::RecvBuffer(const Action& recv,
                                                          const runtime::OpContext& /*context*/) {
+  const MemoryMeter::Scope scope(meter_.get());
   switch (recv.kind) {
     case ActionKind::kRecvForward: {
       Microbatch& state = live_[{recv.stage.value, recv.microbatch.value}];
@@ -318,6 +345,7 @@ StatusOr<std::span<std::byte>> TorchExecutor::RecvBuffer(const Action& recv,
 }
 
 Status TorchExecutor::EndStep(const runtime::OpContext& context) {
+  const MemoryMeter::Scope scope(meter_.get());
   last_loss_ = std::numeric_limits<double>::quiet_NaN();
   if (!losses_.empty()) last_loss_ = at::stack(losses_).sum().item<double>();
   for (const auto& [key, state] : live_) {

@@ -25,6 +25,7 @@
 
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
+#include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/measurement/build_profile.h"
@@ -288,6 +289,18 @@ StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, Ra
       std::make_unique<runtime::FaultInjectingExecutor>(std::move(executor), rank, *o.fault));
 }
 
+// Each rank's peak in the median step, as its allocator counted it (memory_meter.h).
+void PrintMemory(const Timeline& step) {
+  for (const RankTimeline& rank : step.ranks) {
+    if (rank.memory_unit != MemoryUnit::kBytes) continue;
+    std::cout << "memory: rank " << rank.rank.value << " peak "
+              << app::FormatBytes(rank.peak_memory) << " (static "
+              << app::FormatBytes(rank.peak_memory - rank.peak_activation_memory)
+              << ", activations and transients " << app::FormatBytes(rank.peak_activation_memory)
+              << ")\n";
+  }
+}
+
 // Writes the timeline and profile the run asked for, then prints a summary.
 Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps) {
   const Timeline& median = MedianStep(steps);
@@ -317,6 +330,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
                 o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3,
                 TransportName(o.transport));
   std::cout << line;
+  PrintMemory(median);
   for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
 }

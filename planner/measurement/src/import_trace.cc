@@ -229,25 +229,13 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
   if (memory.empty()) return rank;
   rank.memory_unit = MemoryUnit::kBytes;
   rank.action_memory.resize(n);
-  double at_first = std::numeric_limits<double>::infinity();
-  double first_start = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < n; ++i) {
     const TraceAction& traced = *matched.by_index[i];
     rank.action_memory[i] = MemoryOf(memory, traced.start, traced.end);
-    rank.peak_memory = std::max(rank.peak_memory, rank.action_memory[i].peak);
-    if (traced.start < first_start) {
-      first_start = traced.start;
-      at_first = rank.action_memory[i].start;
-    }
-    // On the actions' own clock (a GPU's kernels run well after the host allocated for them).
-    rank.memory.push_back({.time = rank.actions[i].start, .bytes = rank.action_memory[i].start});
-    rank.memory.push_back({.time = rank.actions[i].end, .bytes = rank.action_memory[i].end});
   }
-  std::stable_sort(rank.memory.begin(), rank.memory.end(),
-                   [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
-  // What the step added on top of what it started with (parameters, gradients, optimizer
-  // state, data): its activations and transients.
-  rank.peak_activation_memory = rank.peak_memory - at_first;
+  // The curve on the actions' own clock (a GPU's kernels run well after the host allocated
+  // for them).
+  SummarizeMeasuredMemory(program, rank);
   return rank;
 }
 

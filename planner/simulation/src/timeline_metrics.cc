@@ -1,6 +1,7 @@
 #include "pipeplan/simulation/timeline_metrics.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace pipeplan {
 
@@ -18,6 +19,31 @@ void SummarizeComputeTimes(const RankProgram& program, RankTimeline& timeline) {
     timeline.last_end = std::max(timeline.last_end, t.end);
     timeline.busy += t.end - t.start;
   }
+}
+
+void SummarizeMeasuredMemory(const RankProgram& program, RankTimeline& timeline) {
+  if (timeline.action_memory.empty()) return;
+  const size_t count = std::min({program.actions.size(), timeline.actions.size(),
+                                 timeline.action_memory.size()});
+  timeline.memory.clear();
+  timeline.peak_memory = 0.0;
+  double first_start = std::numeric_limits<double>::infinity();
+  double at_first = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    const ActionMemory& m = timeline.action_memory[i];
+    timeline.peak_memory = std::max(timeline.peak_memory, m.peak);
+    if (!IsCompute(program.actions[i].kind)) continue;
+    const ActionTiming& t = timeline.actions[i];
+    if (t.start < first_start) {
+      first_start = t.start;
+      at_first = m.start;
+    }
+    timeline.memory.push_back({.time = t.start, .bytes = m.start});
+    timeline.memory.push_back({.time = t.end, .bytes = m.end});
+  }
+  std::stable_sort(timeline.memory.begin(), timeline.memory.end(),
+                   [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
+  timeline.peak_activation_memory = timeline.peak_memory - at_first;
 }
 
 Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound) {

@@ -28,8 +28,10 @@ struct OptimizerOptions {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Updates every parameter from its grad (those without a grad are left alone), then
-  // clears the grads.
+  // Updates every parameter from its grad (those that never had a grad are left alone), then
+  // zeroes the grads in place: they stay allocated from step to step, as Megatron's gradient
+  // buffers do, so a rank's memory at the start of a step is its parameters, gradients and
+  // optimizer state.
   virtual void Step() = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/topology.h"
 #include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/optimizer.h"
 #include "pipeplan/torch_ext/stage_module.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
@@ -58,6 +59,9 @@ class TorchExecutor final : public runtime::OpExecutor {
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv,
                                             const runtime::OpContext& context) override;
   Status EndStep(const runtime::OpContext& context) override;
+  // Bytes around each compute action (memory_meter.h: the rank's CPU tensors, or the CUDA
+  // caching allocator's device total).
+  std::vector<runtime::OpMemory> TakeOpMemory() override;
 
   // The loss of the last step ended (NaN unless this rank holds the last stage).
   double last_loss() const { return last_loss_; }
@@ -79,8 +83,10 @@ class TorchExecutor final : public runtime::OpExecutor {
   using Key = std::pair<int, int>;  // (stage, microbatch)
 
   TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorOptions& options,
-                std::vector<std::unique_ptr<StageModule>> stages);
+                std::vector<std::unique_ptr<StageModule>> stages,
+                std::unique_ptr<MemoryMeter> meter);
 
+  Status Compute(const Action& action, const runtime::OpContext& context);
   Status Forward(StageId stage, MicrobatchId mb);
   Status Backward(StageId stage, MicrobatchId mb, bool input_only);
   Status Weight(StageId stage, MicrobatchId mb);
@@ -96,6 +102,8 @@ class TorchExecutor final : public runtime::OpExecutor {
   TorchExecutorOptions options_;
   at::Device device_;
   std::vector<std::unique_ptr<StageModule>> stages_;  // this rank's, in chunk order
+  std::unique_ptr<MemoryMeter> meter_;
+  std::vector<runtime::OpMemory> memory_;  // this step's, in program order
   std::unique_ptr<Optimizer> optimizer_;
   std::map<Key, Microbatch> live_;
   // The post-validation messages (one float each): one to send, one to receive, since a group

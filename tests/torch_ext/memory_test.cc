@@ -1,0 +1,157 @@
+// Memory in bytes on CPU: the counting allocator charges each thread's allocations to the
+// meter whose scope is open there, exactly, and the torch executor's timelines carry what
+// each action kept and freed, as the schedule says they must. (CUDA: cuda_test.cc.)
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/runtime/inproc_transport.h"
+#include "pipeplan/runtime/local_run.h"
+#include "pipeplan/torch_ext/memory_meter.h"
+#include "pipeplan/torch_ext/torch_executor.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+std::unique_ptr<MemoryMeter> CpuMeter() {
+  StatusOr<std::unique_ptr<MemoryMeter>> meter = MakeMemoryMeter(at::Device("cpu"));
+  EXPECT_TRUE(meter.ok()) << meter.status().message();
+  return meter.ok() ? std::move(*meter) : nullptr;
+}
+
+TEST(CpuMemoryMeter, CountsTheBytesTensorsAskForInsideItsScope) {
+  const std::unique_ptr<MemoryMeter> meter = CpuMeter();
+  ASSERT_NE(meter, nullptr);
+  at::Tensor outside = at::empty({1000}, at::kFloat);  // no scope: charged to nobody
+  EXPECT_EQ(meter->Allocated(), 0);
+  {
+    const MemoryMeter::Scope scope(meter.get());
+    at::Tensor a = at::empty({1000}, at::kFloat);
+    EXPECT_EQ(meter->Allocated(), 4000);
+    {
+      at::Tensor b = at::empty({250, 2}, at::kDouble);
+      EXPECT_EQ(meter->Allocated(), 8000);
+    }
+    EXPECT_EQ(meter->Allocated(), 4000);
+    EXPECT_EQ(meter->Peak(), 8000);
+    meter->ResetPeak();
+    EXPECT_EQ(meter->Peak(), 4000);
+  }
+  EXPECT_EQ(meter->Allocated(), 0);  // `a` went back when it died, outside the scope too
+  outside = at::Tensor();
+  EXPECT_EQ(meter->Allocated(), 0);
+  EXPECT_EQ(meter->Peak(), 4000);
+}
+
+TEST(CpuMemoryMeter, EachThreadChargesItsOwnMeterAndAFreeGoesBackToTheOneThatCounted) {
+  const std::unique_ptr<MemoryMeter> first = CpuMeter();
+  const std::unique_ptr<MemoryMeter> second = CpuMeter();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  std::vector<at::Tensor> kept(2);
+  auto allocate = [&](MemoryMeter* meter, int index, int64_t floats) {
+    const MemoryMeter::Scope scope(meter);
+    for (int i = 0; i < 200; ++i) at::empty({floats}, at::kFloat);  // churn, freed at once
+    kept[index] = at::empty({floats}, at::kFloat);
+  };
+  std::thread one(allocate, first.get(), 0, 300);
+  std::thread two(allocate, second.get(), 1, 5000);
+  one.join();
+  two.join();
+  EXPECT_EQ(first->Allocated(), 1200);
+  EXPECT_EQ(second->Allocated(), 20000);
+  {
+    // Freed on this thread, inside the other meter's scope: still the first meter's bytes.
+    const MemoryMeter::Scope scope(second.get());
+    kept[0] = at::Tensor();
+  }
+  EXPECT_EQ(first->Allocated(), 0);
+  EXPECT_EQ(second->Allocated(), 20000);
+}
+
+// Per rank, the memory measured in one step of `strategy` with every rank a thread here.
+std::vector<RankTimeline> MeasuredStep(const std::string& strategy, int ranks, int microbatches,
+                                       Plan& plan) {
+  PlanRequest request;
+  request.strategy = strategy;
+  request.topology.ranks = ranks;
+  request.topology.microbatches = microbatches;
+  StatusOr<Plan> built = BuildPlan(request);
+  EXPECT_TRUE(built.ok()) << built.status().message();
+  if (!built.ok()) return {};
+  plan = *built;
+  TorchExecutorOptions options;
+  options.model.hidden = 128;
+  options.model.sequence = 32;
+  std::vector<std::unique_ptr<TorchExecutor>> executors;
+  std::vector<runtime::OpExecutor*> executor_ptrs;
+  for (int r = 0; r < ranks; ++r) {
+    StatusOr<std::unique_ptr<TorchExecutor>> executor =
+        TorchExecutor::Create(plan, RankId(r), options);
+    EXPECT_TRUE(executor.ok()) << executor.status().message();
+    if (!executor.ok()) return {};
+    executors.push_back(std::move(*executor));
+    executor_ptrs.push_back(executors.back().get());
+  }
+  const auto transports = runtime::MakeInProcTransports(ranks);
+  std::vector<runtime::Transport*> transport_ptrs;
+  for (const auto& t : transports) transport_ptrs.push_back(t.get());
+  runtime::LocalRunOptions run;
+  run.steps = 1;
+  run.warmup = 1;  // gradients and optimizer state exist from the first step on
+  run.timeout_seconds = 60;
+  StatusOr<std::vector<Timeline>> steps =
+      runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run);
+  EXPECT_TRUE(steps.ok()) << steps.status().message();
+  if (!steps.ok()) return {};
+  return steps->front().ranks;
+}
+
+TEST(TorchExecutorMemory, EachForwardKeepsItsActivationUntilItsBackwardAndOneFOneBHoldsP) {
+  Plan plan;
+  const int ranks = 2;
+  const std::vector<RankTimeline> measured = MeasuredStep("1f1b", ranks, 4, plan);
+  ASSERT_EQ(measured.size(), 2u);
+  for (int r = 0; r < ranks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const RankProgram& program = plan.programs[r];
+    const RankTimeline& timeline = measured[r];
+    ASSERT_EQ(timeline.memory_unit, MemoryUnit::kBytes);
+    ASSERT_EQ(timeline.action_memory.size(), program.actions.size());
+    std::map<int, double> kept_by_f;  // by microbatch
+    for (size_t i = 0; i < program.actions.size(); ++i) {
+      const Action& action = program.actions[i];
+      const ActionMemory& m = timeline.action_memory[i];
+      EXPECT_GE(m.peak, std::max(m.start, m.end)) << "action " << i;
+      if (action.kind == ActionKind::kForward) kept_by_f[action.microbatch.value] = m.end - m.start;
+      if (action.kind != ActionKind::kBackward) continue;
+      // B frees what its F kept: the saved activations and the output sent on. (The last
+      // stage's F also keeps the microbatch's loss, 4 bytes, until the step ends.)
+      const double kept = kept_by_f.at(action.microbatch.value);
+      const double loss = r == ranks - 1 ? 4.0 : 0.0;
+      EXPECT_EQ(m.start - m.end, kept - loss) << "action " << i;
+    }
+    ASSERT_EQ(kept_by_f.size(), 4u);
+    const double activation = kept_by_f.at(0);
+    EXPECT_GT(activation, 0.0);
+    for (const auto& [mb, kept] : kept_by_f) EXPECT_EQ(kept, activation) << "microbatch " << mb;
+    // 1F1B holds at most P - r microbatches' activations on rank r (its warm-up plus one):
+    // the step's peak above its start lies between that many and one more.
+    const double held = ranks - r;
+    EXPECT_GE(timeline.peak_activation_memory, held * activation);
+    EXPECT_LT(timeline.peak_activation_memory, (held + 1) * activation);
+    EXPECT_EQ(timeline.peak_memory - timeline.peak_activation_memory,
+              timeline.action_memory[0].start)
+        << "static memory: what the rank held when its first action began";
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::torch_ext

@@ -1,0 +1,148 @@
+#include "pipeplan/torch_ext/memory_meter.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <string>
+
+namespace pipeplan::torch_ext {
+
+struct CpuAccount {
+  std::atomic<int64_t> allocated{0};
+  std::atomic<int64_t> peak{0};
+
+  void Add(int64_t bytes) {
+    const int64_t now = allocated.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    int64_t seen = peak.load(std::memory_order_relaxed);
+    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+  void Remove(int64_t bytes) { allocated.fetch_sub(bytes, std::memory_order_relaxed); }
+};
+
+namespace {
+
+thread_local std::shared_ptr<CpuAccount> current_account;
+
+// Every block the counting allocator hands out starts kHeader bytes into the wrapped
+// allocator's block, behind a header naming the account it charged: the data pointer is its
+// own context, as c10's raw_allocate requires, and the one deleter finds the header from it.
+constexpr size_t kHeader = 64;  // keeps c10's 64-byte alignment
+struct Header {
+  std::shared_ptr<CpuAccount> account;  // null: charged to no rank
+  int64_t bytes = 0;
+};
+static_assert(sizeof(Header) <= kHeader);
+
+c10::DeleterFnPtr inner_deleter = nullptr;  // the wrapped allocator's, set once at install
+
+void FreeCounted(void* data) {
+  void* base = static_cast<char*>(data) - kHeader;
+  auto* header = static_cast<Header*>(base);
+  if (header->account != nullptr) header->account->Remove(header->bytes);
+  header->~Header();
+  inner_deleter(base);
+}
+
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CountingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    void* base = inner_->raw_allocate(n + kHeader);
+    auto* header = new (base) Header{current_account, static_cast<int64_t>(n)};
+    if (header->account != nullptr) header->account->Add(header->bytes);
+    void* data = static_cast<char*>(base) + kHeader;
+    return {data, data, &FreeCounted, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &FreeCounted; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* inner_;
+};
+
+Status InstallCountingAllocator() {
+  static std::once_flag once;
+  static Status installed = Status::Ok();
+  std::call_once(once, [] {
+    c10::Allocator* inner = c10::GetCPUAllocator();
+    inner_deleter = inner->raw_deleter();
+    if (inner_deleter == nullptr) {
+      installed = FailedPrecondition(
+          "the CPU allocator has no raw deleter, so it cannot be wrapped to count memory");
+      return;
+    }
+    static auto* counting = new CountingCpuAllocator(inner);  // lives as long as the process
+    // Above the default's priority (0), so that a later default registration does not undo it.
+    c10::SetCPUAllocator(counting, /*priority=*/1);
+  });
+  return installed;
+}
+
+class CpuMemoryMeter final : public MemoryMeter {
+ public:
+
+  int64_t Allocated() const override { return account_->allocated.load(); }
+  int64_t Peak() const override { return account_->peak.load(); }
+  void ResetPeak() override { account_->peak.store(account_->allocated.load()); }
+
+ protected:
+  std::shared_ptr<CpuAccount> account() override { return account_; }
+
+ private:
+  std::shared_ptr<CpuAccount> account_ = std::make_shared<CpuAccount>();
+};
+
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingAllocator::StatType;
+
+class CudaMemoryMeter final : public MemoryMeter {
+ public:
+  explicit CudaMemoryMeter(c10::DeviceIndex device) : device_(device) {}
+
+  int64_t Allocated() const override { return Stats().allocated_bytes[kAll].current; }
+  int64_t Peak() const override { return Stats().allocated_bytes[kAll].peak; }
+  void ResetPeak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
+
+ private:
+  static constexpr auto kAll = static_cast<size_t>(StatType::AGGREGATE);
+  DeviceStats Stats() const { return c10::cuda::CUDACachingAllocator::getDeviceStats(device_); }
+
+  c10::DeviceIndex device_;
+};
+
+}  // namespace
+
+MemoryMeter::Scope::Scope(MemoryMeter* meter) : previous_(current_account) {
+  if (meter != nullptr) current_account = meter->account();
+}
+
+MemoryMeter::Scope::~Scope() { current_account = previous_; }
+
+StatusOr<std::unique_ptr<MemoryMeter>> MakeMemoryMeter(const at::Device& device) {
+  if (device.is_cpu()) {
+    PIPEPLAN_RETURN_IF_ERROR(InstallCountingAllocator());
+    return std::unique_ptr<MemoryMeter>(std::make_unique<CpuMemoryMeter>());
+  }
+  if (!device.is_cuda()) {
+    return InvalidArgument("no memory meter for device '" + device.str() + "' (cpu or cuda:N)");
+  }
+  const int count = c10::cuda::device_count();
+  if (!device.has_index() || device.index() >= count) {
+    return InvalidArgument("no memory meter for '" + device.str() + "': this machine has " +
+                           std::to_string(count) + " CUDA devices");
+  }
+  return std::unique_ptr<MemoryMeter>(std::make_unique<CudaMemoryMeter>(device.index()));
+}
+
+}  // namespace pipeplan::torch_ext
