@@ -16,9 +16,9 @@
 #include "gradient_check.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
+#include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/nccl_transport.h"
@@ -153,9 +153,9 @@ TEST(CudaMemoryMeter, TheExecutorRecordsWhatEachActionKeptOnTheGpu) {
   }
   // GPipe holds all four activations before the first B.
   EXPECT_GE(rank.peak_activation_memory, 4 * kept[0]);
-  std::cout << "gpipe, 1 rank, M = 4 on cuda:0 (hidden 256, sequence 64): F keeps "
-            << kept[0] << " B, B frees " << freed[0] << " B, step peak " << rank.peak_memory
-            << " B, static " << rank.peak_memory - rank.peak_activation_memory << " B\n";
+  std::cout << "gpipe, 1 rank, M = 4 on cuda:0 (hidden 256, sequence 64): F keeps " << kept[0]
+            << " B, B frees " << freed[0] << " B, step peak " << rank.peak_memory << " B, static "
+            << rank.peak_memory - rank.peak_activation_memory << " B\n";
 }
 
 TEST(NcclTransport, WithoutAGpuTheRunIsRefusedNamingWhy) {

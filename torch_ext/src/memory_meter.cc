@@ -4,7 +4,6 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
-#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <new>
@@ -91,7 +90,6 @@ Status InstallCountingAllocator() {
 
 class CpuMemoryMeter final : public MemoryMeter {
  public:
-
   int64_t Allocated() const override { return account_->allocated.load(); }
   int64_t Peak() const override { return account_->peak.load(); }
   void ResetPeak() override { account_->peak.store(account_->allocated.load()); }
@@ -103,8 +101,8 @@ class CpuMemoryMeter final : public MemoryMeter {
   std::shared_ptr<CpuAccount> account_ = std::make_shared<CpuAccount>();
 };
 
-using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
 
 class CudaMemoryMeter final : public MemoryMeter {
  public:

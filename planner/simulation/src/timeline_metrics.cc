@@ -23,8 +23,8 @@ void SummarizeComputeTimes(const RankProgram& program, RankTimeline& timeline) {
 
 void SummarizeMeasuredMemory(const RankProgram& program, RankTimeline& timeline) {
   if (timeline.action_memory.empty()) return;
-  const size_t count = std::min({program.actions.size(), timeline.actions.size(),
-                                 timeline.action_memory.size()});
+  const size_t count =
+      std::min({program.actions.size(), timeline.actions.size(), timeline.action_memory.size()});
   timeline.memory.clear();
   timeline.peak_memory = 0.0;
   double first_start = std::numeric_limits<double>::infinity();
