@@ -2,7 +2,7 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <mutex>
@@ -135,7 +135,8 @@ StatusOr<std::unique_ptr<MemoryMeter>> MakeMemoryMeter(const at::Device& device)
   if (!device.is_cuda()) {
     return InvalidArgument("no memory meter for device '" + device.str() + "' (cpu or cuda:N)");
   }
-  const int count = c10::cuda::device_count();
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;  // no driver: no device
   if (!device.has_index() || device.index() >= count) {
     return InvalidArgument("no memory meter for '" + device.str() + "': this machine has " +
                            std::to_string(count) + " CUDA devices");

@@ -255,7 +255,7 @@ Status TorchExecutor::Run(const Action& action, const runtime::OpContext& contex
   const MemoryMeter::Scope scope(meter_.get());
   const int64_t before = meter_->Allocated();
   meter_->ResetPeak();
-  const Status status = Compute(action, context);
+  Status status = Compute(action, context);
   const auto bytes = [](int64_t b) { return static_cast<double>(b); };
   memory_.push_back(
       {context.action_index,
