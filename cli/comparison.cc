@@ -101,15 +101,16 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
       continue;
     }
     const Metrics& m = row.timeline->metrics;
-    std::vector<std::string> cells = {mark,
-                                      row.strategy,
-                                      v,
-                                      app::FormatCompact(m.makespan),
-                                      FormatFixed(m.zb_bubble_rate, 4),
-                                      FormatFixed(m.bubble_fraction_max, 4),
-                                      FormatFixed(m.bubble_fraction_mean, 4),
-                                      app::FormatCompact(app::PeakActivationMemory(*row.timeline)),
-                                      app::FormatPercent(m.gap_to_lower_bound)};
+    std::vector<std::string> cells = {
+        mark,
+        row.strategy,
+        v,
+        app::FormatCompact(m.makespan),
+        FormatFixed(m.zb_bubble_rate, 4),
+        FormatFixed(m.bubble_fraction_max, 4),
+        FormatFixed(m.bubble_fraction_mean, 4),
+        app::FormatMemory(app::PeakActivationMemory(*row.timeline), row.plan->request.memory),
+        app::FormatPercent(m.gap_to_lower_bound)};
     if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(*row.plan)));
     table.AddRow(std::move(cells));
   }
@@ -137,7 +138,7 @@ std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
       "auto picks " + best.strategy + " (V=" + std::to_string(best.topology.stages_per_rank);
   if (const std::string setting = CandidateSetting(best); !setting.empty()) out += ", " + setting;
   out += "): makespan " + app::FormatCompact(first.makespan) + ", peak memory " +
-         app::FormatCompact(first.peak_memory) + "; the fastest of " +
+         app::FormatMemory(first.peak_memory, best.memory) + "; the fastest of " +
          std::to_string(result->candidates.size()) + " candidates (" + std::to_string(planned) +
          " planned, " + std::to_string(failed) + " failed)\n";
   return out;
@@ -159,7 +160,7 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
     }
     table.AddRow({std::to_string(++rank), r.strategy, v, CandidateSetting(r),
                   app::FormatCompact(candidate.makespan),
-                  app::FormatCompact(candidate.peak_memory)});
+                  app::FormatMemory(candidate.peak_memory, r.memory)});
   }
   return out + "\n" + table.Render() +
          "(fastest first, ties: less memory; setting: interleaved-1f1b group size or zb memory\n"
@@ -227,7 +228,7 @@ std::string DescribeRequest(const PlanRequest& base) {
     }
   }
   if (base.memory.limit.has_value())
-    text += "; memory limit " + app::FormatCompact(*base.memory.limit);
+    text += "; memory limit " + app::FormatMemory(*base.memory.limit, base.memory);
   if (base.options.post_validation) text += "; post-validation (zero-bubble family only)";
   return text;
 }

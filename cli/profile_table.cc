@@ -73,6 +73,58 @@ std::string RenderTransfers(const Profile& profile, TimeUnit unit) {
   return table.Render();
 }
 
+// A memory column: what one kind keeps or frees, and its transient.
+struct MemoryColumn {
+  const char* name;
+  DurationStats StageMemoryProfile::*stats;
+};
+constexpr MemoryColumn kMemoryColumns[] = {
+    {"F keeps", &StageMemoryProfile::kept_by_forward},
+    {"B frees", &StageMemoryProfile::freed_by_backward},
+    {"I frees", &StageMemoryProfile::freed_by_input},
+    {"W frees", &StageMemoryProfile::freed_by_weight},
+    {"F transient", &StageMemoryProfile::forward_transient},
+    {"B transient", &StageMemoryProfile::backward_transient},
+    {"I transient", &StageMemoryProfile::input_transient},
+    {"W transient", &StageMemoryProfile::weight_transient},
+};
+
+std::string RenderMemory(const Profile& profile) {
+  std::vector<const MemoryColumn*> columns;
+  std::vector<std::string> header = {"stage"};
+  for (const MemoryColumn& column : kMemoryColumns) {
+    const bool measured = std::any_of(
+        profile.stages.begin(), profile.stages.end(),
+        [&](const StageProfile& stage) { return (stage.memory.*column.stats).samples > 0; });
+    if (!measured) continue;
+    columns.push_back(&column);
+    header.emplace_back(column.name);
+  }
+  std::string out;
+  if (!columns.empty()) {
+    app::TextTable table(header);
+    for (size_t s = 0; s < profile.stages.size(); ++s) {
+      std::vector<std::string> row = {std::to_string(s)};
+      for (const MemoryColumn* column : columns) {
+        const DurationStats& stats = profile.stages[s].memory.*column->stats;
+        row.push_back(stats.samples > 0 ? app::FormatBytes(stats.median) : "-");
+      }
+      table.AddRow(std::move(row));
+    }
+    out += "memory in bytes: medians (transient: an op's peak above its start and end)\n\n" +
+           table.Render();
+  }
+  if (!profile.static_bytes.empty()) {
+    out += "static memory per rank (held when its first compute began):";
+    for (size_t r = 0; r < profile.static_bytes.size(); ++r) {
+      out += (r == 0 ? " " : ", ") + std::to_string(r) + ": " +
+             app::FormatBytes(profile.static_bytes[r]);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RenderProfileTable(const Profile& profile, TimeUnit unit) {
@@ -96,6 +148,7 @@ std::string RenderProfileTable(const Profile& profile, TimeUnit unit) {
                     ": median (p90 - p10 as a share of the median); - = not measured\n\n" +
                     table.Render();
   if (!profile.boundaries.empty()) out += "\n" + RenderTransfers(profile, unit);
+  if (const std::string memory = RenderMemory(profile); !memory.empty()) out += "\n" + memory;
   return out;
 }
 
@@ -140,6 +193,17 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
   if (has_overlap && MissingOnAnyStage(profile, kOverlap)) {
     out += options.uniform ? "* overlap: the mean over the stages that measured one\n"
                            : "F+B: no overlap cell measured; a cell costs F + B\n";
+  }
+  if (costs.memory.has_value()) {
+    const MemoryModel& memory = *costs.memory;
+    out += "memory in bytes: F keeps (I frees)";
+    for (size_t s = 0; s < memory.stages.size(); ++s) {
+      out += std::string(s == 0 ? " " : ", ") + (options.uniform ? "all" : std::to_string(s)) +
+             ": " + app::FormatBytes(memory.stages[s].activation) + " (" +
+             app::FormatBytes(memory.stages[s].freed_by_input) + ")";
+    }
+    out +=
+        "; static per rank " + app::FormatBytes(memory.static_per_rank) + " (the largest rank's)\n";
   }
   if (profile.boundaries.empty()) return out;
 

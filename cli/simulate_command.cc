@@ -111,8 +111,8 @@ std::string RenderText(const std::string& path, const Plan& plan, const Timeline
   for (const RankTimeline& rank : timeline.ranks) {
     ranks.AddRow({std::to_string(rank.rank.value), app::FormatCompact(rank.busy),
                   app::FormatCompact(std::max(0.0, m.makespan - rank.busy)),
-                  app::FormatCompact(rank.peak_activation_memory),
-                  app::FormatCompact(rank.peak_memory)});
+                  app::FormatMemory(rank.peak_activation_memory, plan.request.memory),
+                  app::FormatMemory(rank.peak_memory, plan.request.memory)});
   }
   out += ranks.Render();
   return out;
@@ -126,6 +126,13 @@ Status ExecuteSimulate(const SimulateOptions& options) {
                               app::LoadCosts(app::CostFlags{options.costs, {}, true}));
     const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
     if (!valid.ok()) return valid.WithContext(*options.costs);
+    // A calibrated cost file brings its memory model (bytes); the plan's limit stays.
+    if (plan.request.costs.memory.has_value()) {
+      const std::optional<double> limit = plan.request.memory.limit;
+      plan.request.memory = *std::move(plan.request.costs.memory);
+      plan.request.memory.limit = limit;
+      plan.request.costs.memory.reset();
+    }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
 

@@ -99,7 +99,11 @@ Status WriteOutput(const std::optional<std::string>& path, std::string_view cont
   if (path.has_value() && *path != "-") return WriteFileAtomic(*path, content);
   std::cout.write(content.data(), static_cast<std::streamsize>(content.size()));
   std::cout.flush();
-  if (!std::cout) return InvalidArgument("cannot write to standard output");
+  if (!std::cout) {
+    // The reader closed the pipe early (`| head`): it has what it wanted, nothing is lost.
+    if (errno == EPIPE) return Status::Ok();
+    return InvalidArgument("cannot write to standard output");
+  }
   return Status::Ok();
 }
 

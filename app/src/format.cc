@@ -27,6 +27,10 @@ std::string FormatBytes(double bytes) {
   return FormatFixed(bytes, decimals) + " " + kUnits[unit];
 }
 
+std::string FormatMemory(double value, const MemoryModel& memory) {
+  return memory.unit == kBytesUnit ? FormatBytes(value) : FormatCompact(value);
+}
+
 std::string FormatPercent(double fraction) { return FormatFixed(fraction * 100.0, 1) + "%"; }
 
 std::string JsonString(std::string_view text) { return "\"" + JsonEscape(text) + "\""; }

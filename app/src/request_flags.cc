@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "pipeplan/app/format.h"
 #include "pipeplan/app/proto_file.h"
 #include "pipeplan/checks/validator.h"
 #include "pipeplan/formats/proto_io.h"
@@ -170,6 +172,32 @@ StatusOr<CostModel> LoadCosts(const CostFlags& flags) {
   return LoadProtoFile(*flags.costs_file, FileKind::kCostModel, ParseCostModel);
 }
 
+StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view flag) {
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"B", 1.0},  {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40},
+      {"KB", 1e3}, {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12}};
+  const std::string whole(text);
+  const char* begin = whole.data();
+  const char* end = begin + whole.size();
+  if (begin != end && *begin == '+') ++begin;
+  double value = 0.0;
+  const auto [number_end, error] = std::from_chars(begin, end, value);
+  if (error != std::errc() || !std::isfinite(value)) {
+    return InvalidArgument(std::string(flag) + ": expected a number, optionally with a unit " +
+                           "(70GiB, 512MiB), got '" + whole + "'");
+  }
+  if (value < 0) return InvalidArgument(std::string(flag) + " must be >= 0, got " + whole);
+  std::string_view unit(number_end, static_cast<size_t>(end - number_end));
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  if (unit.empty()) return MemoryAmount{value, false};
+  for (const auto& [name, bytes] : kUnits) {
+    if (unit == name) return MemoryAmount{value * bytes, true};
+  }
+  return InvalidArgument(std::string(flag) + ": unknown unit '" + std::string(unit) + "' in '" +
+                         whole + "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; or a plain number " +
+                         "in the memory model's unit)");
+}
+
 StatusOr<RequestValues> ReadRequestValues(const Flags& flags) {
   RequestValues values;
   values.request_file = flags.GetString("request");
@@ -182,7 +210,12 @@ StatusOr<RequestValues> ReadRequestValues(const Flags& flags) {
   for (const auto& [name, value] : counts) {
     PIPEPLAN_ASSIGN_OR_RETURN(*value, flags.GetInteger(name));
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(values.memory_limit, flags.GetNumber("memory-limit"));
+  if (const std::optional<std::string> limit = flags.GetString("memory-limit")) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const MemoryAmount amount,
+                              ParseMemoryAmount(*limit, "--memory-limit"));
+    values.memory_limit = amount.value;
+    values.memory_limit_in_bytes = amount.bytes;
+  }
   for (const auto& [name, value] : Durations(values)) {
     PIPEPLAN_ASSIGN_OR_RETURN(*value, flags.GetNumber(name));
   }
@@ -224,6 +257,7 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
   out.post_validation = values.post_validation;
   PIPEPLAN_RETURN_IF_ERROR(CheckNonNegative("memory-limit", values.memory_limit));
   out.memory_limit = values.memory_limit;
+  out.memory_limit_in_bytes = values.memory_limit_in_bytes;
   PIPEPLAN_ASSIGN_OR_RETURN(out.costs, CheckCostValues(values));
   return out;
 }
@@ -250,8 +284,20 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   }
   request.options.microbatch_group_size = flags.microbatch_group_size;
   request.options.post_validation = flags.post_validation;
-  request.memory.limit = flags.memory_limit;
   PIPEPLAN_ASSIGN_OR_RETURN(request.costs, LoadCosts(flags.costs));
+  // A calibrated cost file brings the memory model (in bytes) with it.
+  if (request.costs.memory.has_value()) {
+    request.memory = *std::move(request.costs.memory);
+    request.costs.memory.reset();
+  }
+  request.memory.limit = flags.memory_limit;
+  if (flags.memory_limit_in_bytes && request.memory.unit != kBytesUnit) {
+    return InvalidArgument(
+        "--memory-limit " + FormatBytes(*flags.memory_limit) +
+        " is in bytes, but the memory model counts microbatch activations: give a cost file "
+        "with memory in bytes (--costs, from 'pipeplan calibrate' of a pipeplan-torch profile), "
+        "or the limit as a plain number of activations");
+  }
   return request;
 }
 

@@ -362,6 +362,24 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Input("plan", "1f1b needs 4 memory on rank 0, above the memory limit 1"),
        1},
+      {"MemoryLimitWithAnUnknownUnit",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--memory-limit",
+        "70Gb"},
+       {},
+       Usage("plan",
+             "--memory-limit: unknown unit 'Gb' in '70Gb' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; "
+             "or a plain number in the memory model's unit)"),
+       2},
+      {"MemoryLimitInBytesWithoutAModelInBytes",
+       {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--memory-limit",
+        "70GiB"},
+       {},
+       Input("plan",
+             "--memory-limit 70.0 GiB is in bytes, but the memory model counts microbatch "
+             "activations: give a cost file with memory in bytes (--costs, from 'pipeplan "
+             "calibrate' of a pipeplan-torch profile), or the limit as a plain number of "
+             "activations"),
+       1},
       {"StrategyNeedsMoreStagesPerRank",
        {"plan", "--strategy", "interleaved-1f1b", "--ranks", "4", "--microbatches", "8",
         "--stages-per-rank", "1"},

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <ostream>
 #include <string>
@@ -156,6 +157,21 @@ TEST(OutputSafetyTest, NamedPipeIsWrittenInPlace) {
   EXPECT_EQ(received.rfind("request {", 0), 0u) << received;
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
   EXPECT_EQ(dir.List(), std::vector<std::string>{"plan.fifo"});
+}
+
+// A reader that stops early (`| head`) with SIGPIPE ignored, as a Python harness leaves it:
+// the write fails with EPIPE, which is the reader's choice, not an error of ours.
+TEST(OutputSafetyTest, AReaderThatStopsEarlyIsNotAnError) {
+  const ScratchDir dir;
+  // More than a pipe holds (64 KiB), so the writer is still writing when head has gone.
+  const std::string command =
+      "cd '" + dir.path() + "' && trap '' PIPE && '" + std::string(PIPEPLAN_CLI_PATH) +
+      "' plan --strategy 1f1b --ranks 8 --microbatches 256 -o - "
+      "2>err.txt | head -c 100 >/dev/null; echo \\${PIPESTATUS[0]} >status.txt";
+  const std::string shell = "bash -c \"" + command + "\"";
+  ASSERT_EQ(std::system(shell.c_str()), 0) << shell;
+  EXPECT_EQ(dir.Read("status.txt"), "0\n");
+  EXPECT_EQ(dir.Read("err.txt"), "");
 }
 
 TEST(OutputSafetyTest, OneFileForTwoOutputsIsAnError) {

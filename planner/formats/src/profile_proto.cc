@@ -1,5 +1,6 @@
 // Profile <-> pipeplan.v1. Parsing checks the result with ValidateProfile.
 #include <string>
+#include <utility>
 
 #include "proto_convert.h"
 
@@ -14,6 +15,19 @@ void ToProto(const DurationStats& stats, v1::DurationStats* out) {
   out->set_p10(stats.p10);
   out->set_p90(stats.p90);
   out->set_mean(stats.mean);
+}
+
+void ToProto(const StageMemoryProfile& memory, v1::StageMemoryProfile* out) {
+  const std::pair<const DurationStats*, v1::DurationStats*> fields[] = {
+      {&memory.kept_by_forward, out->mutable_kept_by_forward()},
+      {&memory.freed_by_backward, out->mutable_freed_by_backward()},
+      {&memory.freed_by_input, out->mutable_freed_by_input()},
+      {&memory.freed_by_weight, out->mutable_freed_by_weight()},
+      {&memory.forward_transient, out->mutable_forward_transient()},
+      {&memory.backward_transient, out->mutable_backward_transient()},
+      {&memory.input_transient, out->mutable_input_transient()},
+      {&memory.weight_transient, out->mutable_weight_transient()}};
+  for (const auto& [stats, field] : fields) ToProto(*stats, field);
 }
 
 // Kinds with no samples are left out: an absent message reads back as nothing measured.
@@ -31,7 +45,9 @@ void ToProto(const Profile& profile, v1::Profile* out) {
       ToProto(stage.backward_weight, entry->mutable_backward_weight());
     }
     if (stage.overlap.samples > 0) ToProto(stage.overlap, entry->mutable_overlap());
+    if (stage.memory != StageMemoryProfile{}) ToProto(stage.memory, entry->mutable_memory());
   }
+  for (const double bytes : profile.static_bytes) out->add_static_bytes(bytes);
   for (const BoundaryProfile& boundary : profile.boundaries) {
     v1::BoundaryProfile* entry = out->add_boundaries();
     if (boundary.transfer.samples > 0) ToProto(boundary.transfer, entry->mutable_transfer());
@@ -55,6 +71,17 @@ DurationStats FromProto(const v1::DurationStats& proto) {
           .mean = proto.mean()};
 }
 
+StageMemoryProfile FromProto(const v1::StageMemoryProfile& proto) {
+  return {.kept_by_forward = FromProto(proto.kept_by_forward()),
+          .freed_by_backward = FromProto(proto.freed_by_backward()),
+          .freed_by_input = FromProto(proto.freed_by_input()),
+          .freed_by_weight = FromProto(proto.freed_by_weight()),
+          .forward_transient = FromProto(proto.forward_transient()),
+          .backward_transient = FromProto(proto.backward_transient()),
+          .input_transient = FromProto(proto.input_transient()),
+          .weight_transient = FromProto(proto.weight_transient())};
+}
+
 StatusOr<Profile> FromProto(const v1::Profile& proto) {
   Profile profile;
   profile.source = proto.source();
@@ -64,8 +91,10 @@ StatusOr<Profile> FromProto(const v1::Profile& proto) {
                               .backward = FromProto(stage.backward()),
                               .backward_input = FromProto(stage.backward_input()),
                               .backward_weight = FromProto(stage.backward_weight()),
-                              .overlap = FromProto(stage.overlap())});
+                              .overlap = FromProto(stage.overlap()),
+                              .memory = FromProto(stage.memory())});
   }
+  profile.static_bytes.assign(proto.static_bytes().begin(), proto.static_bytes().end());
   for (const v1::BoundaryProfile& boundary : proto.boundaries()) {
     profile.boundaries.push_back({.transfer = FromProto(boundary.transfer()),
                                   .late_receives = boundary.late_receives(),

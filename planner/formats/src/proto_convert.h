@@ -104,6 +104,8 @@ void ToProto(const PlanRequest& request, v1::PlanRequest* out);  // request_prot
 void ToProto(const CostModel& costs, v1::CostModel* out);
 StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string& path);
 CostModel FromProto(const v1::CostModel& proto);
+void ToProto(const MemoryModel& memory, v1::MemoryModel* out);
+MemoryModel FromProto(const v1::MemoryModel& proto);
 void ToProto(const Plan& plan, v1::Plan* out);  // plan_proto.cc
 StatusOr<Plan> FromProto(const v1::Plan& proto);
 void ToProto(const Timeline& timeline, v1::Timeline* out);  // timeline_proto.cc

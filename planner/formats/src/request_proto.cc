@@ -1,5 +1,6 @@
 // PlanRequest, CostModel and their parts <-> pipeplan.v1.
 #include <string>
+#include <utility>
 
 #include "proto_convert.h"
 
@@ -32,6 +33,7 @@ void ToProto(const CostModel& costs, v1::CostModel* out) {
   for (const StageCosts& stage : costs.stages) ToProto(stage, out->add_stages());
   for (const BoundaryCosts& boundary : costs.boundaries) ToProto(boundary, out->add_boundaries());
   out->set_time_unit(costs.time_unit);
+  if (costs.memory.has_value()) ToProto(*costs.memory, out->mutable_memory());
 }
 
 void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
@@ -42,6 +44,7 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
   }
   out->set_static_per_rank(memory.static_per_rank);
   if (memory.limit.has_value()) out->set_limit(*memory.limit);
+  out->set_unit(memory.unit);
 }
 
 void ToProto(const PlanRequest& request, v1::PlanRequest* out) {
@@ -119,6 +122,7 @@ CostModel FromProto(const v1::CostModel& proto) {
     }
   }
   costs.time_unit = proto.time_unit();
+  if (proto.has_memory()) costs.memory = FromProto(proto.memory());
   return costs;
 }
 
@@ -133,6 +137,7 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
   }
   memory.static_per_rank = proto.static_per_rank();
   if (proto.has_limit()) memory.limit = proto.limit();
+  memory.unit = proto.unit();
   return memory;
 }
 
@@ -177,8 +182,15 @@ StatusOr<std::string> SerializeCostModel(const CostModel& costs, ProtoFormat for
 
 StatusOr<CostModel> ParseCostModel(std::string_view data, ProtoFormat format) {
   return proto_convert::ParseAs<v1::CostModel>(
-      data, format, FileKind::kCostModel, "cost file", [](const v1::CostModel& proto) {
-        return StatusOr<CostModel>(proto_convert::FromProto(proto));
+      data, format, FileKind::kCostModel, "cost file",
+      [](const v1::CostModel& proto) -> StatusOr<CostModel> {
+        CostModel costs = proto_convert::FromProto(proto);
+        // Shapes are checked against a plan's stages later; figures now, naming the field.
+        if (costs.memory.has_value()) {
+          PIPEPLAN_RETURN_IF_ERROR(
+              ValidateMemoryModel(*costs.memory, static_cast<int>(costs.memory->stages.size())));
+        }
+        return costs;
       });
 }
 

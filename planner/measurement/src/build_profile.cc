@@ -19,7 +19,51 @@ struct StageSamples {
   std::vector<double> backward_input;
   std::vector<double> backward_weight;
   std::vector<double> overlap;
+  // Bytes, from timelines that counted them.
+  std::vector<double> kept_by_forward;
+  std::vector<double> freed_by_backward;
+  std::vector<double> freed_by_input;
+  std::vector<double> freed_by_weight;
+  std::vector<double> forward_transient;
+  std::vector<double> backward_transient;
+  std::vector<double> input_transient;
+  std::vector<double> weight_transient;
 };
+
+// Where a compute action's memory change and transient go (F keeps, the others free); null
+// for overlap cells, whose halves are not told apart, and actions that are not compute.
+struct MemorySamples {
+  std::vector<double>* change = nullptr;
+  std::vector<double>* transient = nullptr;
+  double sign = 1.0;  // +1: kept (end - start); -1: freed (start - end)
+};
+MemorySamples MemorySamplesOf(StageSamples& samples, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return {&samples.kept_by_forward, &samples.forward_transient, 1.0};
+    case ActionKind::kBackward:
+      return {&samples.freed_by_backward, &samples.backward_transient, -1.0};
+    case ActionKind::kBackwardInput:
+      return {&samples.freed_by_input, &samples.input_transient, -1.0};
+    case ActionKind::kBackwardWeight:
+      return {&samples.freed_by_weight, &samples.weight_transient, -1.0};
+    case ActionKind::kOverlapFB:
+    case ActionKind::kSendForward:
+    case ActionKind::kRecvForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kRecvBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return {};
+  }
+  return {};
+}
+
+// A rank's timeline counted bytes for every action.
+bool HasBytes(const RankTimeline& rank) {
+  return rank.memory_unit == MemoryUnit::kBytes && rank.action_memory.size() == rank.actions.size();
+}
 
 // Where a compute action's duration goes; null for actions that are not compute.
 std::vector<double>* SamplesOf(StageSamples& samples, ActionKind kind) {
@@ -112,6 +156,14 @@ Status CheckTimes(const Plan& plan, const Timeline& timeline) {
         return InvalidArgument(where() + ": ends before it starts (start " + FormatNumber(t.start) +
                                ", end " + FormatNumber(t.end) + ")");
       }
+      if (!HasBytes(timeline.ranks[r])) continue;
+      const ActionMemory& m = timeline.ranks[r].action_memory[i];
+      if (!std::isfinite(m.start) || !std::isfinite(m.end) || !std::isfinite(m.peak) ||
+          m.start < 0 || m.end < 0 || m.peak < std::max(m.start, m.end)) {
+        return InvalidArgument(where() + ": memory must be finite bytes >= 0 with the peak at " +
+                               "least its start and end, got start " + FormatNumber(m.start) +
+                               ", end " + FormatNumber(m.end) + ", peak " + FormatNumber(m.peak));
+      }
     }
   }
   return Status::Ok();
@@ -130,6 +182,7 @@ class ProfileBuilder {
     PIPEPLAN_RETURN_IF_ERROR(CheckShape(plan_, timeline));
     PIPEPLAN_RETURN_IF_ERROR(CheckTimes(plan_, timeline));
     AddCompute(timeline);
+    AddStatic(timeline);
     return AddTransfers(timeline);
   }
 
@@ -142,8 +195,13 @@ class ProfileBuilder {
                                 .backward = SummarizeDurations(std::move(s.backward)),
                                 .backward_input = SummarizeDurations(std::move(s.backward_input)),
                                 .backward_weight = SummarizeDurations(std::move(s.backward_weight)),
-                                .overlap = SummarizeDurations(std::move(s.overlap))});
+                                .overlap = SummarizeDurations(std::move(s.overlap)),
+                                .memory = SummarizeMemory(s)});
     }
+    for (std::vector<double>& bytes : static_bytes_) {
+      if (!bytes.empty()) profile.static_bytes.push_back(SummarizeDurations(bytes).median);
+    }
+    if (profile.static_bytes.size() != static_bytes_.size()) profile.static_bytes.clear();
     for (BoundarySamples& b : boundaries_) {
       const DurationStats transfer = SummarizeDurations(std::move(b.transfers));
       profile.boundaries.push_back(
@@ -168,8 +226,37 @@ class ProfileBuilder {
         if (samples == nullptr) continue;
         const ActionTiming& t = timeline.ranks[r].actions[i];
         samples->push_back((t.end - t.start) * seconds_per_unit_);
+        if (!HasBytes(timeline.ranks[r])) continue;
+        const MemorySamples memory =
+            MemorySamplesOf(stages_[static_cast<size_t>(stage.value)], action.kind);
+        if (memory.change == nullptr) continue;
+        const ActionMemory& m = timeline.ranks[r].action_memory[i];
+        memory.change->push_back(memory.sign * (m.end - m.start));
+        memory.transient->push_back(m.peak - std::max(m.start, m.end));
       }
     }
+  }
+
+  // What each rank held when its first compute began (the measured timeline's peak less its
+  // peak above that start).
+  void AddStatic(const Timeline& timeline) {
+    static_bytes_.resize(timeline.ranks.size());
+    for (size_t r = 0; r < timeline.ranks.size(); ++r) {
+      const RankTimeline& rank = timeline.ranks[r];
+      if (HasBytes(rank))
+        static_bytes_[r].push_back(rank.peak_memory - rank.peak_activation_memory);
+    }
+  }
+
+  static StageMemoryProfile SummarizeMemory(StageSamples& s) {
+    return {.kept_by_forward = SummarizeDurations(std::move(s.kept_by_forward)),
+            .freed_by_backward = SummarizeDurations(std::move(s.freed_by_backward)),
+            .freed_by_input = SummarizeDurations(std::move(s.freed_by_input)),
+            .freed_by_weight = SummarizeDurations(std::move(s.freed_by_weight)),
+            .forward_transient = SummarizeDurations(std::move(s.forward_transient)),
+            .backward_transient = SummarizeDurations(std::move(s.backward_transient)),
+            .input_transient = SummarizeDurations(std::move(s.input_transient)),
+            .weight_transient = SummarizeDurations(std::move(s.weight_transient))};
   }
 
   // Pairs every send with its receive as the transport does (k-th send on a link with the
@@ -222,6 +309,7 @@ class ProfileBuilder {
   TransferLinks links_;
   std::vector<StageSamples> stages_;
   std::vector<BoundarySamples> boundaries_;
+  std::vector<std::vector<double>> static_bytes_;  // per rank, one per step that counted bytes
 };
 
 // Of sorted samples: summed in that order, so the same samples give the same bits; clamped

@@ -1,7 +1,10 @@
 #include "pipeplan/measurement/calibrate.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/model/text_format.h"
@@ -121,6 +124,74 @@ StageCosts MeanStage(const std::vector<StageCosts>& stages) {
   return mean;
 }
 
+// A backward may free less than its F kept (what it leaves for later, e.g. the input
+// gradient), and somewhat more: the received gradient's buffer, allocated when its receive
+// was posted, goes with the backward that used it. More than 25% above is not a measurement of
+// this F's memory.
+constexpr double kFreedAboveKept = 0.25;
+
+Status CheckFreed(double freed, double kept, const std::string& field) {
+  if (freed <= kept * (1 + kFreedAboveKept)) return Status::Ok();
+  return InvalidArgument(field + ": frees " + FormatNumber(freed) + " bytes (median) but F keeps " +
+                         FormatNumber(kept) + " (memory.kept_by_forward.median); a backward " +
+                         "cannot free more than its forward kept");
+}
+
+// One stage's memory in bytes: what F keeps, and what I frees of it (W the rest).
+StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory) {
+  if (!Measured(memory.kept_by_forward)) {
+    return InvalidArgument(
+        "memory.kept_by_forward: no F measured in bytes, while other stages were");
+  }
+  const double kept = memory.kept_by_forward.median;
+  if (kept <= 0) {
+    return InvalidArgument("memory.kept_by_forward.median: F keeps " + FormatNumber(kept) +
+                           " bytes; a stage's activation must be > 0");
+  }
+  if (Measured(memory.freed_by_backward)) {
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckFreed(memory.freed_by_backward.median, kept, "memory.freed_by_backward"));
+  }
+  StageMemory out{.activation = kept};
+  if (Measured(memory.freed_by_input) && Measured(memory.freed_by_weight)) {
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckFreed(memory.freed_by_input.median + memory.freed_by_weight.median, kept,
+                   "memory.freed_by_input + memory.freed_by_weight"));
+    // An I that allocates more than it frees holds everything until W.
+    out.freed_by_input = std::clamp(memory.freed_by_input.median, 0.0, kept);
+  }
+  return out;
+}
+
+// The memory model in bytes where the profile counted them: per stage what F keeps and I
+// frees, and the largest static memory of any rank (one figure for every rank).
+StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, bool uniform) {
+  bool any = !profile.static_bytes.empty();
+  for (const StageProfile& stage : profile.stages)
+    any = any || Measured(stage.memory.kept_by_forward);
+  if (!any) return std::optional<MemoryModel>();
+  MemoryModel memory;
+  memory.unit = kBytesUnit;
+  memory.stages.clear();
+  for (size_t s = 0; s < profile.stages.size(); ++s) {
+    StatusOr<StageMemory> stage = CalibrateStageMemory(profile.stages[s].memory);
+    if (!stage.ok()) return stage.status().WithContext("profile stage " + std::to_string(s));
+    memory.stages.push_back(*stage);
+  }
+  if (uniform) {
+    StageMemory mean{.activation = 0.0, .freed_by_input = 0.0};
+    for (const StageMemory& stage : memory.stages) {
+      mean.activation += stage.activation / static_cast<double>(memory.stages.size());
+      mean.freed_by_input += stage.freed_by_input / static_cast<double>(memory.stages.size());
+    }
+    memory.stages = {mean};
+  }
+  for (const double bytes : profile.static_bytes) {
+    memory.static_per_rank = std::max(memory.static_per_rank, bytes);
+  }
+  return std::optional<MemoryModel>(std::move(memory));
+}
+
 }  // namespace
 
 std::string_view TimeUnitName(TimeUnit unit) {
@@ -204,6 +275,7 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
       }
     }
   }
+  PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, CalibrateMemory(profile, options.uniform));
   const int num_stages = static_cast<int>(profile.stages.size());
   PIPEPLAN_RETURN_IF_ERROR(
       ValidateCostModel(costs, num_stages).WithContext("calibrated cost model"));

@@ -105,6 +105,9 @@ Status ValidateCostModel(const CostModel& costs, int num_stages) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.activation_bytes, where + "activation_bytes"));
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.receive_overhead, where + "receive_overhead"));
   }
+  if (costs.memory.has_value()) {
+    PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(*costs.memory, num_stages).WithContext("costs"));
+  }
   return Status::Ok();
 }
 

@@ -76,6 +76,10 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
         CheckFigure(memory.stages[s].freed_by_input, where + "freed_by_input"));
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.static_per_rank, "memory.static_per_rank"));
+  if (!memory.unit.empty() && memory.unit != kBytesUnit) {
+    return InvalidArgument("memory.unit: '" + memory.unit + "' is not a memory unit (\"" +
+                           std::string(kBytesUnit) + "\", or empty for microbatch activations)");
+  }
   if (memory.limit.has_value()) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(*memory.limit, "memory limit"));
   }

@@ -15,7 +15,10 @@ Status CheckFigure(double value, const std::string& path) {
   return InvalidArgument(path + ": must be a finite number >= 0, got " + FormatNumber(value));
 }
 
-Status CheckStats(const DurationStats& stats, const std::string& path) {
+// `signed_figures`: a memory change, which may be negative (an I that allocates more than
+// it frees); every other figure is >= 0.
+Status CheckStats(const DurationStats& stats, const std::string& path,
+                  bool signed_figures = false) {
   if (stats.samples < 0) {
     return InvalidArgument(path + ".samples: must be >= 0, got " + std::to_string(stats.samples));
   }
@@ -25,7 +28,11 @@ Status CheckStats(const DurationStats& stats, const std::string& path) {
                                                     {"p90", stats.p90},
                                                     {"max", stats.max}};
   for (const auto& [name, value] : figures) {
-    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, path + "." + name));
+    if (signed_figures && !std::isfinite(value)) {
+      return InvalidArgument(path + "." + name + ": must be a finite number, got " +
+                             FormatNumber(value));
+    }
+    if (!signed_figures) PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, path + "." + name));
     if (stats.samples == 0 && value != 0) {
       return InvalidArgument(path + "." + name + ": is " + FormatNumber(value) +
                              " but samples is 0 (nothing measured)");
@@ -38,11 +45,31 @@ Status CheckStats(const DurationStats& stats, const std::string& path) {
                              " " + FormatNumber(figures[i].second));
     }
   }
-  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(stats.mean, path + ".mean"));
+  if (!signed_figures) PIPEPLAN_RETURN_IF_ERROR(CheckFigure(stats.mean, path + ".mean"));
   // 0 with samples: written before the mean was recorded.
   if (stats.mean != 0 && (stats.mean < stats.min || stats.mean > stats.max)) {
     return InvalidArgument(path + ".mean: " + FormatNumber(stats.mean) + " is outside [min " +
                            FormatNumber(stats.min) + ", max " + FormatNumber(stats.max) + "]");
+  }
+  return Status::Ok();
+}
+
+Status CheckStageMemory(const StageMemoryProfile& m, const std::string& path) {
+  const std::pair<const char*, const DurationStats*> changes[] = {
+      {"kept_by_forward", &m.kept_by_forward},
+      {"freed_by_backward", &m.freed_by_backward},
+      {"freed_by_input", &m.freed_by_input},
+      {"freed_by_weight", &m.freed_by_weight}};
+  for (const auto& [name, stats] : changes) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(*stats, path + name, /*signed_figures=*/true));
+  }
+  const std::pair<const char*, const DurationStats*> transients[] = {
+      {"forward_transient", &m.forward_transient},
+      {"backward_transient", &m.backward_transient},
+      {"input_transient", &m.input_transient},
+      {"weight_transient", &m.weight_transient}};
+  for (const auto& [name, stats] : transients) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckStats(*stats, path + name));
   }
   return Status::Ok();
 }
@@ -68,6 +95,11 @@ Status ValidateProfile(const Profile& profile) {
     PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.backward_input, path + "backward_input"));
     PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.backward_weight, path + "backward_weight"));
     PIPEPLAN_RETURN_IF_ERROR(CheckStats(stage.overlap, path + "overlap"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckStageMemory(stage.memory, path + "memory."));
+  }
+  for (size_t r = 0; r < profile.static_bytes.size(); ++r) {
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckFigure(profile.static_bytes[r], "static_bytes[" + std::to_string(r) + "]"));
   }
   for (size_t b = 0; b < profile.boundaries.size(); ++b) {
     const BoundaryProfile& boundary = profile.boundaries[b];

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/formats/proto_io.h"
@@ -304,6 +305,109 @@ TEST_P(CalibrateLoopTest, SimulatedRunGivesThePlansCostsBack) {
 
 // 0, and an overhead both hidden by late data (below the latency) and not.
 INSTANTIATE_TEST_SUITE_P(ReceiveOverheads, CalibrateLoopTest, ::testing::Values(0.0, 3.0, 12.0));
+
+// FbProfile with memory: stage s's F keeps `kept[s]` bytes and B frees `freed[s]`; ranks
+// held 5000 and 7000 when their first compute began.
+Profile FbProfileWithBytes(std::vector<double> kept, std::vector<double> freed) {
+  Profile profile = FbProfile();
+  for (size_t s = 0; s < profile.stages.size(); ++s) {
+    profile.stages[s].memory.kept_by_forward = Constant(kept[s]);
+    profile.stages[s].memory.freed_by_backward = Constant(freed[s]);
+  }
+  profile.static_bytes = {5000, 7000};
+  return profile;
+}
+
+TEST(CalibrateMemoryTest, BytesKeptByFPerStageAndTheLargestStaticMemory) {
+  const StatusOr<CostModel> costs =
+      Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 2900}), Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_TRUE(costs->memory.has_value());
+  const MemoryModel& memory = *costs->memory;
+  EXPECT_EQ(memory.unit, kBytesUnit);
+  ASSERT_EQ(memory.stages.size(), 2u);
+  EXPECT_EQ(memory.stages[0], (StageMemory{.activation = 1000, .freed_by_input = 0}));
+  EXPECT_EQ(memory.stages[1], (StageMemory{.activation = 3000, .freed_by_input = 0}));
+  EXPECT_EQ(memory.static_per_rank, 7000);
+  EXPECT_FALSE(memory.limit.has_value());
+
+  const StatusOr<CostModel> uniform = Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 2900}),
+                                                Options(TimeUnit::kMicroseconds, true));
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  ASSERT_TRUE(uniform->memory.has_value());
+  EXPECT_EQ(uniform->memory->stages, (std::vector<StageMemory>{{.activation = 2000}}));
+}
+
+TEST(CalibrateMemoryTest, WhatIFreesComesFromTheSplitBackward) {
+  Profile profile = FbProfileWithBytes({1000, 1000}, {1000, 1000});
+  for (StageProfile& stage : profile.stages) {
+    stage.memory.freed_by_backward = {};
+    stage.memory.freed_by_input = Constant(300);
+    stage.memory.freed_by_weight = Constant(700);
+  }
+  profile.stages[1].memory.freed_by_input = Constant(-50);  // an I that allocates: frees none
+  profile.stages[1].memory.freed_by_weight = Constant(1050);
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_EQ(costs->memory->stages[0].freed_by_input, 300);
+  EXPECT_EQ(costs->memory->stages[1].freed_by_input, 0);
+}
+
+TEST(CalibrateMemoryTest, AProfileWithoutBytesGivesNoMemoryModel) {
+  const StatusOr<CostModel> costs = Calibrate(FbProfile(), Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_FALSE(costs->memory.has_value());
+}
+
+TEST(CalibrateMemoryTest, InconsistentMemoryIsAnErrorNamingTheStageAndField) {
+  // Stage 1's B frees 4000 of the 3000 its F kept: more than a received gradient explains.
+  const StatusOr<CostModel> freed_more =
+      Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 4000}), Options());
+  ASSERT_FALSE(freed_more.ok());
+  EXPECT_EQ(freed_more.status().message(),
+            "profile stage 1: memory.freed_by_backward: frees 4000 bytes (median) but F keeps "
+            "3000 (memory.kept_by_forward.median); a backward cannot free more than its forward "
+            "kept");
+  const StatusOr<CostModel> keeps_nothing =
+      Calibrate(FbProfileWithBytes({0, 3000}, {0, 3000}), Options());
+  ASSERT_FALSE(keeps_nothing.ok());
+  EXPECT_NE(keeps_nothing.status().message().find(
+                "profile stage 0: memory.kept_by_forward.median: F keeps 0 bytes"),
+            std::string::npos)
+      << keeps_nothing.status().message();
+  Profile one_stage = FbProfileWithBytes({1000, 3000}, {1000, 3000});
+  one_stage.stages[0].memory = {};
+  const StatusOr<CostModel> missing = Calibrate(one_stage, Options());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("profile stage 0: memory.kept_by_forward"),
+            std::string::npos)
+      << missing.status().message();
+}
+
+TEST(CalibrateMemoryTest, TheCostFileKeepsItsMemoryModelAndRefusesBadBytesNamingTheField) {
+  const StatusOr<CostModel> costs =
+      Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 2900}), Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  const StatusOr<std::string> text = SerializeCostModel(*costs, ProtoFormat::kText);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  const StatusOr<CostModel> back = ParseCostModel(*text, ProtoFormat::kText);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, *costs);
+  for (const auto& [field, bad] :
+       {std::pair<std::string, std::string>{"activation", "-5"}, {"static_per_rank", "nan"}}) {
+    SCOPED_TRACE(field);
+    std::string edited = *text;
+    const size_t at = field == "activation" ? edited.find("activation: 1000")
+                                            : edited.find("static_per_rank: 7000");
+    ASSERT_NE(at, std::string::npos) << edited;
+    const size_t colon = edited.find(':', at);
+    edited.replace(colon + 2, edited.find('\n', colon) - colon - 2, bad);
+    const StatusOr<CostModel> parsed = ParseCostModel(edited, ProtoFormat::kText);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.status().message().find(field), std::string::npos)
+        << parsed.status().message();
+  }
+}
 
 }  // namespace
 }  // namespace pipeplan

@@ -453,5 +453,72 @@ TEST(ValidateProfileTest, NamesTheField) {
   EXPECT_TRUE(ValidateProfile(no_mean).ok());
 }
 
+// TinyStep with memory counted in bytes: rank 0 holds `static0` when 0F0 begins, F keeps
+// `kept` (a transient of 30 above its end), B frees `kept` - 8 (peak 10 above its start); rank 1
+// the same from `static1`.
+Timeline TinyStepWithBytes(const Plan& plan, double static0, double static1, double kept) {
+  Timeline t = TinyStep(plan, 1, 1);
+  const double statics[] = {static0, static1};
+  for (int r = 0; r < 2; ++r) {
+    RankTimeline& rank = t.ranks[r];
+    rank.memory_unit = MemoryUnit::kBytes;
+    const double base = statics[r];
+    rank.action_memory.assign(rank.actions.size(), {base, base, base});
+    const std::string stage = std::to_string(r);
+    rank.action_memory[IndexOf(plan, r, stage + "F0")] = {base, base + kept, base + kept + 30};
+    rank.action_memory[IndexOf(plan, r, stage + "B0")] = {base + kept, base + 8, base + kept + 10};
+    rank.peak_memory = base + kept + 30;
+    rank.peak_activation_memory = kept + 30;
+  }
+  return t;
+}
+
+TEST(BuildProfileTest, MemoryInBytesPerStageAndKindAndStaticPerRank) {
+  const Plan plan = TinyPlan();
+  const std::vector<Timeline> steps = {TinyStepWithBytes(plan, 1000, 2000, 100),
+                                       TinyStepWithBytes(plan, 1000, 2000, 300),
+                                       TinyStepWithBytes(plan, 1200, 2000, 200)};
+  const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  for (const StageProfile& stage : profile->stages) {
+    const StageMemoryProfile& m = stage.memory;
+    EXPECT_EQ(m.kept_by_forward.samples, 3);
+    EXPECT_EQ(m.kept_by_forward.median, 200);
+    EXPECT_EQ(m.kept_by_forward.min, 100);
+    EXPECT_EQ(m.kept_by_forward.max, 300);
+    EXPECT_EQ(m.freed_by_backward.median, 192);  // kept - 8
+    EXPECT_EQ(m.forward_transient.median, 30);
+    EXPECT_EQ(m.backward_transient.median, 10);
+    EXPECT_EQ(m.freed_by_input, DurationStats{});
+    EXPECT_EQ(m.weight_transient, DurationStats{});
+  }
+  EXPECT_EQ(profile->static_bytes, (std::vector<double>{1000, 2000}));  // medians over steps
+  EXPECT_TRUE(ValidateProfile(*profile).ok());
+}
+
+TEST(BuildProfileTest, TimelinesWithoutBytesGiveNoMemory) {
+  const Plan plan = TinyPlan();
+  const std::vector<Timeline> steps = {TinyStep(plan, 1, 3)};
+  const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  for (const StageProfile& stage : profile->stages) EXPECT_EQ(stage.memory, StageMemoryProfile{});
+  EXPECT_TRUE(profile->static_bytes.empty());
+}
+
+TEST(BuildProfileTest, AMemoryPeakBelowItsActionsEndIsAnErrorNamingTheAction) {
+  const Plan plan = TinyPlan();
+  Timeline step = TinyStepWithBytes(plan, 1000, 2000, 100);
+  step.ranks[1].action_memory[IndexOf(plan, 1, "1F0")].peak = 1500;  // below its end, 2100
+  const std::vector<Timeline> steps = {step};
+  const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_FALSE(profile.ok());
+  EXPECT_NE(profile.status().message().find("rank 1"), std::string::npos)
+      << profile.status().message();
+  EXPECT_NE(profile.status().message().find("1F0"), std::string::npos)
+      << profile.status().message();
+  EXPECT_NE(profile.status().message().find("peak 1500"), std::string::npos)
+      << profile.status().message();
+}
+
 }  // namespace
 }  // namespace pipeplan

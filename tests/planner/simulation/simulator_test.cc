@@ -1,6 +1,8 @@
 // Simulator semantics (docs/planning.md §4) on cases small enough to work out by hand.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "test_support.h"
 
 namespace pipeplan {
@@ -79,6 +81,25 @@ TEST(Simulator, MemoryCurveFollowsForwardsAndBackwards) {
   EXPECT_DOUBLE_EQ(t.ranks[0].peak_memory, 13);
   EXPECT_DOUBLE_EQ(t.ranks[0].memory.front().bytes, 10);
   EXPECT_DOUBLE_EQ(t.ranks[0].memory.back().bytes, 10);
+}
+
+// A memory model in bytes (as calibrate writes one): the closed forms of the papers, static
+// memory plus P activations on rank 0 for 1F1B and 2P - 1 for ZB-H2.
+TEST(Simulator, PeaksInBytesFollowTheClosedForms) {
+  constexpr double kStatic = 12e9;
+  constexpr double kActivation = 1.5e9;
+  constexpr int kRanks = 4;
+  for (const auto& [strategy, held] :
+       {std::pair<const char*, int>{"1f1b", kRanks}, {"zb-h2", 2 * kRanks - 1}}) {
+    SCOPED_TRACE(strategy);
+    PlanRequest request = MakeRequest(strategy, kRanks, 2 * kRanks);
+    request.memory.unit = kBytesUnit;
+    request.memory.static_per_rank = kStatic;
+    request.memory.stages = {StageMemory{.activation = kActivation, .freed_by_input = 0}};
+    const Timeline t = SimulateOrDie(BuildOrDie(request));
+    EXPECT_DOUBLE_EQ(t.ranks[0].peak_memory, kStatic + held * kActivation);
+    EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, held * kActivation);
+  }
 }
 
 TEST(Simulator, InputBackwardFreesItsShareAndWeightTheRest) {

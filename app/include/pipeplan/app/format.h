@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/model/memory_model.h"
 #include "pipeplan/model/text_format.h"
 
 namespace pipeplan::app {
@@ -21,6 +22,9 @@ std::string FormatPercent(double fraction);
 // Bytes with a binary unit and three significant digits: "512 B", "1.50 KiB", "12.3 MiB",
 // "70.0 GiB".
 std::string FormatBytes(double bytes);
+// A memory figure in the memory model's unit: bytes (FormatBytes) where it counts bytes, else
+// the compact number of microbatch activations.
+std::string FormatMemory(double value, const MemoryModel& memory);
 // A quoted, escaped JSON string.
 std::string JsonString(std::string_view text);
 // A JSON number; null for NaN and infinities, which JSON cannot express.

@@ -40,7 +40,8 @@ struct RequestFlags {
   std::optional<int> stages_per_rank;
   int microbatch_group_size = 0;  // 0 = the strategy's default
   std::optional<double> memory_limit;
-  bool post_validation = false;  // --post-validation
+  bool memory_limit_in_bytes = false;  // given with a byte unit ("70GiB")
+  bool post_validation = false;        // --post-validation
   CostFlags costs;
 };
 
@@ -59,6 +60,7 @@ struct RequestValues {
   std::optional<int64_t> stages_per_rank;
   std::optional<int64_t> microbatch_group_size;
   std::optional<double> memory_limit;
+  bool memory_limit_in_bytes = false;
   bool post_validation = false;
   std::optional<std::string> costs_file;
   std::optional<double> forward;
@@ -69,6 +71,16 @@ struct RequestValues {
   std::optional<double> comm;
   std::optional<double> receive_overhead;
 };
+
+// A memory amount as --memory-limit takes it: a plain number (the memory model's unit), or a
+// number with a byte unit: B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of
+// 1000), e.g. "70GiB", "512 MiB". Returns the amount (in bytes where a unit was given) and
+// whether it was in bytes; an unknown unit or a negative amount is an error naming the flag.
+struct MemoryAmount {
+  double value = 0.0;
+  bool bytes = false;
+};
+StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view flag);
 
 // The flags' values; only their syntax is checked (an integer, a finite number).
 StatusOr<RequestValues> ReadRequestValues(const Flags& flags);

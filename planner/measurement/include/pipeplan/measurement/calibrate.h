@@ -45,6 +45,13 @@ struct CalibrateOptions {
 // uniform: each stage figure is the mean over the stages of the per-stage results (overlap
 // over the stages that measured it); the boundary entry is the mean over the measured
 // boundaries (bandwidth and activation bytes over those that have them).
+// Memory, where the profile counted bytes (memory.unit "bytes"): per stage the activation is
+// the median bytes an F kept and freed_by_input the median an I freed (clamped to
+// [0, activation]; W frees the rest); uniform: the means over the stages. static_per_rank is
+// the largest static memory of any rank. A stage with no F counted, an F that keeps nothing,
+// or a backward that frees more than 25% above what its F kept (B, or I and W together;
+// medians: a backward also frees its received gradient's buffer) is an error naming the stage
+// and field. Transients are not modelled yet.
 // The result is in `unit` and passes ValidateCostModel.
 StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& options);
 

@@ -2,11 +2,13 @@
 // stage boundary costs. Uniform (one entry) or per stage / per boundary.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipeplan/model/action.h"
 #include "pipeplan/model/ids.h"
+#include "pipeplan/model/memory_model.h"
 #include "pipeplan/model/status.h"
 
 namespace pipeplan {
@@ -38,6 +40,9 @@ struct CostModel {
   std::vector<StageCosts> stages = {StageCosts{}};            // size 1 (uniform) or S
   std::vector<BoundaryCosts> boundaries = {BoundaryCosts{}};  // size 1 (uniform) or S - 1
   std::string time_unit;  // informational ("us" from calibrate); empty when not stated
+  // A cost file's memory model (calibrate writes one, in bytes, from measured memory): a
+  // request built with the file takes it as its memory model.
+  std::optional<MemoryModel> memory;
 
   const StageCosts& Stage(StageId stage) const;
   // The boundary between two neighbouring stages (the lower one's index).
@@ -57,7 +62,8 @@ struct CostModel {
 // models the same work per rank.
 CostModel SplitShareCosts(CostModel share, int chunks);
 
-// Checks sizes against the number of stages and that every figure is finite and >= 0.
+// Checks sizes against the number of stages and that every figure is finite and >= 0, the
+// memory model's too.
 Status ValidateCostModel(const CostModel& costs, int num_stages);
 
 }  // namespace pipeplan

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeplan/model/action.h"
@@ -21,10 +22,15 @@ struct StageMemory {
   bool operator==(const StageMemory&) const = default;
 };
 
+inline constexpr const char* kBytesUnit = "bytes";
+
 struct MemoryModel {
   std::vector<StageMemory> stages = {StageMemory{}};  // size 1 (uniform) or S
   double static_per_rank = 0.0;                       // parameters, optimizer state, ...
   std::optional<double> limit;                        // on static + activations, per rank
+  // "bytes" where the figures are bytes (pipeplan calibrate from measured memory); empty: the
+  // default unit, microbatch activations. A limit given with a byte unit needs "bytes".
+  std::string unit;
 
   // Activation added by one F on `stage`; `chunks_per_share` resolves the default (1/V).
   double Activation(StageId stage, int stages_per_rank) const;

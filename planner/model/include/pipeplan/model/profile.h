@@ -26,7 +26,24 @@ struct DurationStats {
   bool operator==(const DurationStats&) const = default;
 };
 
-// Compute durations of one stage, by kind.
+// Memory of one stage's compute, in bytes, from timelines that counted bytes (RankTimeline's
+// memory_unit; DurationStats holds the same quantiles, of bytes here). Kept or freed: the
+// change from an action's start to its end; transient: its peak above the larger of the two.
+// F&B overlap cells are left out (their halves' memory is not told apart).
+struct StageMemoryProfile {
+  DurationStats kept_by_forward;
+  DurationStats freed_by_backward;
+  DurationStats freed_by_input;
+  DurationStats freed_by_weight;
+  DurationStats forward_transient;
+  DurationStats backward_transient;
+  DurationStats input_transient;
+  DurationStats weight_transient;
+
+  bool operator==(const StageMemoryProfile&) const = default;
+};
+
+// Compute durations of one stage, by kind, and its memory where measured.
 struct StageProfile {
   DurationStats forward;
   DurationStats backward;
@@ -35,6 +52,7 @@ struct StageProfile {
   // F&B overlap cells count for the stage of their forward half (in every plan pipeplan
   // builds or imports, the cell's own stage, which CostModel::ComputeTime prices it on).
   DurationStats overlap;
+  StageMemoryProfile memory = {};
 
   bool operator==(const StageProfile&) const = default;
 };
@@ -66,14 +84,18 @@ struct Profile {
   int steps = 0;       // measured steps the figures come from
   std::vector<StageProfile> stages;         // one per stage, index = stage
   std::vector<BoundaryProfile> boundaries;  // index s: stage s <-> s + 1; S - 1 entries
+  // Per rank, bytes held when its first compute of a step began (parameters, gradients,
+  // optimizer state, data), the median over the steps; empty where memory was not counted.
+  std::vector<double> static_bytes = {};
 
   bool operator==(const Profile&) const = default;
 };
 
 // Checks what would mislead a consumer: counts >= 0, figures finite and >= 0, quantiles in
 // order (min <= p10 <= median <= p90 <= max), a mean in [min, max] (or 0: not recorded),
-// S - 1 boundary entries for S stages (none for one stage). Errors name the field
-// ("stages[2].backward.p90").
+// S - 1 boundary entries for S stages (none for one stage); memory changes finite (they may be
+// negative), transients and static bytes >= 0. Errors name the field ("stages[2].backward.p90",
+// "stages[1].memory.kept_by_forward.median").
 Status ValidateProfile(const Profile& profile);
 
 }  // namespace pipeplan
