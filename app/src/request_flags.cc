@@ -186,7 +186,6 @@ StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view
     return InvalidArgument(std::string(flag) + ": expected a number, optionally with a unit " +
                            "(70GiB, 512MiB), got '" + whole + "'");
   }
-  if (value < 0) return InvalidArgument(std::string(flag) + " must be >= 0, got " + whole);
   std::string_view unit(number_end, static_cast<size_t>(end - number_end));
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   if (unit.empty()) return MemoryAmount{value, false};

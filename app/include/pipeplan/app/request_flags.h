@@ -75,7 +75,8 @@ struct RequestValues {
 // A memory amount as --memory-limit takes it: a plain number (the memory model's unit), or a
 // number with a byte unit: B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of
 // 1000), e.g. "70GiB", "512 MiB". Returns the amount (in bytes where a unit was given) and
-// whether it was in bytes; an unknown unit or a negative amount is an error naming the flag.
+// whether it was in bytes; an unknown unit is an error naming the flag (a negative amount is
+// refused with the other request values).
 struct MemoryAmount {
   double value = 0.0;
   bool bytes = false;
