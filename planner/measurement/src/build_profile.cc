@@ -30,24 +30,32 @@ struct StageSamples {
   std::vector<double> weight_transient;
 };
 
-// Where a compute action's memory change and transient go (F keeps, the others free); null
-// for overlap cells, whose halves are not told apart, and actions that are not compute.
-struct MemorySamples {
+// A rank's timeline counted bytes for every action.
+bool HasBytes(const RankTimeline& rank) {
+  return rank.memory_unit == MemoryUnit::kBytes && rank.action_memory.size() == rank.actions.size();
+}
+
+// Where a compute action's samples go: its duration (null for actions that are not
+// compute), its memory change and transient (null for overlap cells, whose halves are not
+// told apart), and the change's sign (+1: F keeps end - start; -1: B, I, W free start - end).
+struct KindSamples {
+  std::vector<double>* duration = nullptr;
   std::vector<double>* change = nullptr;
   std::vector<double>* transient = nullptr;
-  double sign = 1.0;  // +1: kept (end - start); -1: freed (start - end)
+  double sign = 1.0;
 };
-MemorySamples MemorySamplesOf(StageSamples& samples, ActionKind kind) {
+KindSamples SamplesOf(StageSamples& s, ActionKind kind) {
   switch (kind) {
     case ActionKind::kForward:
-      return {&samples.kept_by_forward, &samples.forward_transient, 1.0};
+      return {&s.forward, &s.kept_by_forward, &s.forward_transient, 1.0};
     case ActionKind::kBackward:
-      return {&samples.freed_by_backward, &samples.backward_transient, -1.0};
+      return {&s.backward, &s.freed_by_backward, &s.backward_transient, -1.0};
     case ActionKind::kBackwardInput:
-      return {&samples.freed_by_input, &samples.input_transient, -1.0};
+      return {&s.backward_input, &s.freed_by_input, &s.input_transient, -1.0};
     case ActionKind::kBackwardWeight:
-      return {&samples.freed_by_weight, &samples.weight_transient, -1.0};
+      return {&s.backward_weight, &s.freed_by_weight, &s.weight_transient, -1.0};
     case ActionKind::kOverlapFB:
+      return {.duration = &s.overlap};
     case ActionKind::kSendForward:
     case ActionKind::kRecvForward:
     case ActionKind::kSendBackward:
@@ -58,36 +66,6 @@ MemorySamples MemorySamplesOf(StageSamples& samples, ActionKind kind) {
       return {};
   }
   return {};
-}
-
-// A rank's timeline counted bytes for every action.
-bool HasBytes(const RankTimeline& rank) {
-  return rank.memory_unit == MemoryUnit::kBytes && rank.action_memory.size() == rank.actions.size();
-}
-
-// Where a compute action's duration goes; null for actions that are not compute.
-std::vector<double>* SamplesOf(StageSamples& samples, ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-      return &samples.forward;
-    case ActionKind::kBackward:
-      return &samples.backward;
-    case ActionKind::kBackwardInput:
-      return &samples.backward_input;
-    case ActionKind::kBackwardWeight:
-      return &samples.backward_weight;
-    case ActionKind::kOverlapFB:
-      return &samples.overlap;
-    case ActionKind::kSendForward:
-    case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kRecvBackward:
-    case ActionKind::kPostValidation:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      return nullptr;
-  }
-  return nullptr;
 }
 
 // A receive posted after its send started: how long after, and how long it then took.
@@ -221,18 +199,15 @@ class ProfileBuilder {
         // A validated overlap cell is {F, B or I}: it counts for its forward half's stage.
         const StageId stage =
             action.kind == ActionKind::kOverlapFB ? action.sub_actions[0].stage : action.stage;
-        std::vector<double>* samples =
+        const KindSamples samples =
             SamplesOf(stages_[static_cast<size_t>(stage.value)], action.kind);
-        if (samples == nullptr) continue;
+        if (samples.duration == nullptr) continue;
         const ActionTiming& t = timeline.ranks[r].actions[i];
-        samples->push_back((t.end - t.start) * seconds_per_unit_);
-        if (!HasBytes(timeline.ranks[r])) continue;
-        const MemorySamples memory =
-            MemorySamplesOf(stages_[static_cast<size_t>(stage.value)], action.kind);
-        if (memory.change == nullptr) continue;
+        samples.duration->push_back((t.end - t.start) * seconds_per_unit_);
+        if (samples.change == nullptr || !HasBytes(timeline.ranks[r])) continue;
         const ActionMemory& m = timeline.ranks[r].action_memory[i];
-        memory.change->push_back(memory.sign * (m.end - m.start));
-        memory.transient->push_back(m.peak - std::max(m.start, m.end));
+        samples.change->push_back(samples.sign * (m.end - m.start));
+        samples.transient->push_back(m.peak - std::max(m.start, m.end));
       }
     }
   }
