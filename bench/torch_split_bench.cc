@@ -18,39 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "pipeplan/planner/planner.h"
-#include "pipeplan/torch_ext/torch_executor.h"
+#include "torch_single_stage.h"
 
 namespace pipeplan::torch_ext {
 namespace {
 
 constexpr double kBudgetRatio = 1.15;
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
-// A one-rank, one-microbatch executor for `strategy`, with its compute actions in order.
-struct SingleStage {
-  std::unique_ptr<TorchExecutor> executor;
-  std::vector<Action> compute;
-};
-
-StatusOr<SingleStage> MakeSingleStage(const std::string& strategy, const ModelConfig& model) {
-  PlanRequest request;
-  request.strategy = strategy;
-  request.topology.ranks = 1;
-  request.topology.microbatches = 1;
-  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildPlan(request));
-  TorchExecutorOptions options;
-  options.model = model;
-  SingleStage single;
-  PIPEPLAN_ASSIGN_OR_RETURN(single.executor, TorchExecutor::Create(plan, RankId(0), options));
-  single.compute = plan.programs.front().actions;
-  return single;
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -78,8 +51,10 @@ void BM_Budget_SplitBackwardOverFullBackward(benchmark::State& state) {
   ModelConfig model;
   model.hidden = static_cast<int>(state.range(0));
   model.sequence = static_cast<int>(state.range(1));
-  StatusOr<SingleStage> full = MakeSingleStage("1f1b", model);
-  StatusOr<SingleStage> split = MakeSingleStage("zb-h1", model);
+  TorchExecutorOptions options;
+  options.model = model;
+  StatusOr<SingleStage> full = MakeSingleStage("1f1b", 1, options);
+  StatusOr<SingleStage> split = MakeSingleStage("zb-h1", 1, options);
   if (!full.ok() || !split.ok()) {
     state.SkipWithError((full.ok() ? split.status() : full.status()).message().c_str());
     return;

@@ -34,6 +34,15 @@ std::string RenderDiffText(const Plan& plan, const TimelineDiff& diff, const Dif
                   app::FormatCompact(rank.idle_actual)});
   }
   out += ranks.Render() + "\n";
+  if (diff.memory_in_bytes) {
+    app::TextTable memory({"rank", "peak memory " + e, "peak memory " + a, "error"});
+    for (const RankDiff& rank : diff.ranks) {
+      memory.AddRow({std::to_string(rank.rank.value), app::FormatBytes(rank.peak_memory_expected),
+                     app::FormatBytes(rank.peak_memory_actual),
+                     ErrorOf(rank.peak_memory_expected, rank.peak_memory_actual)});
+    }
+    out += memory.Render() + "\n";
+  }
 
   app::TextTable kinds({"kind", "count", "mean duration " + e, "mean duration " + a, "error",
                         "mean start error", "mean |start error|"},
@@ -69,6 +78,7 @@ std::string RenderDiffHtml(const Plan& plan, const Timeline& expected, const Tim
                      labels.actual + " (" + SignedPercent(diff.relative_error) +
                      "); mean |start error| " + app::FormatCompact(diff.mean_abs_start_error);
   options.shared_time_axis = true;
+  options.memory_curves = true;
   return RenderHtmlReport(
       {ReportEntry{labels.expected, plan, expected}, ReportEntry{labels.actual, plan, actual}},
       options);

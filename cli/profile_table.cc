@@ -87,6 +87,8 @@ constexpr MemoryColumn kMemoryColumns[] = {
     {"B transient", &StageMemoryProfile::backward_transient},
     {"I transient", &StageMemoryProfile::input_transient},
     {"W transient", &StageMemoryProfile::weight_transient},
+    {"RECV_F allocates", &StageMemoryProfile::received_forward},
+    {"RECV_B allocates", &StageMemoryProfile::received_backward},
 };
 
 std::string RenderMemory(const Profile& profile) {

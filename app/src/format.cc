@@ -15,18 +15,6 @@ std::string FormatCompact(double value) {
   return text;
 }
 
-std::string FormatBytes(double bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  size_t unit = 0;
-  while (std::fabs(bytes) >= 1024.0 && unit + 1 < std::size(kUnits)) {
-    bytes /= 1024.0;
-    ++unit;
-  }
-  if (unit == 0) return FormatFixed(bytes, 0) + " B";
-  const int decimals = std::fabs(bytes) < 10.0 ? 2 : std::fabs(bytes) < 100.0 ? 1 : 0;
-  return FormatFixed(bytes, decimals) + " " + kUnits[unit];
-}
-
 std::string FormatMemory(double value, const MemoryModel& memory) {
   return memory.unit == kBytesUnit ? FormatBytes(value) : FormatCompact(value);
 }

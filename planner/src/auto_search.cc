@@ -120,7 +120,8 @@ class AutoSearcher {
     const int p = candidate.topology.ranks;
     const double activation =
         candidate.memory.Activation(StageId(0), ChunksPerShare(candidate.topology));
-    const double base = candidate.memory.static_per_rank;
+    const double base = candidate.memory.LargestFixed(candidate.topology.stages_per_rank *
+                                                      candidate.topology.microbatches);
     const double top = request_.memory.limit.value_or(base + 2 * p * activation);
     const size_t before = candidates_.size();
     for (int k = 1; k <= 2 * p; ++k) {
@@ -149,7 +150,19 @@ class AutoSearcher {
     return std::move(planned->plan);
   }
 
-  // With a limit nothing fits: find the smallest limit that would, by planning without one.
+  static double LeastGreedyLimit(const PlanRequest& request) {
+    double activation = 0.0;
+    for (int s = 0; s < request.topology.num_stages(); ++s) {
+      activation = std::max(
+          activation, request.memory.Activation(StageId(s), ChunksPerShare(request.topology)));
+    }
+    return request.memory.LargestFixed(request.topology.stages_per_rank *
+                                       request.topology.microbatches) +
+           activation;
+  }
+
+  // With a limit nothing fits: find the smallest limit that would, by planning without one
+  // (the greedy zb with the least limit it can take).
   Status NothingFits() const {
     if (!request_.memory.limit.has_value()) {
       return InvalidArgument("auto: no strategy can plan this request (" + FirstReason() + ")");
@@ -158,14 +171,21 @@ class AutoSearcher {
     std::string needed_by;
     for (const AutoCandidate& candidate : candidates_) {
       PlanRequest unlimited = candidate.request;
-      if (unlimited.strategy == "zb") continue;  // zb-1p and zb-2p cover it without a limit
-      unlimited.memory.limit.reset();
+      // The zb greedy keeps under its limit: the least it takes is one activation in flight
+      // on top of what else a rank holds; it fits that limit, not just its own peak.
+      const bool greedy = unlimited.strategy == "zb";
+      if (greedy) {
+        unlimited.memory.limit = LeastGreedyLimit(unlimited);
+      } else {
+        unlimited.memory.limit.reset();
+      }
       StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(unlimited);
       if (!planned.ok()) continue;
       double peak = 0;
       for (const RankTimeline& rank : planned->timeline.ranks) {
         peak = std::max(peak, rank.peak_memory);
       }
+      if (greedy) peak = std::max(peak, *unlimited.memory.limit);
       if (peak < smallest) {
         smallest = peak;
         needed_by =
@@ -174,11 +194,13 @@ class AutoSearcher {
     }
     if (!std::isfinite(smallest)) {
       return FailedPrecondition("auto: no strategy fits memory limit " +
-                                FormatNumber(*request_.memory.limit) + " (" + FirstReason() + ")");
+                                request_.memory.Describe(*request_.memory.limit) + " (" +
+                                FirstReason() + ")");
     }
-    return FailedPrecondition(
-        "auto: no strategy fits memory limit " + FormatNumber(*request_.memory.limit) +
-        "; the smallest limit that fits is " + FormatNumber(smallest) + ", needed by " + needed_by);
+    return FailedPrecondition("auto: no strategy fits memory limit " +
+                              request_.memory.Describe(*request_.memory.limit) +
+                              "; the smallest limit that fits is " +
+                              request_.memory.Describe(smallest) + ", needed by " + needed_by);
   }
 
   std::string FirstReason() const {

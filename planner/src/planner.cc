@@ -49,11 +49,11 @@ Status CheckMemoryLimit(const Plan& plan) {
       tracker.Start(action);
       tracker.End(action);
     }
-    const double needed = memory.static_per_rank + tracker.peak();
+    const double needed = memory.StaticOf(program.rank) + tracker.peak();
     if (needed > *memory.limit * (1 + 1e-12)) {
-      return FailedPrecondition(plan.request.strategy + " needs " + FormatNumber(needed) +
+      return FailedPrecondition(plan.request.strategy + " needs " + memory.Describe(needed) +
                                 " memory on rank " + std::to_string(program.rank.value) +
-                                ", above the memory limit " + FormatNumber(*memory.limit));
+                                ", above the memory limit " + memory.Describe(*memory.limit));
     }
   }
   return Status::Ok();
@@ -62,7 +62,8 @@ Status CheckMemoryLimit(const Plan& plan) {
 Status CheckRequestModels(const PlanRequest& request) {
   const int stages = request.topology.num_stages();
   PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(request.costs, stages));
-  return ValidateMemoryModel(request.memory, stages);
+  PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(request.memory, stages));
+  return ValidateStaticByRank(request.memory, request.topology.ranks);
 }
 
 }  // namespace

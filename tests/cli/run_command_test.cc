@@ -2,6 +2,7 @@
 // runtime and is compared with its simulation; a plan that would deadlock, a stalled rank and
 // a failing rank all end with exit code 1, a message naming the rank and action, and no files.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_runner.h"
@@ -82,12 +83,52 @@ TEST(CliDiff, ComparesASimulatedWithAMeasuredTimeline) {
     EXPECT_NE(diff.out.find(text), std::string::npos) << text << "\n" << diff.out;
   }
   EXPECT_TRUE(dir.Exists("diff.html"));
+  // Neither counts bytes: no peaks to put side by side.
+  EXPECT_EQ(diff.out.find("peak memory"), std::string::npos) << diff.out;
 
   // A timeline diffed with itself has no error at all.
   const RunResult same = RunPipeplan({"diff", "sim.txtpb", "sim.txtpb"}, dir.path());
   ASSERT_EQ(same.exit_code, 0) << same.err;
   EXPECT_NE(same.out.find("+0.0%"), std::string::npos) << same.out;
   EXPECT_NE(same.out.find("mean |start error| over all compute actions: 0\n"), std::string::npos);
+}
+
+// Two simulations of one 1F1B plan with memory models in bytes (static 10 MiB; an F keeps
+// 1 MiB, then 2 MiB): rank 0 peaks at 10 + 2 x 1 and 10 + 2 x 2 MiB, rank 1 at 11 and 12.
+TEST(CliDiff, PutsPeaksInBytesSideBySide) {
+  ScratchDir dir;
+  PlanInto(dir, "1f1b", "plan.pb");
+  for (const auto& [name, activation] : {std::pair{"one", "1048576"}, {"two", "2097152"}}) {
+    dir.Write(std::string(name) + ".txtpb", std::string("stages { forward: 1 backward: 2 }\n"
+                                                        "memory { stages { activation: ") +
+                                                activation +
+                                                " } static_per_rank: 10485760 unit: \"bytes\" }\n");
+    const RunResult simulated =
+        RunPipeplan({"simulate", "plan.pb", "--costs", std::string(name) + ".txtpb", "--timeline",
+                     std::string(name) + ".pb"},
+                    dir.path());
+    ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  }
+  const RunResult diff = RunPipeplan({"diff", "one.pb", "two.pb", "--html", "d.html"}, dir.path());
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  const size_t table = diff.out.find("peak memory simulated");
+  ASSERT_NE(table, std::string::npos) << diff.out;
+  // The two lines under the header: ranks 0 and 1.
+  const size_t rank0 = diff.out.find('\n', table) + 1;
+  const size_t rank1 = diff.out.find('\n', rank0) + 1;
+  ASSERT_NE(rank1, std::string::npos) << diff.out;
+  const std::string row0 = diff.out.substr(rank0, rank1 - rank0);
+  const std::string row1 = diff.out.substr(rank1, diff.out.find('\n', rank1) - rank1);
+  for (const char* text : {"12.0 MiB", "14.0 MiB", "+16.7%"}) {
+    EXPECT_NE(row0.find(text), std::string::npos) << text << " not in: " << row0;
+  }
+  for (const char* text : {"11.0 MiB", "12.0 MiB", "+9.1%"}) {
+    EXPECT_NE(row1.find(text), std::string::npos) << text << " not in: " << row1;
+  }
+  // The report draws both memory curves of each rank.
+  const std::string html = dir.Read("d.html");
+  EXPECT_NE(html.find("Memory per rank"), std::string::npos);
+  EXPECT_NE(html.find("data-rank=\"1\" data-name=\"measured\""), std::string::npos) << html;
 }
 
 TEST(CliDiff, RefusesTimelinesOfDifferentPlansOrWithoutOne) {

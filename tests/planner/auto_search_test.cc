@@ -64,10 +64,11 @@ TEST(AutoSearch, AnImpossibleLimitNamesTheSmallestOneThatFits) {
   const StatusOr<Plan> plan = BuildPlan(request);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
-  // v-min holds (P+4)//3 = 4 microbatch activations, the least of the catalogue.
+  // The greedy zb plans under any limit that holds one microbatch's activation per rank (1);
+  // of the fixed schedules, v-min would need the least, (P+4)//3 = 4.
   EXPECT_EQ(plan.status().message(),
-            "auto: no strategy fits memory limit 0.5; the smallest limit that fits is 4, needed by "
-            "v-min (V=2)");
+            "auto: no strategy fits memory limit 0.5; the smallest limit that fits is 1, needed by "
+            "zb (V=1)");
 }
 
 TEST(AutoSearch, PostValidationKeepsToTheZeroBubbleFamily) {

@@ -286,6 +286,7 @@ TEST(OpMemorySeam, TheExecutorsFiguresBecomeTheTimelinesBytes) {
       first_compute = std::min(first_compute, i);
       last_compute = i;
       curve.push_back({static_cast<double>(i), 1000.0 * i});
+      curve.push_back({i + 0.25, 1000.0 * i + 700});  // the peak, above both ends, mid-action
       curve.push_back({i + 0.5, 1000.0 * i + 400});
     }
     for (size_t i = 0; i < program.actions.size(); ++i) {

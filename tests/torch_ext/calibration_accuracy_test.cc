@@ -17,9 +17,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "host_steal.h"
@@ -57,9 +58,9 @@ PlanRequest OneF1BRequest() {
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  std::optional<std::string> bytes = testing::ReadWholeFile(path);
+  if (!bytes) return NotFound("cannot read " + path);
+  return *std::move(bytes);
 }
 
 std::vector<std::string> ToolArgs(std::vector<std::string> args) {

@@ -126,17 +126,30 @@ TEST(TorchExecutorMemory, EachForwardKeepsItsActivationUntilItsBackwardAndOneFOn
     ASSERT_EQ(timeline.memory_unit, MemoryUnit::kBytes);
     ASSERT_EQ(timeline.action_memory.size(), program.actions.size());
     std::map<int, double> kept_by_f;  // by microbatch
+    std::map<int, double> received;   // by microbatch: what its RECV_F and RECV_B allocated
     for (size_t i = 0; i < program.actions.size(); ++i) {
       const Action& action = program.actions[i];
       const ActionMemory& m = timeline.action_memory[i];
       EXPECT_GE(m.peak, std::max(m.start, m.end)) << "action " << i;
-      if (action.kind == ActionKind::kForward) kept_by_f[action.microbatch.value] = m.end - m.start;
+      const int mb = action.microbatch.value;
+      if (action.kind == ActionKind::kRecvForward) {
+        EXPECT_GT(m.end - m.start, 0) << "a RECV_F allocates its message, action " << i;
+      }
+      if (action.kind == ActionKind::kRecvForward || action.kind == ActionKind::kRecvBackward) {
+        received[mb] += m.end - m.start;
+      }
+      if (action.kind == ActionKind::kForward) kept_by_f[mb] = m.end - m.start;
       if (action.kind != ActionKind::kBackward) continue;
-      // B frees what its F kept: the saved activations and the output sent on. (The last
-      // stage's F also keeps the microbatch's loss, 4 bytes, until the step ends.)
-      const double kept = kept_by_f.at(action.microbatch.value);
+      // B frees what its F kept (the saved activations, the output sent on) and the messages
+      // received for it, but for the gradient it sends (the shape of its input), kept until
+      // the step ends. The last stage's F also keeps the microbatch's loss (4 bytes) as long.
+      const double kept = kept_by_f.at(mb);
       const double loss = r == ranks - 1 ? 4.0 : 0.0;
-      EXPECT_EQ(m.start - m.end, kept - loss) << "action " << i;
+      // On 2 ranks each rank receives one message per microbatch: rank 0 the gradient, rank 1
+      // the input (the size of the gradient it sends back).
+      const double kept_until_the_end = r > 0 ? received.at(mb) : 0.0;
+      EXPECT_EQ(m.start - m.end, kept + received.at(mb) - kept_until_the_end - loss)
+          << "action " << i;
     }
     ASSERT_EQ(kept_by_f.size(), 4u);
     const double activation = kept_by_f.at(0);

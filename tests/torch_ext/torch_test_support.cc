@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 
 namespace pipeplan::torch_ext::testing {
@@ -17,6 +20,12 @@ TempDir::TempDir(const std::string& name) {
   std::string pattern =
       (std::filesystem::temp_directory_path() / ("pipeplan-torch-" + name + "-XXXXXX")).string();
   if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+}
+
+std::optional<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // Not std::filesystem::remove_all: libtorch.so exports its own copy of that symbol, which

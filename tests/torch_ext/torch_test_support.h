@@ -2,6 +2,7 @@
 // pipeplan-torch binary (built beside the tests) with a bounded time.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
   double seconds = 0.0;
 };
+
+// The whole file, or nothing when it cannot be read.
+std::optional<std::string> ReadWholeFile(const std::string& path);
 
 // Runs pipeplan-torch with `args`, killed after `timeout_seconds`.
 CommandResult RunTorchTool(const std::vector<std::string>& args, int timeout_seconds = 240);

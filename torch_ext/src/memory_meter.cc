@@ -70,22 +70,39 @@ class CountingCpuAllocator final : public c10::Allocator {
   c10::Allocator* inner_;
 };
 
+// The allocator the counting one wraps, and the counting one; made once, live as long as the
+// process (blocks of either may be freed at any time).
+struct Allocators {
+  c10::Allocator* inner = nullptr;
+  CountingCpuAllocator* counting = nullptr;
+  Status status = Status::Ok();
+};
+
+const Allocators& GetAllocators() {
+  static const Allocators allocators = [] {
+    Allocators out;
+    out.inner = c10::GetCPUAllocator();
+    inner_deleter = out.inner->raw_deleter();
+    if (inner_deleter == nullptr) {
+      out.status = FailedPrecondition(
+          "the CPU allocator has no raw deleter, so it cannot be wrapped to count memory");
+      return out;
+    }
+    out.counting = new CountingCpuAllocator(out.inner);
+    return out;
+  }();
+  return allocators;
+}
+
+// Above the default's priority (0), so that a later default registration does not undo it.
+constexpr uint8_t kPriority = 1;
+
 Status InstallCountingAllocator() {
   static std::once_flag once;
-  static Status installed = Status::Ok();
-  std::call_once(once, [] {
-    c10::Allocator* inner = c10::GetCPUAllocator();
-    inner_deleter = inner->raw_deleter();
-    if (inner_deleter == nullptr) {
-      installed = FailedPrecondition(
-          "the CPU allocator has no raw deleter, so it cannot be wrapped to count memory");
-      return;
-    }
-    static auto* counting = new CountingCpuAllocator(inner);  // lives as long as the process
-    // Above the default's priority (0), so that a later default registration does not undo it.
-    c10::SetCPUAllocator(counting, /*priority=*/1);
-  });
-  return installed;
+  const Allocators& allocators = GetAllocators();
+  if (!allocators.status.ok()) return allocators.status;
+  std::call_once(once, [&] { c10::SetCPUAllocator(allocators.counting, kPriority); });
+  return Status::Ok();
 }
 
 class CpuMemoryMeter final : public MemoryMeter {
@@ -126,6 +143,14 @@ MemoryMeter::Scope::Scope(MemoryMeter* meter) : previous_(current_account) {
 }
 
 MemoryMeter::Scope::~Scope() { current_account = previous_; }
+
+Status UseCountingAllocator(bool on) {
+  const Allocators& allocators = GetAllocators();
+  if (!allocators.status.ok()) return allocators.status;
+  c10::SetCPUAllocator(on ? static_cast<c10::Allocator*>(allocators.counting) : allocators.inner,
+                       kPriority);
+  return Status::Ok();
+}
 
 StatusOr<std::unique_ptr<MemoryMeter>> MakeMemoryMeter(const at::Device& device) {
   if (device.is_cpu()) {

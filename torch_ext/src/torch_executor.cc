@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -69,7 +70,10 @@ StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Create(
   } catch (const std::exception&) {
     return InvalidArgument("unknown device '" + options.device + "' (expected cpu or cuda:N)");
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<MemoryMeter> meter, MakeMemoryMeter(*device));
+  std::unique_ptr<MemoryMeter> meter;
+  if (options.count_memory) {
+    PIPEPLAN_ASSIGN_OR_RETURN(meter, MakeMemoryMeter(*device));
+  }
   // The parameters, optimizer and data are this rank's memory too.
   const MemoryMeter::Scope scope(meter.get());
   PIPEPLAN_ASSIGN_OR_RETURN(auto stages, MakeStages(StageMap(topology), rank, options, *device));
@@ -191,7 +195,7 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
     at::Tensor grad;
     if (OnThisRank(stage.value + 1)) {
       PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * next, Find(StageId(stage.value + 1), mb, kind));
-      grad = next->input_grad;
+      grad = std::exchange(next->input_grad, at::Tensor());  // passed on here, not sent
     } else {
       grad = state->received_grad;
     }
@@ -215,7 +219,9 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
     state->weight_root_grad = grads;
   }
   state->root = at::Tensor();
-  state->input_grad = state->input.grad().contiguous();
+  // The first stage's input gradient goes nowhere; a sent one stays until the step's sends
+  // are waited at its end (SendBuffer's contract).
+  if (!map_.IsFirst(stage)) state->input_grad = state->input.grad().contiguous();
   state->input = at::Tensor();
   // The next stage has used the activation sent (its gradient came back): F's memory goes.
   state->output = at::Tensor();
@@ -252,6 +258,7 @@ Status TorchExecutor::Weight(StageId stage, MicrobatchId mb) {
 }
 
 Status TorchExecutor::Run(const Action& action, const runtime::OpContext& context) {
+  if (meter_ == nullptr) return Compute(action, context);
   const MemoryMeter::Scope scope(meter_.get());
   const int64_t before = meter_->Allocated();
   meter_->ResetPeak();
@@ -324,8 +331,19 @@ StatusOr<std::span<std::byte>> TorchExecutor::SendBuffer(const Action& send,
 }
 
 StatusOr<std::span<std::byte>> TorchExecutor::RecvBuffer(const Action& recv,
-                                                         const runtime::OpContext& /*context*/) {
+                                                         const runtime::OpContext& context) {
+  if (meter_ == nullptr) return AllocateReceive(recv);
   const MemoryMeter::Scope scope(meter_.get());
+  const auto before = static_cast<double>(meter_->Allocated());
+  StatusOr<std::span<std::byte>> buffer = AllocateReceive(recv);
+  // The message's buffer is counted as the receive's own memory (profile: received_*).
+  const auto after = static_cast<double>(meter_->Allocated());
+  memory_.push_back(
+      {context.action_index, {.start = before, .end = after, .peak = std::max(before, after)}});
+  return buffer;
+}
+
+StatusOr<std::span<std::byte>> TorchExecutor::AllocateReceive(const Action& recv) {
   switch (recv.kind) {
     case ActionKind::kRecvForward: {
       Microbatch& state = live_[{recv.stage.value, recv.microbatch.value}];

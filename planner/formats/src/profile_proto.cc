@@ -26,7 +26,9 @@ void ToProto(const StageMemoryProfile& memory, v1::StageMemoryProfile* out) {
       {&memory.forward_transient, out->mutable_forward_transient()},
       {&memory.backward_transient, out->mutable_backward_transient()},
       {&memory.input_transient, out->mutable_input_transient()},
-      {&memory.weight_transient, out->mutable_weight_transient()}};
+      {&memory.weight_transient, out->mutable_weight_transient()},
+      {&memory.received_forward, out->mutable_received_forward()},
+      {&memory.received_backward, out->mutable_received_backward()}};
   for (const auto& [stats, field] : fields) ToProto(*stats, field);
 }
 
@@ -79,7 +81,9 @@ StageMemoryProfile FromProto(const v1::StageMemoryProfile& proto) {
           .forward_transient = FromProto(proto.forward_transient()),
           .backward_transient = FromProto(proto.backward_transient()),
           .input_transient = FromProto(proto.input_transient()),
-          .weight_transient = FromProto(proto.weight_transient())};
+          .weight_transient = FromProto(proto.weight_transient()),
+          .received_forward = FromProto(proto.received_forward()),
+          .received_backward = FromProto(proto.received_backward())};
 }
 
 StatusOr<Profile> FromProto(const v1::Profile& proto) {

@@ -41,8 +41,14 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
     v1::StageMemory* entry = out->add_stages();
     entry->set_activation(stage.activation);
     entry->set_freed_by_input(stage.freed_by_input);
+    entry->set_forward_transient(stage.forward_transient);
+    entry->set_backward_transient(stage.backward_transient);
+    entry->set_input_transient(stage.input_transient);
+    entry->set_weight_transient(stage.weight_transient);
+    entry->set_retained(stage.retained);
   }
   out->set_static_per_rank(memory.static_per_rank);
+  for (const double bytes : memory.static_by_rank) out->add_static_by_rank(bytes);
   if (memory.limit.has_value()) out->set_limit(*memory.limit);
   out->set_unit(memory.unit);
 }
@@ -131,11 +137,17 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
   if (!proto.stages().empty()) {
     memory.stages.clear();
     for (const v1::StageMemory& stage : proto.stages()) {
-      memory.stages.push_back(
-          {.activation = stage.activation(), .freed_by_input = stage.freed_by_input()});
+      memory.stages.push_back({.activation = stage.activation(),
+                               .freed_by_input = stage.freed_by_input(),
+                               .forward_transient = stage.forward_transient(),
+                               .backward_transient = stage.backward_transient(),
+                               .input_transient = stage.input_transient(),
+                               .weight_transient = stage.weight_transient(),
+                               .retained = stage.retained()});
     }
   }
   memory.static_per_rank = proto.static_per_rank();
+  memory.static_by_rank.assign(proto.static_by_rank().begin(), proto.static_by_rank().end());
   if (proto.has_limit()) memory.limit = proto.limit();
   memory.unit = proto.unit();
   return memory;

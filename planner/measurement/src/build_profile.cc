@@ -28,6 +28,8 @@ struct StageSamples {
   std::vector<double> backward_transient;
   std::vector<double> input_transient;
   std::vector<double> weight_transient;
+  std::vector<double> received_forward;
+  std::vector<double> received_backward;
 };
 
 // A rank's timeline counted bytes for every action.
@@ -35,9 +37,10 @@ bool HasBytes(const RankTimeline& rank) {
   return rank.memory_unit == MemoryUnit::kBytes && rank.action_memory.size() == rank.actions.size();
 }
 
-// Where a compute action's samples go: its duration (null for actions that are not
-// compute), its memory change and transient (null for overlap cells, whose halves are not
-// told apart), and the change's sign (+1: F keeps end - start; -1: B, I, W free start - end).
+// Where an action's samples go: its duration (null for actions that are not compute), its
+// memory change (null for overlap cells, whose halves are not told apart, and for sends) and
+// transient (null where not compute), and the change's sign (+1: F keeps end - start, a
+// receive allocates it; -1: B, I, W free start - end).
 struct KindSamples {
   std::vector<double>* duration = nullptr;
   std::vector<double>* change = nullptr;
@@ -56,10 +59,12 @@ KindSamples SamplesOf(StageSamples& s, ActionKind kind) {
       return {&s.backward_weight, &s.freed_by_weight, &s.weight_transient, -1.0};
     case ActionKind::kOverlapFB:
       return {.duration = &s.overlap};
-    case ActionKind::kSendForward:
     case ActionKind::kRecvForward:
-    case ActionKind::kSendBackward:
+      return {.change = &s.received_forward};
     case ActionKind::kRecvBackward:
+      return {.change = &s.received_backward};
+    case ActionKind::kSendForward:
+    case ActionKind::kSendBackward:
     case ActionKind::kPostValidation:
     case ActionKind::kSendPostValidation:
     case ActionKind::kRecvPostValidation:
@@ -201,13 +206,16 @@ class ProfileBuilder {
             action.kind == ActionKind::kOverlapFB ? action.sub_actions[0].stage : action.stage;
         const KindSamples samples =
             SamplesOf(stages_[static_cast<size_t>(stage.value)], action.kind);
-        if (samples.duration == nullptr) continue;
-        const ActionTiming& t = timeline.ranks[r].actions[i];
-        samples.duration->push_back((t.end - t.start) * seconds_per_unit_);
+        if (samples.duration != nullptr) {
+          const ActionTiming& t = timeline.ranks[r].actions[i];
+          samples.duration->push_back((t.end - t.start) * seconds_per_unit_);
+        }
         if (samples.change == nullptr || !HasBytes(timeline.ranks[r])) continue;
         const ActionMemory& m = timeline.ranks[r].action_memory[i];
         samples.change->push_back(samples.sign * (m.end - m.start));
-        samples.transient->push_back(m.peak - std::max(m.start, m.end));
+        if (samples.transient != nullptr) {
+          samples.transient->push_back(m.peak - std::max(m.start, m.end));
+        }
       }
     }
   }
@@ -231,7 +239,9 @@ class ProfileBuilder {
             .forward_transient = SummarizeDurations(std::move(s.forward_transient)),
             .backward_transient = SummarizeDurations(std::move(s.backward_transient)),
             .input_transient = SummarizeDurations(std::move(s.input_transient)),
-            .weight_transient = SummarizeDurations(std::move(s.weight_transient))};
+            .weight_transient = SummarizeDurations(std::move(s.weight_transient)),
+            .received_forward = SummarizeDurations(std::move(s.received_forward)),
+            .received_backward = SummarizeDurations(std::move(s.received_backward))};
   }
 
   // Pairs every send with its receive as the transport does (k-th send on a link with the

@@ -124,20 +124,29 @@ StageCosts MeanStage(const std::vector<StageCosts>& stages) {
   return mean;
 }
 
-// A backward may free less than its F kept (what it leaves for later, e.g. the input
-// gradient), and somewhat more: the received gradient's buffer, allocated when its receive
-// was posted, goes with the backward that used it. More than 25% above is not a measurement of
-// this F's memory.
+// A backward may free less than its microbatch allocated (what it leaves for later, e.g. the
+// gradient it sends), and not more, but for allocator noise: more than 25% above is not a
+// measurement of this microbatch's memory.
 constexpr double kFreedAboveKept = 0.25;
 
-Status CheckFreed(double freed, double kept, const std::string& field) {
-  if (freed <= kept * (1 + kFreedAboveKept)) return Status::Ok();
-  return InvalidArgument(field + ": frees " + FormatNumber(freed) + " bytes (median) but F keeps " +
-                         FormatNumber(kept) + " (memory.kept_by_forward.median); a backward " +
-                         "cannot free more than its forward kept");
+Status CheckFreed(double freed, double allocated, const std::string& field) {
+  if (freed <= allocated * (1 + kFreedAboveKept)) return Status::Ok();
+  return InvalidArgument(field + ": frees " + FormatNumber(freed) +
+                         " bytes (median) but the microbatch allocated " + FormatNumber(allocated) +
+                         " (memory.kept_by_forward + received_forward + received_backward); a " +
+                         "backward cannot free more than its microbatch allocated");
 }
 
-// One stage's memory in bytes: what F keeps, and what I frees of it (W the rest).
+// A figure's median where measured and positive, else 0.
+double MedianOrZero(const DurationStats& stats) {
+  return Measured(stats) ? std::max(stats.median, 0.0) : 0.0;
+}
+
+// One stage's memory in bytes. A microbatch holds, from its F until its backward, what F kept
+// and the message its RECV_F allocated just before (the activation); what its backward frees
+// of that and of its RECV_B's message, I then W, leaves the rest held until the step ends (the
+// gradient it sent: retained). The RECV_B's message sits under the backward that reads it,
+// which the model counts as part of that backward's transient.
 StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory) {
   if (!Measured(memory.kept_by_forward)) {
     return InvalidArgument(
@@ -148,23 +157,52 @@ StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory) {
     return InvalidArgument("memory.kept_by_forward.median: F keeps " + FormatNumber(kept) +
                            " bytes; a stage's activation must be > 0");
   }
+  const double received_forward = MedianOrZero(memory.received_forward);
+  const double received_backward = MedianOrZero(memory.received_backward);
+  const double held = kept + received_forward;
+  const double releasable = held + received_backward;
+  StageMemory out{.activation = held,
+                  .forward_transient = MedianOrZero(memory.forward_transient),
+                  .backward_transient = MedianOrZero(memory.backward_transient) + received_backward,
+                  .input_transient = MedianOrZero(memory.input_transient) + received_backward,
+                  .weight_transient = MedianOrZero(memory.weight_transient)};
+  double freed = 0.0;
   if (Measured(memory.freed_by_backward)) {
     PIPEPLAN_RETURN_IF_ERROR(
-        CheckFreed(memory.freed_by_backward.median, kept, "memory.freed_by_backward"));
+        CheckFreed(memory.freed_by_backward.median, releasable, "memory.freed_by_backward"));
+    freed = memory.freed_by_backward.median;
   }
-  StageMemory out{.activation = kept};
   if (Measured(memory.freed_by_input) && Measured(memory.freed_by_weight)) {
+    const double split = memory.freed_by_input.median + memory.freed_by_weight.median;
     PIPEPLAN_RETURN_IF_ERROR(
-        CheckFreed(memory.freed_by_input.median + memory.freed_by_weight.median, kept,
-                   "memory.freed_by_input + memory.freed_by_weight"));
+        CheckFreed(split, releasable, "memory.freed_by_input + memory.freed_by_weight"));
+    freed = std::max(freed, split);
     // An I that allocates more than it frees holds everything until W.
-    out.freed_by_input = std::clamp(memory.freed_by_input.median, 0.0, kept);
+    out.freed_by_input = std::clamp(memory.freed_by_input.median - received_backward, 0.0, held);
   }
+  out.retained = std::clamp(releasable - freed, 0.0, held);
   return out;
 }
 
-// The memory model in bytes where the profile counted them: per stage what F keeps and I
-// frees, and the largest static memory of any rank (one figure for every rank).
+// The mean of the stages' figures: a uniform memory model.
+StageMemory MeanStageMemory(const std::vector<StageMemory>& stages) {
+  StageMemory mean;
+  const auto n = static_cast<double>(stages.size());
+  for (const StageMemory& stage : stages) {
+    mean.activation += stage.activation / n;
+    mean.freed_by_input += stage.freed_by_input / n;
+    mean.forward_transient += stage.forward_transient / n;
+    mean.backward_transient += stage.backward_transient / n;
+    mean.input_transient += stage.input_transient / n;
+    mean.weight_transient += stage.weight_transient / n;
+    mean.retained += stage.retained / n;
+  }
+  return mean;
+}
+
+// The memory model in bytes where the profile counted them: per stage what a microbatch holds
+// and I frees, and the transients; per rank the static memory where ranks differ
+// (static_per_rank is the largest).
 StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, bool uniform) {
   bool any = !profile.static_bytes.empty();
   for (const StageProfile& stage : profile.stages)
@@ -178,17 +216,14 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
     if (!stage.ok()) return stage.status().WithContext("profile stage " + std::to_string(s));
     memory.stages.push_back(*stage);
   }
-  if (uniform) {
-    StageMemory mean{.activation = 0.0, .freed_by_input = 0.0};
-    for (const StageMemory& stage : memory.stages) {
-      mean.activation += stage.activation / static_cast<double>(memory.stages.size());
-      mean.freed_by_input += stage.freed_by_input / static_cast<double>(memory.stages.size());
-    }
-    memory.stages = {mean};
-  }
+  if (uniform) memory.stages = {MeanStageMemory(memory.stages)};
   for (const double bytes : profile.static_bytes) {
     memory.static_per_rank = std::max(memory.static_per_rank, bytes);
   }
+  const bool ranks_differ =
+      std::any_of(profile.static_bytes.begin(), profile.static_bytes.end(),
+                  [&](double bytes) { return bytes != profile.static_bytes.front(); });
+  if (ranks_differ) memory.static_by_rank = profile.static_bytes;
   return std::optional<MemoryModel>(std::move(memory));
 }
 

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+
+#include "pipeplan/model/text_format.h"
 
 namespace pipeplan {
 
@@ -30,18 +33,30 @@ double MemoryModel::FreedByInput(StageId stage, int stages_per_rank) const {
   return std::min(Entry(stages, stage).freed_by_input, Activation(stage, stages_per_rank));
 }
 
-double MemoryModel::Change(ActionKind kind, StageId stage, int stages_per_rank) const {
-  const double activation = Activation(stage, stages_per_rank);
-  const double by_input = FreedByInput(stage, stages_per_rank);
+namespace {
+
+// What one compute part does to its rank's memory: the change (MemoryModel::Change) and the
+// transient; zeros for the kinds that are not F, B, I or W.
+struct PartMemory {
+  double change = 0.0;
+  double transient = 0.0;
+};
+
+PartMemory MemoryOfPart(const MemoryModel& memory, ActionKind kind, StageId stage,
+                        int stages_per_rank) {
+  const StageMemory& entry = Entry(memory.stages, stage);
+  const double activation = memory.Activation(stage, stages_per_rank);
+  const double released = activation - std::min(entry.retained, activation);
+  const double by_input = std::min(memory.FreedByInput(stage, stages_per_rank), released);
   switch (kind) {
     case ActionKind::kForward:
-      return activation;
+      return {activation, entry.forward_transient};
     case ActionKind::kBackward:
-      return -activation;
+      return {-released, entry.backward_transient};
     case ActionKind::kBackwardInput:
-      return -by_input;
+      return {-by_input, entry.input_transient};
     case ActionKind::kBackwardWeight:
-      return -(activation - by_input);
+      return {-(released - by_input), entry.weight_transient};
     case ActionKind::kOverlapFB:  // its parts count, not the cell
     case ActionKind::kSendForward:
     case ActionKind::kRecvForward:
@@ -50,9 +65,53 @@ double MemoryModel::Change(ActionKind kind, StageId stage, int stages_per_rank) 
     case ActionKind::kPostValidation:
     case ActionKind::kSendPostValidation:
     case ActionKind::kRecvPostValidation:
-      return 0.0;
+      return {};
   }
-  return 0.0;
+  return {};
+}
+
+}  // namespace
+
+double MemoryModel::Change(ActionKind kind, StageId stage, int stages_per_rank) const {
+  return MemoryOfPart(*this, kind, stage, stages_per_rank).change;
+}
+
+double MemoryModel::Transient(ActionKind kind, StageId stage) const {
+  // A transient does not depend on V; any stages_per_rank does.
+  return MemoryOfPart(*this, kind, stage, 1).transient;
+}
+
+double MemoryModel::StaticOf(RankId rank) const {
+  const auto r = static_cast<size_t>(rank.value);
+  return r < static_by_rank.size() ? static_by_rank[r] : static_per_rank;
+}
+
+double MemoryModel::LargestFixed(int microbatch_stages) const {
+  double most_static = static_per_rank;
+  for (const double bytes : static_by_rank) most_static = std::max(most_static, bytes);
+  double transient = 0.0;
+  double retained = 0.0;
+  for (const StageMemory& stage : stages) {
+    transient = std::max({transient, stage.forward_transient, stage.backward_transient,
+                          stage.input_transient, stage.weight_transient});
+    retained = std::max(retained, stage.retained);
+  }
+  return most_static + transient + std::max(microbatch_stages, 0) * retained;
+}
+
+std::string MemoryModel::Describe(double value) const {
+  if (unit != kBytesUnit) return FormatNumber(value);
+  return FormatBytes(value) + " (" + FormatNumber(std::ceil(value)) + " B)";
+}
+
+const char* MemoryModel::FixedName() const {
+  for (const StageMemory& stage : stages) {
+    if (stage.forward_transient > 0 || stage.backward_transient > 0 || stage.input_transient > 0 ||
+        stage.weight_transient > 0 || stage.retained > 0) {
+      return "static + transient + retained";
+    }
+  }
+  return "static";
 }
 
 MemoryModel SplitShareMemory(MemoryModel share, int chunks) {
@@ -74,8 +133,20 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.stages[s].activation, where + "activation"));
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFigure(memory.stages[s].freed_by_input, where + "freed_by_input"));
+    const StageMemory& stage = memory.stages[s];
+    for (const auto& [value, name] : {std::pair{stage.forward_transient, "forward_transient"},
+                                      std::pair{stage.backward_transient, "backward_transient"},
+                                      std::pair{stage.input_transient, "input_transient"},
+                                      std::pair{stage.weight_transient, "weight_transient"},
+                                      std::pair{stage.retained, "retained"}}) {
+      PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, where + name));
+    }
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.static_per_rank, "memory.static_per_rank"));
+  for (size_t r = 0; r < memory.static_by_rank.size(); ++r) {
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckFigure(memory.static_by_rank[r], "memory.static_by_rank[" + std::to_string(r) + "]"));
+  }
   if (!memory.unit.empty() && memory.unit != kBytesUnit) {
     return InvalidArgument("memory.unit: '" + memory.unit + "' is not a memory unit (\"" +
                            std::string(kBytesUnit) + "\", or empty for microbatch activations)");
@@ -84,6 +155,16 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(*memory.limit, "memory limit"));
   }
   return Status::Ok();
+}
+
+Status ValidateStaticByRank(const MemoryModel& memory, int ranks) {
+  if (memory.static_by_rank.empty() || memory.static_by_rank.size() == static_cast<size_t>(ranks)) {
+    return Status::Ok();
+  }
+  return InvalidArgument("memory.static_by_rank has " +
+                         std::to_string(memory.static_by_rank.size()) +
+                         " entries (one per rank of the profiled run) but the plan has " +
+                         std::to_string(ranks) + " ranks");
 }
 
 }  // namespace pipeplan

@@ -64,10 +64,9 @@ Status CheckStageMemory(const StageMemoryProfile& m, const std::string& path) {
     PIPEPLAN_RETURN_IF_ERROR(CheckStats(*stats, path + name, /*signed_figures=*/true));
   }
   const std::pair<const char*, const DurationStats*> transients[] = {
-      {"forward_transient", &m.forward_transient},
-      {"backward_transient", &m.backward_transient},
-      {"input_transient", &m.input_transient},
-      {"weight_transient", &m.weight_transient}};
+      {"forward_transient", &m.forward_transient}, {"backward_transient", &m.backward_transient},
+      {"input_transient", &m.input_transient},     {"weight_transient", &m.weight_transient},
+      {"received_forward", &m.received_forward},   {"received_backward", &m.received_backward}};
   for (const auto& [name, stats] : transients) {
     PIPEPLAN_RETURN_IF_ERROR(CheckStats(*stats, path + name));
   }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace pipeplan {
 
@@ -19,6 +20,18 @@ std::string FormatFixed(double value, int decimals) {
   const auto result =
       std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed, decimals);
   return std::string(buffer, result.ptr);
+}
+
+std::string FormatBytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  size_t unit = 0;
+  while (std::fabs(bytes) >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return FormatFixed(bytes, 0) + " B";
+  const int decimals = std::fabs(bytes) < 10.0 ? 2 : std::fabs(bytes) < 100.0 ? 1 : 0;
+  return FormatFixed(bytes, decimals) + " " + kUnits[unit];
 }
 
 std::string JsonEscape(std::string_view text) {

@@ -8,6 +8,7 @@
 
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/model/text_format.h"
+#include "pipeplan/reports/svg_memory.h"
 #include "pipeplan/reports/svg_timeline.h"
 
 namespace pipeplan {
@@ -187,6 +188,20 @@ void AppendPlanSection(const ReportEntry& entry, size_t index, double time_end, 
   html += "</div>\n</section>\n";
 }
 
+void AppendMemorySection(const std::vector<ReportEntry>& entries, double time_end,
+                         std::string& html) {
+  std::vector<MemoryCurves> curves;
+  curves.reserve(entries.size());
+  for (const ReportEntry& entry : entries) curves.push_back({entry.name, &entry.timeline});
+  html += "<section class=\"plan\" id=\"memory\">\n<h2>Memory per rank</h2>\n";
+  html +=
+      "<p class=\"meta\">What each rank held over the step (static memory, activations "
+      "and transients), one line per timeline, on the time axis above.</p>\n";
+  html += "<div class=\"timeline\">\n";
+  html += RenderSvgMemory(curves, SvgMemoryOptions{.time_end = time_end});
+  html += "</div>\n</section>\n";
+}
+
 }  // namespace
 
 std::string RenderHtmlReport(const std::vector<ReportEntry>& entries,
@@ -214,6 +229,7 @@ std::string RenderHtmlReport(const std::vector<ReportEntry>& entries,
       }
     }
     for (size_t i = 0; i < entries.size(); ++i) AppendPlanSection(entries[i], i, time_end, html);
+    if (options.memory_curves) AppendMemorySection(entries, time_end, html);
   }
   html += "</body>\n</html>\n";
   return html;

@@ -85,9 +85,10 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
   RankTimeline out;
   out.rank = RankId(rank);
   out.actions.reserve(program.actions.size());
-  out.memory.reserve(2 * schedule.Rank(rank).size() + 1);
+  out.memory.reserve(3 * schedule.Rank(rank).size() + 1);
   RankMemoryTracker tracker(changes);
-  out.memory.push_back({0.0, memory.static_per_rank});
+  const double static_memory = memory.StaticOf(RankId(rank));
+  out.memory.push_back({0.0, static_memory});
   double rank_time = 0.0;
   size_t compute = 0;
   for (const Action& action : program.actions) {
@@ -102,14 +103,18 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
     out.last_end = t.end;
     out.busy += t.end - t.start;
     tracker.Start(action);
-    out.memory.push_back({t.start, memory.static_per_rank + tracker.held()});
+    out.memory.push_back({t.start, static_memory + tracker.held()});
+    if (tracker.top() > tracker.held()) {
+      out.memory.push_back({(t.start + t.end) / 2, static_memory + tracker.top()});
+    }
     tracker.End(action);
-    out.memory.push_back({t.end, memory.static_per_rank + tracker.held()});
+    out.memory.push_back({t.end, static_memory + tracker.held()});
     rank_time = t.end;
     ++compute;
   }
   out.peak_activation_memory = tracker.peak();
-  out.peak_memory = memory.static_per_rank + tracker.peak();
+  out.peak_memory = static_memory + tracker.peak();
+  if (memory.unit == kBytesUnit) out.memory_unit = MemoryUnit::kBytes;
   return out;
 }
 
@@ -118,6 +123,7 @@ Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryMo
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(topology));
   PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(costs, topology.num_stages()));
   PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(memory, topology.num_stages()));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateStaticByRank(memory, topology.ranks));
   if (static_cast<int>(plan.programs.size()) != topology.ranks) {
     return InvalidArgument("the plan has " + std::to_string(plan.programs.size()) +
                            " rank programs but the topology has " + std::to_string(topology.ranks) +

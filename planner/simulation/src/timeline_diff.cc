@@ -1,5 +1,6 @@
 #include "pipeplan/simulation/timeline_diff.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -43,14 +44,25 @@ StatusOr<TimelineDiff> DiffTimelines(const Plan& plan, const Timeline& expected,
   diff.step_actual = actual.metrics.makespan;
   diff.relative_error = diff.step_expected > 0 ? diff.step_actual / diff.step_expected - 1 : 0;
 
+  const auto in_bytes = [](const Timeline& t) {
+    return !t.ranks.empty() &&
+           std::all_of(t.ranks.begin(), t.ranks.end(),
+                       [](const RankTimeline& r) { return r.memory_unit == MemoryUnit::kBytes; });
+  };
+  diff.memory_in_bytes = in_bytes(expected) && in_bytes(actual);
   std::map<ActionKind, KindSums> sums;
   double total_abs = 0.0;
   int total = 0;
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     const RankTimeline& e = expected.ranks[r];
     const RankTimeline& a = actual.ranks[r];
-    diff.ranks.push_back({plan.programs[r].rank, e.busy, a.busy, diff.step_expected - e.busy,
-                          diff.step_actual - a.busy});
+    diff.ranks.push_back({.rank = plan.programs[r].rank,
+                          .busy_expected = e.busy,
+                          .busy_actual = a.busy,
+                          .idle_expected = diff.step_expected - e.busy,
+                          .idle_actual = diff.step_actual - a.busy,
+                          .peak_memory_expected = e.peak_memory,
+                          .peak_memory_actual = a.peak_memory});
     const auto& actions = plan.programs[r].actions;
     for (size_t i = 0; i < actions.size(); ++i) {
       const ActionKind kind = actions[i].kind;

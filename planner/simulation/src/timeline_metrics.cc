@@ -1,7 +1,6 @@
 #include "pipeplan/simulation/timeline_metrics.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace pipeplan {
 
@@ -27,18 +26,17 @@ void SummarizeMeasuredMemory(const RankProgram& program, RankTimeline& timeline)
       std::min({program.actions.size(), timeline.actions.size(), timeline.action_memory.size()});
   timeline.memory.clear();
   timeline.peak_memory = 0.0;
-  double first_start = std::numeric_limits<double>::infinity();
-  double at_first = 0.0;
+  // The rank's first action (a receive, or its first compute) begins on its static memory.
+  const double at_first = count > 0 ? timeline.action_memory.front().start : 0.0;
   for (size_t i = 0; i < count; ++i) {
     const ActionMemory& m = timeline.action_memory[i];
     timeline.peak_memory = std::max(timeline.peak_memory, m.peak);
     if (!IsCompute(program.actions[i].kind)) continue;
     const ActionTiming& t = timeline.actions[i];
-    if (t.start < first_start) {
-      first_start = t.start;
-      at_first = m.start;
-    }
     timeline.memory.push_back({.time = t.start, .bytes = m.start});
+    if (m.peak > std::max(m.start, m.end)) {
+      timeline.memory.push_back({.time = (t.start + t.end) / 2, .bytes = m.peak});
+    }
     timeline.memory.push_back({.time = t.end, .bytes = m.end});
   }
   std::stable_sort(timeline.memory.begin(), timeline.memory.end(),

@@ -365,7 +365,7 @@ ZbProblem MakeProblem(const PlanRequest& request, const StageMap& stages, double
   const int stages_per_rank = request.topology.stages_per_rank;
   ZbProblem problem;
   problem.microbatches = request.topology.microbatches;
-  problem.static_memory = request.memory.static_per_rank;
+  problem.static_memory = request.memory.LargestFixed(request.topology.microbatches);
   problem.stages.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     const StageId stage = stages.StagesOf(RankId(r)).front();
@@ -401,11 +401,11 @@ Status CheckLimitHoldsOneMicrobatch(const PlanRequest& request, const ZbProblem&
   }
   if (fits) return Status::Ok();
   return InvalidArgument(
-      request.strategy + ": memory limit " + FormatNumber(problem.stages.front().limit) +
-      " is too small; the smallest limit that works is " + FormatNumber(needed) + " (static " +
-      FormatNumber(problem.static_memory) + " + one microbatch's activation " +
-      FormatNumber(problem.stages[worst_rank].activation) + " on rank " +
-      std::to_string(worst_rank) + ")");
+      request.strategy + ": memory limit " + request.memory.Describe(problem.stages.front().limit) +
+      " is too small; the smallest limit that works is " + request.memory.Describe(needed) + " (" +
+      request.memory.FixedName() + " " + FormatNumber(problem.static_memory) +
+      " + one microbatch's activation " + FormatNumber(problem.stages[worst_rank].activation) +
+      " on rank " + std::to_string(worst_rank) + ")");
 }
 
 ComputeOrder ToComputeOrder(const ZbCandidate& candidate, const StageMap& stages) {

@@ -614,7 +614,7 @@ ZbvModel MakeModel(const PlanRequest& request, const StageMap& stages) {
   model.ranks = stages.num_ranks();
   model.microbatches = request.topology.microbatches;
   model.num_stages = stages.num_stages();
-  model.static_memory = request.memory.static_per_rank;
+  model.static_memory = request.memory.LargestFixed(2 * request.topology.microbatches);
   for (int rank = 0; rank < model.ranks; ++rank) {
     const std::vector<StageId>& own = stages.StagesOf(RankId(rank));
     model.chunks.push_back({MakeChunkModel(request, stages, own[kDownChunk]),
@@ -650,7 +650,7 @@ Status LimitTooSmall(const PlanRequest& request, ZbvModel model) {
       "P=" + std::to_string(model.ranks) + ", M=" + std::to_string(model.microbatches);
   const std::string asked =
       request.memory.limit.has_value()
-          ? "memory limit " + FormatNumber(*request.memory.limit)
+          ? "memory limit " + request.memory.Describe(*request.memory.limit)
           : "the default memory limit (1F1B's peak: static + 2P chunk activations, " +
                 FormatNumber(model.limit.front()) + " on rank 0)";
   const double asked_units =
@@ -665,8 +665,9 @@ Status LimitTooSmall(const PlanRequest& request, ZbvModel model) {
     return InvalidArgument(
         "zbv: " + asked + " is too small for " + shape +
         " (the greedy V schedule gets stuck); the smallest limit that works is " +
-        FormatNumber(limit) + " (static " + FormatNumber(model.static_memory) + " + " +
-        std::to_string(units) + " chunk activations of " + FormatNumber(unit) + ")");
+        request.memory.Describe(limit) + " (" + request.memory.FixedName() + " " +
+        FormatNumber(model.static_memory) + " + " + std::to_string(units) +
+        " chunk activations of " + FormatNumber(unit) + ")");
   }
   return InvalidArgument("zbv: the greedy V schedule gets stuck for " + shape +
                          " even with every activation held at once (" + asked + ")");

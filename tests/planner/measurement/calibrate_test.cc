@@ -318,7 +318,7 @@ Profile FbProfileWithBytes(std::vector<double> kept, std::vector<double> freed) 
   return profile;
 }
 
-TEST(CalibrateMemoryTest, BytesKeptByFPerStageAndTheLargestStaticMemory) {
+TEST(CalibrateMemoryTest, BytesHeldPerStageAndTheStaticMemoryOfEachRank) {
   const StatusOr<CostModel> costs =
       Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 2900}), Options());
   ASSERT_TRUE(costs.ok()) << costs.status().message();
@@ -326,16 +326,54 @@ TEST(CalibrateMemoryTest, BytesKeptByFPerStageAndTheLargestStaticMemory) {
   const MemoryModel& memory = *costs->memory;
   EXPECT_EQ(memory.unit, kBytesUnit);
   ASSERT_EQ(memory.stages.size(), 2u);
-  EXPECT_EQ(memory.stages[0], (StageMemory{.activation = 1000, .freed_by_input = 0}));
-  EXPECT_EQ(memory.stages[1], (StageMemory{.activation = 3000, .freed_by_input = 0}));
+  EXPECT_EQ(memory.stages[0], (StageMemory{.activation = 1000}));
+  // B freed 100 less than F kept: held until the step ends.
+  EXPECT_EQ(memory.stages[1], (StageMemory{.activation = 3000, .retained = 100}));
   EXPECT_EQ(memory.static_per_rank, 7000);
+  EXPECT_EQ(memory.static_by_rank, (std::vector<double>{5000, 7000}));
   EXPECT_FALSE(memory.limit.has_value());
 
   const StatusOr<CostModel> uniform = Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 2900}),
                                                 Options(TimeUnit::kMicroseconds, true));
   ASSERT_TRUE(uniform.ok()) << uniform.status().message();
   ASSERT_TRUE(uniform->memory.has_value());
-  EXPECT_EQ(uniform->memory->stages, (std::vector<StageMemory>{{.activation = 2000}}));
+  EXPECT_EQ(uniform->memory->stages,
+            (std::vector<StageMemory>{{.activation = 2000, .retained = 50}}));
+
+  Profile same_static = FbProfileWithBytes({1000, 3000}, {1000, 3000});
+  same_static.static_bytes = {7000, 7000};
+  const StatusOr<CostModel> one_figure = Calibrate(same_static, Options());
+  ASSERT_TRUE(one_figure.ok()) << one_figure.status().message();
+  EXPECT_EQ(one_figure->memory->static_per_rank, 7000);
+  EXPECT_TRUE(one_figure->memory->static_by_rank.empty());
+}
+
+// A stage whose RECV_F allocates 200 and RECV_B 100: the activation counts the received input;
+// I frees what it freed less the received gradient (which the model never allocated), and
+// the received gradient sits under I, in its transient; what the backward did not free of
+// all that (the gradient it sent) is retained.
+TEST(CalibrateMemoryTest, ReceivedMessagesAndTransients) {
+  Profile profile = FbProfileWithBytes({1000, 1000}, {1000, 1000});
+  for (StageProfile& stage : profile.stages) {
+    StageMemoryProfile& m = stage.memory;
+    m.freed_by_backward = {};
+    m.received_forward = Constant(200);
+    m.received_backward = Constant(100);
+    m.freed_by_input = Constant(350);
+    m.freed_by_weight = Constant(650);
+    m.forward_transient = Constant(10);
+    m.input_transient = Constant(20);
+    m.weight_transient = Constant(30);
+  }
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_EQ(costs->memory->stages[0], (StageMemory{.activation = 1200,
+                                                   .freed_by_input = 250,
+                                                   .forward_transient = 10,
+                                                   .backward_transient = 100,
+                                                   .input_transient = 120,
+                                                   .weight_transient = 30,
+                                                   .retained = 300}));
 }
 
 TEST(CalibrateMemoryTest, WhatIFreesComesFromTheSplitBackward) {
@@ -365,9 +403,9 @@ TEST(CalibrateMemoryTest, InconsistentMemoryIsAnErrorNamingTheStageAndField) {
       Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 4000}), Options());
   ASSERT_FALSE(freed_more.ok());
   EXPECT_EQ(freed_more.status().message(),
-            "profile stage 1: memory.freed_by_backward: frees 4000 bytes (median) but F keeps "
-            "3000 (memory.kept_by_forward.median); a backward cannot free more than its forward "
-            "kept");
+            "profile stage 1: memory.freed_by_backward: frees 4000 bytes (median) but the "
+            "microbatch allocated 3000 (memory.kept_by_forward + received_forward + "
+            "received_backward); a backward cannot free more than its microbatch allocated");
   const StatusOr<CostModel> keeps_nothing =
       Calibrate(FbProfileWithBytes({0, 3000}, {0, 3000}), Options());
   ASSERT_FALSE(keeps_nothing.ok());

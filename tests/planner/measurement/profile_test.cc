@@ -496,6 +496,23 @@ TEST(BuildProfileTest, MemoryInBytesPerStageAndKindAndStaticPerRank) {
   EXPECT_TRUE(ValidateProfile(*profile).ok());
 }
 
+// A receive's memory is the message buffer it allocated: rank 1's RECV_F allocates 64, rank
+// 0's RECV_B 32 (stage 0 receives no input, stage 1 no gradient).
+TEST(BuildProfileTest, WhatAReceiveAllocatesPerStage) {
+  const Plan plan = TinyPlan();
+  Timeline step = TinyStepWithBytes(plan, 1000, 2000, 100);
+  step.ranks[1].action_memory[IndexOf(plan, 1, "1RECV_F0")] = {2000, 2064, 2064};
+  step.ranks[0].action_memory[IndexOf(plan, 0, "0RECV_B0")] = {1008, 1040, 1040};
+  const std::vector<Timeline> steps = {step};
+  const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  EXPECT_EQ(profile->stages[0].memory.received_forward, DurationStats{});
+  EXPECT_EQ(profile->stages[0].memory.received_backward.median, 32);
+  EXPECT_EQ(profile->stages[1].memory.received_forward.median, 64);
+  EXPECT_EQ(profile->stages[1].memory.received_backward, DurationStats{});
+  EXPECT_TRUE(ValidateProfile(*profile).ok());
+}
+
 TEST(BuildProfileTest, TimelinesWithoutBytesGiveNoMemory) {
   const Plan plan = TinyPlan();
   const std::vector<Timeline> steps = {TinyStep(plan, 1, 3)};

@@ -1,6 +1,7 @@
 // Simulator semantics (docs/planning.md §4) on cases small enough to work out by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "test_support.h"
@@ -100,6 +101,82 @@ TEST(Simulator, PeaksInBytesFollowTheClosedForms) {
     EXPECT_DOUBLE_EQ(t.ranks[0].peak_memory, kStatic + held * kActivation);
     EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, held * kActivation);
   }
+}
+
+// 1F1B P=4 in bytes with one kind's transient: rank 0's peak (P activations held) moves by
+// exactly that transient, held inside the P-th F or the first B.
+TEST(Simulator, ATransientMovesThePeakByExactlyItsSize) {
+  constexpr double kStatic = 12e9;
+  constexpr double kActivation = 1.5e9;
+  constexpr int kRanks = 4;
+  const auto peak_with = [&](StageMemory stage) {
+    PlanRequest request = MakeRequest("1f1b", kRanks, 2 * kRanks);
+    request.memory.unit = kBytesUnit;
+    request.memory.static_per_rank = kStatic;
+    stage.activation = kActivation;
+    request.memory.stages = {stage};
+    const Timeline t = SimulateOrDie(BuildOrDie(request));
+    return t.ranks[0].peak_memory;
+  };
+  const double base = kStatic + kRanks * kActivation;
+  EXPECT_DOUBLE_EQ(peak_with({}), base);
+  EXPECT_DOUBLE_EQ(peak_with({.forward_transient = 0.25e9}), base + 0.25e9);
+  EXPECT_DOUBLE_EQ(peak_with({.backward_transient = 2e9}), base + 2e9);
+  // Both: the larger one, as the two never run at once.
+  EXPECT_DOUBLE_EQ(peak_with({.forward_transient = 0.25e9, .backward_transient = 2e9}), base + 2e9);
+}
+
+TEST(Simulator, TheCurveShowsATransientInsideItsAction) {
+  // ZB-H1 P=1 M=1: F0 I0 W0; I holds 0.5 while it runs.
+  PlanRequest request = MakeRequest("zb-h1", 1, 1);
+  request.memory.stages = {StageMemory{.activation = 1.0, .input_transient = 0.5}};
+  const Timeline t = SimulateOrDie(BuildOrDie(request));
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, 1.5);
+  double most = 0.0;
+  for (const MemorySample& sample : t.ranks[0].memory) most = std::max(most, sample.bytes);
+  EXPECT_DOUBLE_EQ(most, 1.5);
+}
+
+TEST(Simulator, StaticMemoryPerRankWhereRanksDiffer) {
+  // 1F1B P=4: rank r holds P - r activations at its peak, on its own static memory.
+  constexpr int kRanks = 4;
+  PlanRequest request = MakeRequest("1f1b", kRanks, 2 * kRanks);
+  request.memory.stages = {StageMemory{.activation = 1.0}};
+  request.memory.static_per_rank = 40;
+  request.memory.static_by_rank = {40, 10, 20, 30};
+  const Timeline t = SimulateOrDie(BuildOrDie(request));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_DOUBLE_EQ(t.ranks[r].peak_memory, request.memory.static_by_rank[r] + (kRanks - r))
+        << "rank " << r;
+  }
+  request.memory.static_by_rank = {40, 10};
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find(
+                "memory.static_by_rank has 2 entries (one per rank of the profiled run) but the "
+                "plan has 4 ranks"),
+            std::string::npos)
+      << plan.status().message();
+}
+
+TEST(Simulator, RetainedBytesStayUntilTheStepEnds) {
+  // ZB-H1 P=1 M=2: F0 I0 W0 F1 I1 W1; each microbatch keeps 0.25 of its 1 after its W.
+  PlanRequest request = MakeRequest("zb-h1", 1, 2);
+  request.memory.stages = {StageMemory{.activation = 1.0, .retained = 0.25}};
+  const Timeline t = SimulateOrDie(BuildOrDie(request));
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, 1.25);
+  EXPECT_DOUBLE_EQ(t.ranks[0].memory.back().bytes, 0.5);
+}
+
+TEST(Simulator, ABadMemoryFigureIsRefusedNamingIt) {
+  PlanRequest request = MakeRequest("1f1b", 2, 4);
+  request.memory.stages = {StageMemory{.activation = 1.0, .weight_transient = -1}};
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("memory.stages[0].weight_transient must be a finite "
+                                         "number >= 0"),
+            std::string::npos)
+      << plan.status().message();
 }
 
 TEST(Simulator, InputBackwardFreesItsShareAndWeightTheRest) {

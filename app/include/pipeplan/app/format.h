@@ -19,9 +19,7 @@ using pipeplan::FormatNumber;
 std::string FormatCompact(double value);
 // Percentage with one decimal ("24.3%").
 std::string FormatPercent(double fraction);
-// Bytes with a binary unit and three significant digits: "512 B", "1.50 KiB", "12.3 MiB",
-// "70.0 GiB".
-std::string FormatBytes(double bytes);
+using ::pipeplan::FormatBytes;
 // A memory figure in the memory model's unit: bytes (FormatBytes) where it counts bytes, else
 // the compact number of microbatch activations.
 std::string FormatMemory(double value, const MemoryModel& memory);

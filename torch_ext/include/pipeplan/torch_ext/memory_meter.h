@@ -56,4 +56,10 @@ class MemoryMeter {
 // A meter for `device` (cpu, or cuda:N where the build and the machine have CUDA).
 StatusOr<std::unique_ptr<MemoryMeter>> MakeMemoryMeter(const at::Device& device);
 
+// Puts the counting CPU allocator in place (on) or the one it wraps back (off), for a
+// benchmark that times steps with and without counting in one process. Blocks allocated by
+// either stay valid. Call it while no tensor work runs; a CPU meter's figures are meaningless
+// while it is off.
+Status UseCountingAllocator(bool on);
+
 }  // namespace pipeplan::torch_ext

@@ -41,6 +41,9 @@ struct TorchExecutorOptions {
   std::string stage_modules;
   OptimizerOptions optimizer;
   std::string device = "cpu";  // "cpu" or "cuda:N"
+  // Counts each op's bytes (memory_meter.h; TakeOpMemory). Off: no meter at all, for the
+  // benchmark that prices counting.
+  bool count_memory = true;
   // Called in EndStep, before the optimizer step, with this rank's stages' gradients and,
   // on the rank holding the last stage, the step's loss (else NaN). An error fails the step.
   std::function<Status(int step, double loss, const std::vector<StageGradients>&)> on_gradients;
@@ -90,6 +93,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   Status Forward(StageId stage, MicrobatchId mb);
   Status Backward(StageId stage, MicrobatchId mb, bool input_only);
   Status Weight(StageId stage, MicrobatchId mb);
+  StatusOr<std::span<std::byte>> AllocateReceive(const Action& recv);
   StatusOr<Microbatch*> Find(StageId stage, MicrobatchId mb, const char* needed_by);
   StageModule* Local(StageId stage);
   bool OnThisRank(int stage) const;

@@ -18,6 +18,16 @@ namespace pipeplan {
 struct StageMemory {
   double activation = 0.0;      // added by F, all released by B; 0 means 1/V
   double freed_by_input = 0.0;  // released by I; W releases the rest (I frees little)
+  // What each kind holds for a while inside the action, above the larger of its rank's memory
+  // at its start and at its end (workspace, temporaries); freed when it ends.
+  double forward_transient = 0.0;
+  double backward_transient = 0.0;
+  double input_transient = 0.0;
+  double weight_transient = 0.0;
+  // Of the activation, what a microbatch's backward leaves held until the step ends: the
+  // gradient it sent, whose buffer a runtime keeps until it waits on the step's sends at the
+  // end (pipeplan-torch and torch.distributed.pipelining both do). At most the activation.
+  double retained = 0.0;
 
   bool operator==(const StageMemory&) const = default;
 };
@@ -27,7 +37,10 @@ inline constexpr const char* kBytesUnit = "bytes";
 struct MemoryModel {
   std::vector<StageMemory> stages = {StageMemory{}};  // size 1 (uniform) or S
   double static_per_rank = 0.0;                       // parameters, optimizer state, ...
-  std::optional<double> limit;                        // on static + activations, per rank
+  // Per rank where ranks differ (rank 0 holding the data, the last one the loss); empty: every
+  // rank has static_per_rank, which is then the largest of these.
+  std::vector<double> static_by_rank;
+  std::optional<double> limit;  // on static + activations, per rank
   // "bytes" where the figures are bytes (pipeplan calibrate from measured memory); empty: the
   // default unit, microbatch activations. A limit given with a byte unit needs "bytes".
   std::string unit;
@@ -36,17 +49,35 @@ struct MemoryModel {
   double Activation(StageId stage, int stages_per_rank) const;
   double FreedByInput(StageId stage, int stages_per_rank) const;
   // What one compute part (F, B, I or W) does to its rank's activation memory: + the
-  // activation for F (when it starts), - what B, I or W release (when they end), 0 otherwise.
+  // activation for F (when it starts), - what B, I or W release (when they end: all but the
+  // retained bytes), 0 otherwise.
   double Change(ActionKind kind, StageId stage, int stages_per_rank) const;
+  // The transient of F, B, I or W on `stage` (0 for other kinds).
+  double Transient(ActionKind kind, StageId stage) const;
+  // The static memory of `rank`.
+  double StaticOf(RankId rank) const;
+  // The most any rank holds besides the activations in flight: the largest static memory, the
+  // largest transient, and the retained bytes of `microbatch_stages` (V x M: every microbatch
+  // of every stage of a rank) at the largest figure. The greedy schedulers keep activations
+  // under the limit minus this, so that the plan's true peak fits.
+  double LargestFixed(int microbatch_stages) const;
+  // A figure in this model's unit, for messages: "31.5 MiB (32985136 B)" in bytes (exact, so
+  // that a limit quoted back is not rounded below), else the plain number.
+  std::string Describe(double value) const;
+  // What LargestFixed counts, for messages: "static", or "static + transient + retained".
+  const char* FixedName() const;
 
   bool operator==(const MemoryModel&) const = default;
 };
 
 // One rank's share of activation memory split over `chunks` stages: explicit activations and
-// what I frees divided by `chunks` (the 1/V default already is); static memory and the limit
-// are per rank and stay.
+// what I frees divided by `chunks` (the 1/V default already is); static memory, the limit and
+// the transients stay (a transient is one layer's workspace at a time, whatever a stage's
+// depth).
 MemoryModel SplitShareMemory(MemoryModel share, int chunks);
 
 Status ValidateMemoryModel(const MemoryModel& memory, int num_stages);
+// static_by_rank, when given, has one entry per rank.
+Status ValidateStaticByRank(const MemoryModel& memory, int ranks);
 
 }  // namespace pipeplan

@@ -39,6 +39,10 @@ struct StageMemoryProfile {
   DurationStats backward_transient;
   DurationStats input_transient;
   DurationStats weight_transient;
+  // What one RECV_F / RECV_B of the stage allocates for its message (0 where the runtime
+  // did not count receives).
+  DurationStats received_forward;
+  DurationStats received_backward;
 
   bool operator==(const StageMemoryProfile&) const = default;
 };

@@ -11,6 +11,9 @@ namespace pipeplan {
 std::string FormatNumber(double value);
 // Fixed number of decimals, for tables ("0.2431").
 std::string FormatFixed(double value, int decimals);
+// Bytes with a binary unit and three significant digits: "512 B", "1.50 KiB", "12.3 MiB",
+// "70.0 GiB".
+std::string FormatBytes(double bytes);
 // Escapes for a JSON string body (no surrounding quotes).
 std::string JsonEscape(std::string_view text);
 // Escapes &, <, >, " and ' for HTML/SVG text and attributes.

@@ -1,6 +1,6 @@
 // Activation memory accounting of one rank: F allocates when it starts; B releases all of it
-// when it ends, I part of it and W the rest. Shared by the simulator and the planner's limit
-// check so both count the same way.
+// when it ends, I part of it and W the rest; while an action runs it holds its transient on
+// top. Shared by the simulator and the planner's limit check so both count the same way.
 #pragma once
 
 #include <algorithm>
@@ -13,17 +13,19 @@
 
 namespace pipeplan {
 
-// What F, B, I and W of every stage do to their rank's memory (MemoryModel::Change), looked
-// up once: the trackers read it on every compute action.
+// What F, B, I and W of every stage do to their rank's memory (MemoryModel::Change and
+// Transient), looked up once: the trackers read it on every compute action.
 class MemoryChangeTable {
  public:
   MemoryChangeTable(const MemoryModel& memory, int stages_per_rank, int num_stages)
       : memory_(memory), stages_per_rank_(stages_per_rank) {
     changes_.resize(static_cast<size_t>(std::max(num_stages, 0)));
+    transients_.resize(changes_.size());
     for (int s = 0; s < num_stages; ++s) {
       for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
                                     ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
         changes_[s][static_cast<size_t>(kind)] = memory.Change(kind, StageId(s), stages_per_rank);
+        transients_[s][static_cast<size_t>(kind)] = memory.Transient(kind, StageId(s));
       }
     }
   }
@@ -37,6 +39,15 @@ class MemoryChangeTable {
     }
     return memory_.Change(part.kind, part.stage, stages_per_rank_);
   }
+  // MemoryModel::Transient of one compute part.
+  double Transient(const Action& part) const {
+    const auto kind = static_cast<size_t>(part.kind);
+    const int s = part.stage.value;
+    if (kind < kTabulatedKinds && s >= 0 && s < static_cast<int>(transients_.size())) {
+      return transients_[s][kind];
+    }
+    return memory_.Transient(part.kind, part.stage);
+  }
 
   const MemoryModel& memory() const { return memory_; }
 
@@ -45,20 +56,25 @@ class MemoryChangeTable {
 
   const MemoryModel& memory_;
   int stages_per_rank_;
-  std::vector<std::array<double, kTabulatedKinds>> changes_;  // [stage][kind]
+  std::vector<std::array<double, kTabulatedKinds>> changes_;     // [stage][kind]
+  std::vector<std::array<double, kTabulatedKinds>> transients_;  // [stage][kind]
 };
 
 class RankMemoryTracker {
  public:
   explicit RankMemoryTracker(const MemoryChangeTable& changes) : changes_(changes) {}
 
-  // Call at the start of a compute action, then at its end.
+  // Call at the start of a compute action, then at its end. An F&B cell's halves run in turn:
+  // the larger of their transients counts.
   void Start(const Action& action) {
+    double transient = 0.0;
     for (const Action* part : ComputeParts(action)) {
       const double change = changes_.Change(*part);
       if (change > 0) held_ += change;
+      transient = std::max(transient, changes_.Transient(*part));
     }
-    peak_ = std::max(peak_, held_);
+    top_ = held_ + transient;
+    peak_ = std::max(peak_, top_);
   }
   void End(const Action& action) {
     for (const Action* part : ComputeParts(action)) {
@@ -69,11 +85,14 @@ class RankMemoryTracker {
   }
 
   double held() const { return held_; }
+  // The most the action begun last holds while it runs, activations included.
+  double top() const { return top_; }
   double peak() const { return peak_; }
 
  private:
   const MemoryChangeTable& changes_;
   double held_ = 0.0;
+  double top_ = 0.0;
   double peak_ = 0.0;
 };
 

@@ -17,6 +17,8 @@ struct RankDiff {
   double busy_actual = 0.0;
   double idle_expected = 0.0;  // makespan - busy
   double idle_actual = 0.0;
+  double peak_memory_expected = 0.0;  // each timeline's memory_unit
+  double peak_memory_actual = 0.0;
 };
 
 // Compute actions (F, B, I, W, overlap cells) and PV of one kind.
@@ -44,6 +46,9 @@ struct TimelineDiff {
   std::vector<KindDiff> kinds;  // kinds present, in ActionKind order
   double mean_abs_start_error = 0.0;
   std::optional<OpStartError> worst_start;  // the compute action whose start is furthest off
+  // Both timelines count memory in bytes (a simulation with a memory model in bytes, a
+  // measurement that counted them), so their peaks compare.
+  bool memory_in_bytes = false;
 };
 
 // Both timelines must be of `plan` (one entry per action of every rank).

