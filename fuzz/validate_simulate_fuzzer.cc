@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const StatusOr<Timeline> timeline = Simulate(*plan);
   const int stages = plan->request.topology.num_stages();
   if (!ValidatePlan(*plan).ok() || !ValidateCostModel(plan->request.costs, stages).ok() ||
-      !ValidateMemoryModel(plan->request.memory, stages).ok()) {
+      !ValidateMemoryModel(plan->request.memory, stages).ok() ||
+      !ValidateStaticByRank(plan->request.memory, plan->request.topology.ranks).ok()) {
     return 0;
   }
   PIPEPLAN_FUZZ_CHECK(timeline.ok());

@@ -114,6 +114,8 @@ StatusOr<Plan> FromProto(const v1::Plan& proto) {
       ValidateCostModel(plan.request.costs, topology.num_stages()).WithContext("request"));
   PIPEPLAN_RETURN_IF_ERROR(
       ValidateMemoryModel(plan.request.memory, topology.num_stages()).WithContext("request"));
+  PIPEPLAN_RETURN_IF_ERROR(
+      ValidateStaticByRank(plan.request.memory, topology.ranks).WithContext("request"));
   if (proto.programs_size() != topology.ranks) {
     return FieldError("programs", "expected " + std::to_string(topology.ranks) +
                                       " rank programs (request.topology.ranks), got " +

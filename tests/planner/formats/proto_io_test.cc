@@ -624,6 +624,11 @@ INSTANTIATE_TEST_SUITE_P(
                        "  costs { stages {} stages {} stages {} } }\nprograms { rank: 0 }\n",
                        "plan file: request: cost model has 3 stage entries; expected 1 (uniform) "
                        "or 4"},
+        ParseErrorCase{"PlanStaticByRankDoesNotFitTopology", Parsed::kPlan, ProtoFormat::kText,
+                       "request { topology { ranks: 1 stages_per_rank: 1 microbatches: 1 }\n"
+                       "  memory { static_by_rank: 1 static_by_rank: 2 } }\nprograms { rank: 0 }\n",
+                       "plan file: request: memory.static_by_rank has 2 entries (one per rank of "
+                       "the profiled run) but the plan has 1 ranks"},
         ParseErrorCase{"TimelineNegativeRank", Parsed::kTimeline, ProtoFormat::kJson,
                        R"({"ranks": [{"rank": 0}, {"rank": -1}]})",
                        "timeline file: ranks[1].rank: must be >= 0, got -1"},
