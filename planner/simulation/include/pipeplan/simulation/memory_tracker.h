@@ -19,45 +19,44 @@ class MemoryChangeTable {
  public:
   MemoryChangeTable(const MemoryModel& memory, int stages_per_rank, int num_stages)
       : memory_(memory), stages_per_rank_(stages_per_rank) {
-    changes_.resize(static_cast<size_t>(std::max(num_stages, 0)));
-    transients_.resize(changes_.size());
+    cells_.resize(static_cast<size_t>(std::max(num_stages, 0)));
     for (int s = 0; s < num_stages; ++s) {
       for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
                                     ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
-        changes_[s][static_cast<size_t>(kind)] = memory.Change(kind, StageId(s), stages_per_rank);
-        transients_[s][static_cast<size_t>(kind)] = memory.Transient(kind, StageId(s));
+        cells_[s][static_cast<size_t>(kind)] = Compute(kind, StageId(s));
       }
     }
   }
 
-  // MemoryModel::Change of one compute part.
-  double Change(const Action& part) const {
-    const auto kind = static_cast<size_t>(part.kind);
-    const int s = part.stage.value;
-    if (kind < kTabulatedKinds && s >= 0 && s < static_cast<int>(changes_.size())) {
-      return changes_[s][kind];
-    }
-    return memory_.Change(part.kind, part.stage, stages_per_rank_);
-  }
-  // MemoryModel::Transient of one compute part.
-  double Transient(const Action& part) const {
-    const auto kind = static_cast<size_t>(part.kind);
-    const int s = part.stage.value;
-    if (kind < kTabulatedKinds && s >= 0 && s < static_cast<int>(transients_.size())) {
-      return transients_[s][kind];
-    }
-    return memory_.Transient(part.kind, part.stage);
-  }
+  // MemoryModel::Change and Transient of one compute part.
+  double Change(const Action& part) const { return At(part).change; }
+  double Transient(const Action& part) const { return At(part).transient; }
 
   const MemoryModel& memory() const { return memory_; }
 
  private:
   static constexpr size_t kTabulatedKinds = 4;  // F, B, I and W come first in ActionKind
 
+  struct Cell {
+    double change = 0.0;
+    double transient = 0.0;
+  };
+
+  Cell Compute(ActionKind kind, StageId stage) const {
+    return {memory_.Change(kind, stage, stages_per_rank_), memory_.Transient(kind, stage)};
+  }
+  Cell At(const Action& part) const {
+    const auto kind = static_cast<size_t>(part.kind);
+    const int s = part.stage.value;
+    if (kind < kTabulatedKinds && s >= 0 && s < static_cast<int>(cells_.size())) {
+      return cells_[s][kind];
+    }
+    return Compute(part.kind, part.stage);
+  }
+
   const MemoryModel& memory_;
   int stages_per_rank_;
-  std::vector<std::array<double, kTabulatedKinds>> changes_;     // [stage][kind]
-  std::vector<std::array<double, kTabulatedKinds>> transients_;  // [stage][kind]
+  std::vector<std::array<Cell, kTabulatedKinds>> cells_;  // [stage][kind]
 };
 
 class RankMemoryTracker {
