@@ -17,10 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <ostream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "host_steal.h"
@@ -57,12 +55,6 @@ PlanRequest OneF1BRequest() {
   return request;
 }
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::optional<std::string> bytes = testing::ReadWholeFile(path);
-  if (!bytes) return NotFound("cannot read " + path);
-  return *std::move(bytes);
-}
-
 std::vector<std::string> ToolArgs(std::vector<std::string> args) {
   args.insert(args.end(), kModelFlags.begin(), kModelFlags.end());
   return args;
@@ -89,7 +81,7 @@ StatusOr<Comparison> ProfileAndSimulate(Plan plan, const std::string& plan_path,
   const testing::CommandResult profile = testing::RunTorchTool(ToolArgs(args));
   if (profile.exit_code != 0) return Internal("profile failed:\n" + profile.output);
 
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string profile_bytes, ReadFile(profile_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string profile_bytes, testing::ReadFile(profile_path));
   PIPEPLAN_ASSIGN_OR_RETURN(const Profile parsed,
                             ParseProfile(profile_bytes, ProtoFormat::kBinary));
   PIPEPLAN_ASSIGN_OR_RETURN(plan.request.costs,
@@ -99,7 +91,7 @@ StatusOr<Comparison> ProfileAndSimulate(Plan plan, const std::string& plan_path,
   for (BoundaryCosts& b : plan.request.costs.boundaries) b.receive_overhead = 0;
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline without_overhead, Simulate(plan));
 
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string timeline_bytes, ReadFile(timeline_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string timeline_bytes, testing::ReadFile(timeline_path));
   PIPEPLAN_ASSIGN_OR_RETURN(const TimelineFile measured,
                             ParseTimelineFile(timeline_bytes, ProtoFormat::kBinary));
   return Comparison{.simulated = simulated.metrics.makespan,

@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,12 +44,6 @@ struct Peaks {
   std::vector<double> predicted_above_static = {};
   std::vector<double> measured_above_static = {};
 };
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::optional<std::string> bytes = testing::ReadWholeFile(path);
-  if (!bytes) return NotFound("cannot read " + path);
-  return *std::move(bytes);
-}
 
 StatusOr<Plan> PlanFor(const Case& c) {
   PlanRequest request;
@@ -99,9 +92,9 @@ StatusOr<ProfiledRun> ProfileRun(const Plan& plan, const std::string& dir) {
                                                             profile_path});
   if (run.exit_code != 0) return Internal("profile failed:\n" + run.output);
   ProfiledRun out;
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string profile_bytes, ReadFile(profile_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string profile_bytes, testing::ReadFile(profile_path));
   PIPEPLAN_ASSIGN_OR_RETURN(out.profile, ParseProfile(profile_bytes, ProtoFormat::kBinary));
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string timeline_bytes, ReadFile(timeline_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string timeline_bytes, testing::ReadFile(timeline_path));
   PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile measured,
                             ParseTimelineFile(timeline_bytes, ProtoFormat::kBinary));
   out.measured = std::move(measured.timeline);

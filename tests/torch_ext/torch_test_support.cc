@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <optional>
 #include <string>
 
 namespace pipeplan::torch_ext::testing {
@@ -22,9 +21,9 @@ TempDir::TempDir(const std::string& name) {
   if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
 }
 
-std::optional<std::string> ReadWholeFile(const std::string& path) {
+StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+  if (!in) return NotFound("cannot read " + path);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 

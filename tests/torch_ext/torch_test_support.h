@@ -2,9 +2,10 @@
 // pipeplan-torch binary (built beside the tests) with a bounded time.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "pipeplan/model/status.h"
 
 namespace pipeplan::torch_ext::testing {
 
@@ -26,8 +27,8 @@ struct CommandResult {
   double seconds = 0.0;
 };
 
-// The whole file, or nothing when it cannot be read.
-std::optional<std::string> ReadWholeFile(const std::string& path);
+// The whole file; NotFound naming it when it cannot be read.
+StatusOr<std::string> ReadFile(const std::string& path);
 
 // Runs pipeplan-torch with `args`, killed after `timeout_seconds`.
 CommandResult RunTorchTool(const std::vector<std::string>& args, int timeout_seconds = 240);

@@ -33,8 +33,8 @@ struct OpSpan {
   int thread = kComputeThread;  // the stream it ran on (timeline.h)
 };
 
-// Bytes the executor's allocator held around one compute action: when it began, when it
-// ended and the most in between (timeline.h's ActionMemory, in bytes).
+// Bytes the executor's allocator held around one compute action or receive: when it began,
+// when it ended and the most in between (timeline.h's ActionMemory, in bytes).
 struct OpMemory {
   size_t action_index = 0;
   ActionMemory bytes;
@@ -61,8 +61,9 @@ class OpExecutor {
   // transport's completion for a transfer (where the executor knows when its data landed).
   // Default: none.
   virtual std::vector<OpSpan> TakeOpSpans() { return {}; }
-  // The memory of the step's compute actions (and post-validations) just ended, where the
-  // executor measures it; the rank timeline then counts bytes. Default: not measured.
+  // The memory of the step's compute actions (and post-validations) just ended, and of its
+  // receives (what RecvBuffer allocated), where the executor measures it; the rank timeline
+  // then counts bytes. Default: not measured.
   virtual std::vector<OpMemory> TakeOpMemory() { return {}; }
 };
 
