@@ -21,6 +21,7 @@ constexpr std::string_view kHelp =
     R"(usage: pipeplan import --format torch-csv|torch-csv-comms FILE [--microbatches M]
                        [--strategy-name NAME] [--costs FILE | cost flags] [-o FILE]
        pipeplan import --format torch-trace TRACE... [--plan PLAN] [--step N] [-o FILE]
+                       [--plan-output FILE]
 
 Reads a schedule in torch.distributed.pipelining's CSV format (one row per rank, no header,
 cells like 0F1, 1I0, 1W0, 0B3, (0F1;1B0)OVERLAP_F_B), inserts SEND/RECV, validates it and
@@ -53,8 +54,11 @@ Options:
                                            measured timeline
   --plan PLAN           torch-trace: the plan the job ran (e.g. the plan exported with
                         'pipeplan export --format torch-csv'); every rank's compute actions
-                        must match it in order. Without it, the traces' executed compute order
-                        becomes the plan (with pipeplan's transfers; cost flags as below)
+                        must match it in order. Without it, the order the job ran becomes the
+                        plan, torch's transfers where torch put them (cost flags as below)
+  --plan-output FILE    torch-trace: also write the plan the traces were matched to (without
+                        --plan, the plan of the order the job ran), for 'pipeplan simulate';
+                        both files are written or neither
   --step N              torch-trace: write step N (its ProfilerStep number) instead of the
                         median step
   --microbatches M      microbatches per step, integer >= 1; every token must be below M
@@ -78,6 +82,8 @@ Examples:
   pipeplan import --format torch-csv-comms torch_dump.csv -o imported.pb
   pipeplan import --format torch-csv schedule.csv --microbatches 8 --forward 1 --backward 2
   pipeplan import --format torch-trace traces/rank*.json.gz --plan plan.pb -o measured.pb
+  pipeplan import --format torch-trace traces/rank*.json.gz -o measured.pb \
+      --plan-output ran.pb
 )";
 
 struct ImportOptions {
@@ -91,9 +97,13 @@ struct ImportOptions {
 };
 
 std::vector<app::FlagSpec> ImportFlags() {
-  std::vector<app::FlagSpec> specs = {{"format"},        {"microbatches"},
-                                      {"strategy-name"}, {"plan"},
-                                      {"step"},          {"output", app::FlagKind::kValue, 'o'}};
+  std::vector<app::FlagSpec> specs = {{"format"},
+                                      {"microbatches"},
+                                      {"strategy-name"},
+                                      {"plan"},
+                                      {"step"},
+                                      {"plan-output"},
+                                      {"output", app::FlagKind::kValue, 'o'}};
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
@@ -128,6 +138,7 @@ StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags) {
   TraceImportOptions options;
   options.traces = flags.positional();
   options.plan = flags.GetString("plan");
+  options.plan_output = flags.GetString("plan-output");
   PIPEPLAN_ASSIGN_OR_RETURN(options.step, flags.GetInt("step", 0));
   PIPEPLAN_RETURN_IF_ERROR(
       ParsePlanFlags(flags, &options.strategy_name, &options.costs, &options.output));
@@ -141,7 +152,7 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
     PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
     return options;
   }
-  for (const char* trace_only : {"plan", "step"}) {
+  for (const char* trace_only : {"plan", "step", "plan-output"}) {
     if (flags.Has(trace_only)) {
       return InvalidArgument("--" + std::string(trace_only) + " is for --format torch-trace");
     }

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/format.h"
@@ -30,8 +31,9 @@ StatusOr<std::vector<TraceFile>> ReadTraces(const std::vector<std::string>& path
   return OrderByRank(std::move(files));
 }
 
-// Without --plan: the job's executed compute order is the plan, read as torch's CSV importer
-// reads a schedule (same checks, same placement inference), with pipeplan's transfers.
+// Without --plan: the job's executed order is the plan, transfers included where torch put
+// them. Its topology is read from the compute order as torch's CSV importer reads a schedule
+// (same checks, same placement inference).
 StatusOr<Plan> PlanOfExecutedOrder(const std::vector<TraceFile>& ranks,
                                    const TraceImportOptions& options) {
   std::string csv;
@@ -48,7 +50,11 @@ StatusOr<Plan> PlanOfExecutedOrder(const std::vector<TraceFile>& ranks,
   request.topology = imported->topology;
   request.strategy = options.strategy_name;
   PIPEPLAN_ASSIGN_OR_RETURN(request.costs, app::LoadCosts(options.costs));
-  return BuildPlanFromOrder(request, std::move(imported->order));
+  PIPEPLAN_ASSIGN_OR_RETURN(std::vector<RankProgram> programs,
+                            ExecutedPrograms(ranks, request.topology));
+  StatusOr<Plan> plan = BuildPlanFromPrograms(request, std::move(programs));
+  if (!plan.ok()) return plan.status().WithContext("the executed order of the traces");
+  return plan;
 }
 
 std::string ClockName(OpClock clock) {
@@ -59,7 +65,7 @@ std::string ClockName(OpClock clock) {
 }
 
 void PrintSummary(const std::vector<TraceFile>& ranks, const TraceImport& imported,
-                  const std::string& output) {
+                  const TraceImportOptions& options) {
   std::cout << "imported " << ranks.size() << " trace" << (ranks.size() == 1 ? "" : "s")
             << ", timed by " << ClockName(imported.clock) << "\n";
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -85,7 +91,10 @@ void PrintSummary(const std::vector<TraceFile>& ranks, const TraceImport& import
     std::cout << (r == 0 ? " " : ", ") << "rank " << r << " +"
               << app::FormatFixed(chosen.clock_shifts[r], 1) << " us";
   }
-  std::cout << "\nwrote " << output << "\n";
+  std::cout << "\nwrote " << *options.output << "\n";
+  if (options.plan_output.has_value()) {
+    std::cout << "wrote the plan to " << *options.plan_output << "\n";
+  }
 }
 
 }  // namespace
@@ -98,8 +107,8 @@ Status ExecuteTraceImport(const TraceImportOptions& options) {
   } else {
     PIPEPLAN_ASSIGN_OR_RETURN(plan, PlanOfExecutedOrder(ranks, options));
     app::PrintNote(
-        "no --plan: the plan is the traces' executed compute order with pipeplan's "
-        "transfers; torch's transfers are timed by what they move");
+        "no --plan: the plan is the order the traces' job ran, torch's transfers where torch "
+        "put them");
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const TraceImport imported,
                             ImportTorchTraces(plan, ranks, options.step));
@@ -112,8 +121,17 @@ Status ExecuteTraceImport(const TraceImportOptions& options) {
       const std::string data,
       SerializeTimelineFile({imported.steps[imported.chosen].timeline, plan, kMicroseconds},
                             format));
-  PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
-  if (!to_stdout) PrintSummary(ranks, imported, *options.output);
+  if (options.plan_output.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string plan_data,
+                              SerializePlan(plan, DetectProtoFormat(*options.plan_output, "")));
+    std::vector<app::OutputFile> files = {{*options.plan_output, plan_data}};
+    if (!to_stdout) files.push_back({*options.output, data});
+    PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files));
+    if (to_stdout) std::cout << data;
+  } else {
+    PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
+  }
+  if (!to_stdout) PrintSummary(ranks, imported, options);
   return Status::Ok();
 }
 

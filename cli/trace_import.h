@@ -18,6 +18,7 @@ struct TraceImportOptions {
   std::string strategy_name = "imported";
   app::CostFlags costs;  // for the plan built without --plan
   std::optional<std::string> output;
+  std::optional<std::string> plan_output;  // also write the plan the traces were matched to
 };
 
 Status ExecuteTraceImport(const TraceImportOptions& options);

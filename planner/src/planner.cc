@@ -151,6 +151,19 @@ StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order
   return BuildScheduledPlan(request, std::move(order), schedule);
 }
 
+StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request,
+                                     std::vector<RankProgram> programs) {
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
+  PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
+  Plan plan;
+  plan.request = request;
+  plan.programs = std::move(programs);
+  plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
+  PIPEPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
+  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan));
+  return plan;
+}
+
 StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request) {
   SimulatedPlan out;
   if (request.strategy == kAutoStrategy) {

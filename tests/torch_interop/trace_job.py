@@ -1,11 +1,14 @@
 """A torch.distributed.pipelining job under torch.profiler: torch's schedule runtime runs each
-pipeplan plan given (its torch CSV, loaded with _PipelineScheduleRuntime._load_csv), and every
-rank writes one Chrome trace per plan, as users' jobs do.
+pipeplan plan given (its torch CSV, loaded with _PipelineScheduleRuntime._load_csv) and each of
+torch's own V schedules named, and every rank writes one Chrome trace per job, as users' jobs do.
 
-    python trace_job.py CSV... --out DIR [--device cpu|cuda] [--hidden H] [--rows R] [--steps N]
+    python trace_job.py [CSV...] [--torch-schedule NAME]... --out DIR [--microbatches M]
+                        [--device cpu|cuda] [--hidden H] [--rows R] [--steps N]
 
-Writes DIR/<csv name>/rank<r>.json.gz through python/pipeplan_profiler.py. Launch with torchrun (one process per rank; Gloo on
-CPU, NCCL on CUDA) or alone for a one-rank plan. Stages and microbatches are read from the CSV.
+Writes DIR/<csv name or schedule name>/rank<r>.json.gz through python/pipeplan_profiler.py.
+Launch with torchrun (one process per rank; Gloo on CPU, NCCL on CUDA) or alone for a one-rank
+plan. A CSV says its stages and microbatches; torch's schedules (ScheduleZBVZeroBubble,
+ScheduleDualPipeV) get two stages per rank in a V and --microbatches.
 The model: per stage LayerNorm + Linear(H, 4H) + GELU + Linear(4H, H), R rows per microbatch.
 """
 import argparse
@@ -17,6 +20,7 @@ import sys
 import torch
 import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining import schedules
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
@@ -51,22 +55,24 @@ def leaves(action):
     return action.sub_actions or (action,)
 
 
-def profile_plan(csv_path, rank, device, args):
-    rows = read_plan(csv_path)
-    everything = [leaf for row in rows for a in row for leaf in leaves(a)]
-    num_stages = 1 + max(a.stage_index for a in everything)
-    microbatches = 1 + max(a.microbatch_index for a in everything)
-    own = sorted({leaf.stage_index for a in rows[rank] for leaf in leaves(a)})
+def mse(out, target):
+    return torch.nn.functional.mse_loss(out, target)
+
+
+def make_stages(own, num_stages, device, args):
     meta = torch.empty(args.rows, args.hidden, device="meta")
-    stages = [LocalTurnStage(stage_module(s, args.hidden).to(device), s, num_stages, device,
-                             input_args=meta, output_args=meta) for s in own]
-    schedule = _PipelineScheduleRuntime(
-        stages, microbatches, loss_fn=lambda out, target: torch.nn.functional.mse_loss(out, target))
-    schedule._load_csv(csv_path, format="compute_only")
+    return [LocalTurnStage(stage_module(s, args.hidden).to(device), s, num_stages, device,
+                           input_args=meta, output_args=meta) for s in own]
+
+
+def profile_schedule(schedule, stages, num_stages, microbatches, name, device, args):
+    """Runs 1 + args.steps steps of `schedule` (the first one not profiled); returns the path
+    of this rank's trace."""
+    own = {stage.stage_index for stage in stages}
     g = torch.Generator().manual_seed(7)
     inputs = torch.randn(microbatches * args.rows, args.hidden, generator=g).to(device)
     targets = torch.randn(microbatches * args.rows, args.hidden, generator=g).to(device)
-    out = os.path.join(args.out, os.path.splitext(os.path.basename(csv_path))[0])
+    out = os.path.join(args.out, name)
     with profile_steps(out, warmup=1, active=args.steps, quiet=True) as next_step:
         for _ in range(1 + args.steps):
             step_args = (inputs,) if 0 in own else ()
@@ -76,15 +82,42 @@ def profile_plan(csv_path, rank, device, args):
                 schedule.step(*step_args)
             for s in stages:
                 s.submod.zero_grad(set_to_none=False)
+            # A training loop's per-step sync (loss logging, global grad-norm clipping): every
+            # rank starts the next step together, so no step begins behind the last one's tail.
+            dist.barrier()
             next_step()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return os.path.join(out, f"rank{rank}.json.gz")
+    return os.path.join(out, f"rank{dist.get_rank()}.json.gz")
+
+
+def profile_plan(csv_path, rank, device, args):
+    rows = read_plan(csv_path)
+    everything = [leaf for row in rows for a in row for leaf in leaves(a)]
+    num_stages = 1 + max(a.stage_index for a in everything)
+    microbatches = 1 + max(a.microbatch_index for a in everything)
+    own = sorted({leaf.stage_index for a in rows[rank] for leaf in leaves(a)})
+    stages = make_stages(own, num_stages, device, args)
+    schedule = _PipelineScheduleRuntime(stages, microbatches, loss_fn=mse)
+    schedule._load_csv(csv_path, format="compute_only")
+    name = os.path.splitext(os.path.basename(csv_path))[0]
+    return profile_schedule(schedule, stages, num_stages, microbatches, name, device, args)
+
+
+def profile_torch_schedule(name, rank, world, device, args):
+    """Torch's own V schedule (two stages per rank: r and 2P - 1 - r), as torch builds it."""
+    num_stages = 2 * world
+    stages = make_stages([rank, num_stages - 1 - rank], num_stages, device, args)
+    schedule = getattr(schedules, name)(stages, args.microbatches, loss_fn=mse)
+    return profile_schedule(schedule, stages, num_stages, args.microbatches, name, device, args)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("csv", nargs="+")
+    p.add_argument("csv", nargs="*")
+    p.add_argument("--torch-schedule", action="append", default=[],
+                   choices=["ScheduleZBVZeroBubble", "ScheduleDualPipeV"])
+    p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--out", required=True)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--hidden", type=int, default=256)
@@ -105,6 +138,10 @@ def main():
                             world_size=world, timeout=datetime.timedelta(seconds=60))
     for csv_path in args.csv:
         print(f"rank {rank}: wrote {profile_plan(csv_path, rank, device, args)}", flush=True)
+        dist.barrier()
+    for name in args.torch_schedule:
+        print(f"rank {rank}: wrote {profile_torch_schedule(name, rank, world, device, args)}",
+              flush=True)
         dist.barrier()
     dist.destroy_process_group()
 

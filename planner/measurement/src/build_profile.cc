@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -152,6 +153,27 @@ Status CheckTimes(const Plan& plan, const Timeline& timeline) {
   return Status::Ok();
 }
 
+// Per rank and action: whether it is a receive whose gradient an F&B cell's backward half
+// uses (the cell runs its halves in turn and waits for it in between).
+std::vector<std::vector<bool>> ReceivesFeedingSecondHalves(const Plan& plan) {
+  std::vector<std::vector<bool>> feeds;
+  for (const RankProgram& program : plan.programs) {
+    std::set<std::pair<int, int>> second_halves;  // (stage, microbatch)
+    for (const Action& a : program.actions) {
+      if (a.kind == ActionKind::kOverlapFB && a.sub_actions.size() == 2) {
+        second_halves.emplace(a.sub_actions[1].stage.value, a.sub_actions[1].microbatch.value);
+      }
+    }
+    std::vector<bool>& mine = feeds.emplace_back(program.actions.size(), false);
+    for (size_t i = 0; i < program.actions.size(); ++i) {
+      const Action& a = program.actions[i];
+      mine[i] = a.kind == ActionKind::kRecvBackward &&
+                second_halves.contains({a.stage.value, a.microbatch.value});
+    }
+  }
+  return feeds;
+}
+
 class ProfileBuilder {
  public:
   ProfileBuilder(const Plan& plan, double seconds_per_unit)
@@ -159,7 +181,8 @@ class ProfileBuilder {
         seconds_per_unit_(seconds_per_unit),
         links_(plan.programs),
         stages_(static_cast<size_t>(plan.request.topology.num_stages())),
-        boundaries_(stages_.size() - 1) {}
+        boundaries_(stages_.size() - 1),
+        feeds_second_half_(ReceivesFeedingSecondHalves(plan)) {}
 
   Status AddStep(const Timeline& timeline) {
     PIPEPLAN_RETURN_IF_ERROR(CheckShape(plan_, timeline));
@@ -267,6 +290,11 @@ class ProfileBuilder {
     const Action& send = plan_.programs[send_ref.rank].actions[send_ref.index];
     if (send.kind == ActionKind::kSendPostValidation) return Status::Ok();
     const Action& recv = plan_.programs[recv_ref.rank].actions[recv_ref.index];
+    // A host-timed trace shows such a receive landed by the cell's end, not when: no sample.
+    if (timeline.ranks[recv_ref.rank].clock == OpClock::kProfilerHost &&
+        feeds_second_half_[recv_ref.rank][recv_ref.index]) {
+      return Status::Ok();
+    }
     const ActionTiming& sent = timeline.ranks[send_ref.rank].actions[send_ref.index];
     const ActionTiming& received = timeline.ranks[recv_ref.rank].actions[recv_ref.index];
     BoundarySamples& boundary =
@@ -294,7 +322,8 @@ class ProfileBuilder {
   TransferLinks links_;
   std::vector<StageSamples> stages_;
   std::vector<BoundarySamples> boundaries_;
-  std::vector<std::vector<double>> static_bytes_;  // per rank, one per step that counted bytes
+  std::vector<std::vector<double>> static_bytes_;     // per rank, one per step that counted bytes
+  std::vector<std::vector<bool>> feeds_second_half_;  // per rank and action
 };
 
 // Of sorted samples: summed in that order, so the same samples give the same bits; clamped

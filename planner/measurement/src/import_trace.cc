@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -206,25 +207,33 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
       waiting[c->second] = true;
     }
   }
-  rank.actions.resize(n);
+  std::vector<Span> spans(n);
+  for (size_t i = 0; i < n; ++i) spans[i] = HostOrDevice(*matched.by_index[i], waiting[i]);
   for (size_t i = 0; i < n; ++i) {
     const Action& planned = program.actions[i];
-    const TraceAction& traced = *matched.by_index[i];
-    const bool compute = IsCompute(planned.kind);
-    Span span = HostOrDevice(traced, waiting[i]);
-    if (const auto consumer = consumers.find(KeyOf(planned));
-        consumer != consumers.end() && !traced.device_start.has_value()) {
-      // Torch posts a receive and waits for it inside the action that needs the data. An F&B
-      // cell runs its halves one after the other in one range: a gradient for its backward
-      // half is known to have landed only by the cell's end.
-      const TraceAction& user = *matched.by_index[consumer->second];
-      const bool second_half = planned.kind == ActionKind::kRecvBackward &&
-                               program.actions[consumer->second].kind == ActionKind::kOverlapFB;
-      span.end = std::max(span.end, second_half ? user.end : user.work_start);
+    const auto consumer = consumers.find(KeyOf(planned));
+    if (consumer == consumers.end() || matched.by_index[i]->device_start.has_value()) continue;
+    // Torch posts a receive and waits for it inside the action that needs the data. An F&B
+    // cell runs its halves one after the other in one range: a gradient for its backward
+    // half is known to have landed only by the cell's end.
+    const TraceAction& user = *matched.by_index[consumer->second];
+    const bool second_half = planned.kind == ActionKind::kRecvBackward &&
+                             program.actions[consumer->second].kind == ActionKind::kOverlapFB;
+    spans[i].end = std::max(spans[i].end, second_half ? user.end : user.work_start);
+    // Posted early (torch's own schedules post a receive when its sender's action is
+    // scheduled), it is waited for only once the rank's previous compute is done: the
+    // receive counts from there, as the simulator charges it.
+    for (size_t j = consumer->second; j-- > 0;) {
+      if (!IsCompute(program.actions[j].kind)) continue;
+      spans[i].start = std::clamp(spans[j].end, spans[i].start, spans[i].end);
+      break;
     }
-    rank.actions[i] = {.start = span.start + offset,
-                       .end = span.end + offset,
-                       .thread = compute ? kComputeThread : kCommThread};
+  }
+  rank.actions.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    rank.actions[i] = {.start = spans[i].start + offset,
+                       .end = spans[i].end + offset,
+                       .thread = IsCompute(program.actions[i].kind) ? kComputeThread : kCommThread};
   }
   if (memory.empty()) return rank;
   rank.memory_unit = MemoryUnit::kBytes;
@@ -271,6 +280,32 @@ bool HasDeviceSpans(const std::vector<TraceFile>& ranks) {
     }
   }
   return false;
+}
+
+// A rank's actions of its first step: its first ProfilerStep range, or without those up to
+// where its first action comes round again.
+std::vector<const TraceAction*> FirstStep(const TorchTrace& trace) {
+  std::vector<const TraceAction*> step;
+  const double step_end =
+      trace.steps.empty() ? std::numeric_limits<double>::infinity() : trace.steps.front().end;
+  for (const TraceAction& a : trace.actions) {
+    if (!trace.steps.empty() && a.start < trace.steps.front().start) continue;
+    if (a.start > step_end) break;
+    if (!step.empty() && a.action == step.front()->action) break;
+    step.push_back(&a);
+  }
+  return step;
+}
+
+// The stage on the other side of a transfer: the next one for activations sent or gradients
+// received, the previous one otherwise; nullopt past either end of its chain.
+std::optional<StageId> OtherSide(const StageMap& stages, const Action& transfer) {
+  const bool towards_next =
+      transfer.kind == ActionKind::kSendForward || transfer.kind == ActionKind::kRecvBackward;
+  const StageId stage = transfer.stage;
+  if (stage.value < 0 || stage.value >= stages.num_stages()) return std::nullopt;
+  if (towards_next ? stages.IsLast(stage) : stages.IsFirst(stage)) return std::nullopt;
+  return StageId{stage.value + (towards_next ? 1 : -1)};
 }
 
 }  // namespace
@@ -320,19 +355,38 @@ std::vector<std::vector<Action>> ExecutedComputeOrder(const std::vector<TraceFil
   std::vector<std::vector<Action>> order;
   for (const TraceFile& file : ranks) {
     std::vector<Action>& mine = order.emplace_back();
-    const TorchTrace& trace = file.trace;
-    const double step_end =
-        trace.steps.empty() ? std::numeric_limits<double>::infinity() : trace.steps.front().end;
-    for (const TraceAction& a : trace.actions) {
-      if (!trace.steps.empty() && a.start < trace.steps.front().start) continue;
-      if (a.start > step_end) break;
-      if (!IsCompute(a.action.kind)) continue;
-      // Without step ranges, the next step begins where the first action comes round again.
-      if (!mine.empty() && a.action == mine.front()) break;
-      mine.push_back(a.action);
+    for (const TraceAction* a : FirstStep(file.trace)) {
+      if (IsCompute(a->action.kind)) mine.push_back(a->action);
     }
   }
   return order;
+}
+
+StatusOr<std::vector<RankProgram>> ExecutedPrograms(const std::vector<TraceFile>& ranks,
+                                                    const Topology& topology) {
+  const StageMap stages(topology);
+  std::vector<RankProgram> programs;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankProgram& program = programs.emplace_back();
+    program.rank = RankId{static_cast<int>(r)};
+    for (const TraceAction* a : FirstStep(ranks[r].trace)) {
+      Action action = a->action;
+      if (IsComm(action.kind)) {
+        const std::optional<StageId> other = OtherSide(stages, action);
+        if (!other.has_value()) {
+          return InvalidArgument(RankName(ranks[r], r) + ": " + EventOf(*a) +
+                                 " moves data to or from a stage the job does not have");
+        }
+        action.peer = stages.RankOf(*other);
+        if (action.peer == program.rank) {
+          return InvalidArgument(RankName(ranks[r], r) + ": " + EventOf(*a) +
+                                 " is a transfer between two stages of this rank");
+        }
+      }
+      program.actions.push_back(std::move(action));
+    }
+  }
+  return programs;
 }
 
 StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<TraceFile>& ranks,

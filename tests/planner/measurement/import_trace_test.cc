@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pipeplan/formats/torch_csv.h"
+#include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
 #include "test_support.h"
 
@@ -263,6 +264,71 @@ TEST(ImportTrace, StepsWithoutProfilerStepRangesFollowTheProgram) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(),
             "--step 7 is not a complete step of the traces (complete: 0, 1, 2)");
+}
+
+// Torch's own schedules post a receive when its sender's action is scheduled, long before the
+// rank waits for it: the receive counts from the end of the rank's compute before the action
+// that uses its data (where the simulator charges it), not from its post.
+TEST(ImportTrace, AReceivePostedEarlyCountsFromThePreviousCompute) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  Timeline posted_early = known;
+  size_t moved = 0;
+  for (size_t i = 0; i < plan.programs[0].actions.size(); ++i) {
+    if (plan.programs[0].actions[i].kind != ActionKind::kRecvBackward) continue;
+    posted_early.ranks[0].actions[i].start = 0.0;
+    ++moved;
+  }
+  ASSERT_EQ(moved, 4u);
+  const TraceWriter early{plan, posted_early};
+  const StatusOr<TraceImport> imported = ImportTorchTraces(plan, Parse(early, 2), std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  const RankTimeline& rank0 = imported->steps.front().timeline.ranks[0];
+  for (size_t i = 0; i < plan.programs[0].actions.size(); ++i) {
+    if (plan.programs[0].actions[i].kind != ActionKind::kRecvBackward) continue;
+    SCOPED_TRACE(Where(0, i, plan.programs[0].actions[i]));
+    EXPECT_EQ(rank0.actions[i].start, known.ranks[0].actions[i].start);
+  }
+}
+
+// Without --plan the job's executed programs are the plan, its transfers with their peers.
+TEST(ImportTrace, ExecutedProgramsAreThePlanTheJobRan) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  const StatusOr<std::vector<RankProgram>> programs =
+      ExecutedPrograms(Parse(writer, 2), plan.request.topology);
+  ASSERT_TRUE(programs.ok()) << programs.status().message();
+  EXPECT_EQ(*programs, plan.programs);
+  const StatusOr<Plan> rebuilt = BuildPlanFromPrograms(plan.request, *programs);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().message();
+  EXPECT_EQ(rebuilt->programs, plan.programs);
+}
+
+TEST(ImportTrace, AnExecutedTransferPastTheChainsEndIsNamed) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  Plan odd = plan;
+  Timeline odd_known = known;
+  Action send;
+  send.kind = ActionKind::kSendForward;
+  send.stage = StageId(1);  // the last stage: no stage after it to send to
+  send.microbatch = MicrobatchId(0);
+  odd.programs[1].actions.insert(odd.programs[1].actions.begin(), send);
+  odd_known.ranks[1].actions.insert(odd_known.ranks[1].actions.begin(), ActionTiming{});
+  const StatusOr<std::vector<RankProgram>> programs =
+      ExecutedPrograms(Parse(TraceWriter{odd, odd_known}, 2), plan.request.topology);
+  ASSERT_FALSE(programs.ok());
+  EXPECT_NE(programs.status().message().find("rank1.json (rank 1): 1SEND_F0 (event "),
+            std::string::npos)
+      << programs.status().message();
+  EXPECT_NE(programs.status().message().find("a stage the job does not have"), std::string::npos);
+
+  // A plan whose transfers do not pair is refused as any imported plan is.
+  std::vector<RankProgram> unpaired = plan.programs;
+  unpaired[0].actions.erase(
+      std::find_if(unpaired[0].actions.begin(), unpaired[0].actions.end(),
+                   [](const Action& a) { return a.kind == ActionKind::kSendForward; }));
+  EXPECT_FALSE(BuildPlanFromPrograms(plan.request, unpaired).ok());
 }
 
 TEST(ImportTrace, MemoryPerActionAddsUpToThePeak) {

@@ -32,4 +32,8 @@ StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request);
 // For imported orders: runs comm insertion and validation on a given compute order.
 StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order);
 
+// For imported programs that already hold their transfers (a job's executed order): the plan
+// as given, after every check an imported plan file gets (structure and the dry run).
+StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request, std::vector<RankProgram> programs);
+
 }  // namespace pipeplan

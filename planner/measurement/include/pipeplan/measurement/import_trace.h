@@ -50,6 +50,13 @@ StatusOr<std::vector<TraceFile>> OrderByRank(std::vector<TraceFile> files);
 // when none is given).
 std::vector<std::vector<Action>> ExecutedComputeOrder(const std::vector<TraceFile>& ranks);
 
+// Each rank's program of its first step as the job ran it: compute actions and torch's own
+// transfers where torch put them, each transfer's peer the rank `topology` places the stage
+// it moves to or from on. A transfer with no stage on the other side, or one between two
+// stages of one rank (torch's runtime makes none), is an error naming the file and event.
+StatusOr<std::vector<RankProgram>> ExecutedPrograms(const std::vector<TraceFile>& ranks,
+                                                    const Topology& topology);
+
 // `ranks` in rank order (OrderByRank), one per program of `plan`. `step`: the ProfilerStep
 // number to choose (default: the median step by makespan). Errors name the file, the rank,
 // the step, the position in the rank's program and both tokens.
