@@ -21,6 +21,7 @@ The model is an ordinary nn.Module: nothing of it is written for pipeplan.
 
 import argparse
 import datetime
+import json
 import os
 import socket
 import subprocess
@@ -105,6 +106,44 @@ def stage_shapes(index, count):
     return inputs, outputs
 
 
+def saved_activation_bytes(index, count):
+    """What stage `index`'s forward on one microbatch keeps for its backward, from the tensors
+    autograd saved (the last stage's loss included, parameters and the stage's input not):
+    the figure the profiled "F keeps" should match."""
+    stage = Stage(index, count)
+    if index == 0:
+        x = torch.randint(0, VOCAB, (ROWS, SEQUENCE))
+    else:
+        x = torch.randn(ROWS, SEQUENCE, HIDDEN, requires_grad=True)
+    storages = {}
+
+    def pack(tensor):
+        storages[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        out = stage(x)
+        if index == count - 1:
+            loss_fn(out, torch.randint(0, VOCAB, (ROWS, SEQUENCE)))
+    left_out = {p.untyped_storage().data_ptr() for p in stage.parameters()}
+    left_out.add(x.untyped_storage().data_ptr())
+    kept = sum(size for pointer, size in storages.items() if pointer not in left_out)
+    if out.untyped_storage().data_ptr() not in storages:  # held for the send and the backward
+        kept += out.untyped_storage().nbytes()
+    return kept
+
+
+def compare_activations(profile_path, count):
+    """Prints, per stage, the profiled bytes an F keeps next to saved_activation_bytes."""
+    with open(profile_path) as f:
+        stages = json.load(f)["stages"]
+    for index in range(count):
+        measured = float(stages[index]["memory"]["kept_by_forward"]["median"])
+        expected = saved_activation_bytes(index, count)
+        print(f"stage {index}: F keeps {measured:.0f} B measured, {expected} B saved for "
+              f"backward ({(measured - expected) / expected:+.1%})", flush=True)
+
+
 def train(rank, world, port, csv_path, out, steps):
     """One rank of both jobs: our plan from its CSV, then torch's ScheduleZBVZeroBubble."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
@@ -130,21 +169,24 @@ def train(rank, world, port, csv_path, out, steps):
         else:
             schedule = ScheduleZBVZeroBubble(stages, microbatches, loss_fn=loss_fn)
         optimizer = torch.optim.AdamW([p for s in stages for p in s.submod.parameters()], lr=1e-3)
-        losses = []
+        means = []  # per step, the mean loss of its microbatches (on the last stage's rank)
         with profile_steps(os.path.join(out, job), warmup=1, active=steps, quiet=True) as step:
             for _ in range(1 + steps):
                 optimizer.zero_grad()
+                losses = []
                 if 0 in own:
                     schedule.step(inputs, target=targets, losses=losses)
                 else:
                     schedule.step(target=targets, losses=losses)
                 optimizer.step()
-                dist.barrier()  # the step's end, as a loss all-reduce would make it
                 step()
-        if losses:  # M per step, on the rank of the last stage
-            first = sum(x.item() for x in losses[:microbatches]) / microbatches
-            last = sum(x.item() for x in losses[-microbatches:]) / microbatches
-            print(f"{job}: {1 + steps} steps, mean loss {first:.4f} -> {last:.4f}", flush=True)
+                dist.barrier()  # every rank starts the next step together, as a loss
+                #                 all-reduce or global grad-norm clipping would make them
+                if losses:
+                    means.append(sum(x.item() for x in losses) / len(losses))
+        if means:
+            print(f"{job}: {len(means)} steps, mean loss {means[0]:.4f} -> {means[-1]:.4f}",
+                  flush=True)
         dist.barrier()
     dist.destroy_process_group()
 
@@ -207,6 +249,7 @@ def main():
     pipeplan(args.pipeplan, "export", plan, "--format", "torch-csv", "-o", csv_path)
     mp.spawn(train, args=(p, free_port(), csv_path, out, args.steps), nprocs=p, join=True)
     costs = measure(args.pipeplan, out, "pipeplan-zbv", p, plan=plan)
+    compare_activations(os.path.join(out, "pipeplan-zbv-profile.json"), 2 * p)
     measure(args.pipeplan, out, "torch-ZBVZeroBubble", p)
     pipeplan(args.pipeplan, "plan", "--strategy", "auto", "--ranks", p, "--stages-per-rank", 2,
              "--microbatches", m,

@@ -82,10 +82,10 @@ def profile_schedule(schedule, stages, num_stages, microbatches, name, device, a
                 schedule.step(*step_args)
             for s in stages:
                 s.submod.zero_grad(set_to_none=False)
+            next_step()
             # A training loop's per-step sync (loss logging, global grad-norm clipping): every
             # rank starts the next step together, so no step begins behind the last one's tail.
             dist.barrier()
-            next_step()
     if device.type == "cuda":
         torch.cuda.synchronize()
     return os.path.join(out, f"rank{dist.get_rank()}.json.gz")

@@ -3,6 +3,7 @@
 // for timelines that do not fit their plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -316,6 +317,39 @@ TEST(BuildProfileTest, OverlapCellsCountForTheStageOfTheirForwardHalf) {
     cells += cells_by_forward[s];
   }
   EXPECT_GT(cells, 0);
+}
+
+// A host-timed trace says only that a gradient for an F&B cell's backward half landed by the
+// cell's end: such receives give no transfer sample there, and every other receive does.
+TEST(BuildProfileTest, HostTracesGiveNoSampleForAGradientIntoACellsBackwardHalf) {
+  PlanRequest request = MakeRequest("dualpipe-v", 2, 4, 2);
+  request.costs.boundaries = {{.latency = 0.5}, {.latency = 0.5}, {.latency = 0.5}};
+  const Plan plan = BuildOrDie(request);
+  int into_second_halves = 0;
+  for (const RankProgram& program : plan.programs) {
+    for (const Action& cell : program.actions) {
+      if (cell.kind != ActionKind::kOverlapFB) continue;
+      const Action& backward = cell.sub_actions[1];
+      into_second_halves += static_cast<int>(
+          std::count_if(program.actions.begin(), program.actions.end(), [&](const Action& a) {
+            return a.kind == ActionKind::kRecvBackward && a.stage == backward.stage &&
+                   a.microbatch == backward.microbatch;
+          }));
+    }
+  }
+  ASSERT_GT(into_second_halves, 0) << "no cell's backward half receives its gradient";
+  const auto samples = [&](OpClock clock) {
+    Timeline step = testing::SimulateOrDie(plan);
+    for (RankTimeline& rank : step.ranks) rank.clock = clock;
+    const StatusOr<Profile> profile = BuildProfile(plan, std::vector<Timeline>{step}, {});
+    EXPECT_TRUE(profile.ok()) << profile.status().message();
+    int count = 0;
+    for (const BoundaryProfile& b : profile->boundaries)
+      count += b.transfer.samples + b.late_receives;
+    return count;
+  };
+  EXPECT_EQ(samples(OpClock::kProfilerHost), samples(OpClock::kHost) - into_second_halves);
+  EXPECT_EQ(samples(OpClock::kProfilerDevice), samples(OpClock::kHost));
 }
 
 // ---------------------------------------------------------------------------------------------
