@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "pipeplan/model/text_format.h"
@@ -150,19 +151,9 @@ class AutoSearcher {
     return std::move(planned->plan);
   }
 
-  static double LeastGreedyLimit(const PlanRequest& request) {
-    double activation = 0.0;
-    for (int s = 0; s < request.topology.num_stages(); ++s) {
-      activation = std::max(
-          activation, request.memory.Activation(StageId(s), ChunksPerShare(request.topology)));
-    }
-    return request.memory.LargestFixed(request.topology.stages_per_rank *
-                                       request.topology.microbatches) +
-           activation;
-  }
-
-  // With a limit nothing fits: find the smallest limit that would, by planning without one
-  // (the greedy zb with the least limit it can take).
+  // With a limit nothing fits: find the smallest limit that would. A candidate that plans
+  // under a limit (zb, zbv) needs the smallest limit it takes, which its own peak may stay
+  // below; any other needs its peak.
   Status NothingFits() const {
     if (!request_.memory.limit.has_value()) {
       return InvalidArgument("auto: no strategy can plan this request (" + FirstReason() + ")");
@@ -170,26 +161,11 @@ class AutoSearcher {
     double smallest = std::numeric_limits<double>::infinity();
     std::string needed_by;
     for (const AutoCandidate& candidate : candidates_) {
-      PlanRequest unlimited = candidate.request;
-      // The zb greedy keeps under its limit: the least it takes is one activation in flight
-      // on top of what else a rank holds; it fits that limit, not just its own peak.
-      const bool greedy = unlimited.strategy == "zb";
-      if (greedy) {
-        unlimited.memory.limit = LeastGreedyLimit(unlimited);
-      } else {
-        unlimited.memory.limit.reset();
-      }
-      StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(unlimited);
-      if (!planned.ok()) continue;
-      double peak = 0;
-      for (const RankTimeline& rank : planned->timeline.ranks) {
-        peak = std::max(peak, rank.peak_memory);
-      }
-      if (greedy) peak = std::max(peak, *unlimited.memory.limit);
-      if (peak < smallest) {
-        smallest = peak;
-        needed_by =
-            unlimited.strategy + " (V=" + std::to_string(unlimited.topology.stages_per_rank) + ")";
+      const std::optional<double> needed = SmallestLimitOf(candidate.request);
+      if (needed.has_value() && *needed < smallest) {
+        smallest = *needed;
+        needed_by = candidate.request.strategy +
+                    " (V=" + std::to_string(candidate.request.topology.stages_per_rank) + ")";
       }
     }
     if (!std::isfinite(smallest)) {
@@ -201,6 +177,28 @@ class AutoSearcher {
                               request_.memory.Describe(*request_.memory.limit) +
                               "; the smallest limit that fits is " +
                               request_.memory.Describe(smallest) + ", needed by " + needed_by);
+  }
+
+  // The smallest limit with which `request`'s strategy plans it and its plan's peak holds
+  // it; nullopt when it cannot plan the request at all.
+  static std::optional<double> SmallestLimitOf(PlanRequest request) {
+    const Strategy* strategy = FindStrategy(request.strategy);
+    request.memory.limit.reset();
+    if (strategy != nullptr && strategy->smallest_limit != nullptr) {
+      StatusOr<PlanRequest> normalized = NormalizeRequest(request);
+      if (!normalized.ok()) return std::nullopt;
+      const StatusOr<double> least =
+          strategy->smallest_limit(*normalized, StageMap(normalized->topology));
+      if (!least.ok()) return std::nullopt;
+      request.memory.limit = *least;
+    }
+    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(request);
+    if (!planned.ok()) return std::nullopt;
+    double peak = request.memory.limit.value_or(0.0);
+    for (const RankTimeline& rank : planned->timeline.ranks) {
+      peak = std::max(peak, rank.peak_memory);
+    }
+    return peak;
   }
 
   std::string FirstReason() const {

@@ -25,6 +25,9 @@ StatusOr<ComputeOrder> GenerateZb(const PlanRequest& request, const StageMap& st
 StatusOr<ComputeOrder> GenerateZb1p(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateZb2p(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateZbv(const PlanRequest& request, const StageMap& stages);
+// The smallest memory limit (per rank) with which the greedy ones plan the request.
+StatusOr<double> SmallestZbLimit(const PlanRequest& request, const StageMap& stages);
+StatusOr<double> SmallestZbvLimit(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateVHalf(const PlanRequest& request, const StageMap& stages);
 StatusOr<ComputeOrder> GenerateVMin(const PlanRequest& request, const StageMap& stages);
 

@@ -385,27 +385,35 @@ ZbProblem MakeProblem(const PlanRequest& request, const StageMap& stages, double
   return problem;
 }
 
-// Every rank must hold at least one microbatch's activation on top of its static memory.
-Status CheckLimitHoldsOneMicrobatch(const PlanRequest& request, const ZbProblem& problem) {
+// The least limit the greedy scheduler takes: every rank must hold one microbatch's activation
+// on top of its static memory. `worst_rank` needs the most.
+struct LeastLimit {
   double needed = 0.0;
   int worst_rank = 0;
-  bool fits = true;
+};
+LeastLimit LeastLimitOf(const ZbProblem& problem) {
+  LeastLimit least;
   for (size_t r = 0; r < problem.stages.size(); ++r) {
-    const ZbStage& spec = problem.stages[r];
-    const double rank_needed = problem.static_memory + spec.activation;
-    if (rank_needed > needed) {
-      needed = rank_needed;
-      worst_rank = static_cast<int>(r);
-    }
-    if (rank_needed > spec.limit * (1 + kLimitSlack)) fits = false;
+    const double rank_needed = problem.static_memory + problem.stages[r].activation;
+    if (rank_needed > least.needed) least = {rank_needed, static_cast<int>(r)};
   }
+  return least;
+}
+
+Status CheckLimitHoldsOneMicrobatch(const PlanRequest& request, const ZbProblem& problem) {
+  const bool fits =
+      std::all_of(problem.stages.begin(), problem.stages.end(), [&](const ZbStage& s) {
+        return problem.static_memory + s.activation <= s.limit * (1 + kLimitSlack);
+      });
   if (fits) return Status::Ok();
+  const LeastLimit least = LeastLimitOf(problem);
   return InvalidArgument(
       request.strategy + ": memory limit " + request.memory.Describe(problem.stages.front().limit) +
-      " is too small; the smallest limit that works is " + request.memory.Describe(needed) + " (" +
-      request.memory.FixedName() + " " + FormatNumber(problem.static_memory) +
-      " + one microbatch's activation " + FormatNumber(problem.stages[worst_rank].activation) +
-      " on rank " + std::to_string(worst_rank) + ")");
+      " is too small; the smallest limit that works is " + request.memory.Describe(least.needed) +
+      " (" + request.memory.FixedName() + " " + FormatNumber(problem.static_memory) +
+      " + one microbatch's activation " +
+      FormatNumber(problem.stages[least.worst_rank].activation) + " on rank " +
+      std::to_string(least.worst_rank) + ")");
 }
 
 ComputeOrder ToComputeOrder(const ZbCandidate& candidate, const StageMap& stages) {
@@ -469,6 +477,10 @@ StatusOr<ComputeOrder> GenerateZb2p(const PlanRequest& request, const StageMap& 
   if (request.memory.limit.has_value())
     return ScheduleZb(request, stages, *request.memory.limit, 0);
   return ScheduleZb(request, stages, 0.0, 2);
+}
+
+StatusOr<double> SmallestZbLimit(const PlanRequest& request, const StageMap& stages) {
+  return LeastLimitOf(MakeProblem(request, stages, 0.0, 0)).needed;
 }
 
 }  // namespace pipeplan::strategies

@@ -639,13 +639,48 @@ ComputeOrder ToComputeOrder(const ZbvModel& model, const PassResult& pass) {
   return order;
 }
 
-// Searches upward, in whole chunk activations (of the largest stage), for the smallest
-// limit with which a pass finishes, and names it.
-Status LimitTooSmall(const PlanRequest& request, ZbvModel model) {
+double LargestActivation(const ZbvModel& model) {
   double unit = 0.0;
   for (int rank = 0; rank < model.ranks; ++rank) {
     unit = std::max(unit, LargestActivationOnRank(model, rank));
   }
+  return unit;
+}
+
+// Whether a pass finishes with every rank's limit at `limit`.
+bool PlansAt(ZbvModel& model, double limit) {
+  std::fill(model.limit.begin(), model.limit.end(), limit);
+  return BestOfFillSettings(model).has_value();
+}
+
+// The smallest limit with which a pass finishes, above `fails` (a limit it does not finish
+// with): the first whole number of chunk activations (of the largest stage) that works, by
+// bisection over the count, then bisection within that last activation to a relative 1e-9,
+// since with unequal stages the threshold lies between whole activations. nullopt when not
+// even every activation held at once (2M per rank, beyond which a limit cannot bind) works.
+std::optional<double> SmallestWorkingLimit(ZbvModel model, double fails) {
+  const double unit = LargestActivation(model);
+  const int most = 2 * model.microbatches + 1;
+  const auto limit_of = [&](int units) { return model.static_memory + units * unit; };
+  int low = static_cast<int>(
+      std::floor(std::clamp((fails - model.static_memory) / unit, 0.0, static_cast<double>(most))));
+  if (!PlansAt(model, limit_of(most))) return std::nullopt;
+  int high = most;  // plans; `low` units (or `fails`, whichever is more) does not
+  while (high - low > 1) {
+    const int middle = low + (high - low) / 2;
+    (PlansAt(model, limit_of(middle)) ? high : low) = middle;
+  }
+  double below = std::max(fails, limit_of(low));
+  double works = limit_of(high);
+  while (works - below > 1e-9 * works) {
+    const double middle = below + (works - below) / 2;
+    (PlansAt(model, middle) ? works : below) = middle;
+  }
+  return works;
+}
+
+// Names the smallest limit above the one asked for with which a pass finishes.
+Status LimitTooSmall(const PlanRequest& request, const ZbvModel& model) {
   const std::string shape =
       "P=" + std::to_string(model.ranks) + ", M=" + std::to_string(model.microbatches);
   const std::string asked =
@@ -653,38 +688,50 @@ Status LimitTooSmall(const PlanRequest& request, ZbvModel model) {
           ? "memory limit " + request.memory.Describe(*request.memory.limit)
           : "the default memory limit (1F1B's peak: static + 2P chunk activations, " +
                 FormatNumber(model.limit.front()) + " on rank 0)";
-  const double asked_units =
-      (*std::min_element(model.limit.begin(), model.limit.end()) - model.static_memory) / unit;
-  // Beyond 2M chunk activations per rank the limit can no longer bind.
-  const int most = 2 * model.microbatches + 1;
-  const double first = std::floor(std::clamp(asked_units, 0.0, static_cast<double>(most))) + 1;
-  for (int units = static_cast<int>(first); units <= most; ++units) {
-    const double limit = model.static_memory + units * unit;
-    std::fill(model.limit.begin(), model.limit.end(), limit);
-    if (!BestOfFillSettings(model).has_value()) continue;
-    return InvalidArgument(
-        "zbv: " + asked + " is too small for " + shape +
-        " (the greedy V schedule gets stuck); the smallest limit that works is " +
-        request.memory.Describe(limit) + " (" + request.memory.FixedName() + " " +
-        FormatNumber(model.static_memory) + " + " + std::to_string(units) +
-        " chunk activations of " + FormatNumber(unit) + ")");
+  const std::optional<double> smallest =
+      SmallestWorkingLimit(model, *std::min_element(model.limit.begin(), model.limit.end()));
+  if (!smallest.has_value()) {
+    return InvalidArgument("zbv: the greedy V schedule gets stuck for " + shape +
+                           " even with every activation held at once (" + asked + ")");
   }
-  return InvalidArgument("zbv: the greedy V schedule gets stuck for " + shape +
-                         " even with every activation held at once (" + asked + ")");
+  const double unit = LargestActivation(model);
+  return InvalidArgument("zbv: " + asked + " is too small for " + shape +
+                         " (the greedy V schedule gets stuck); the smallest limit that works is " +
+                         request.memory.Describe(*smallest) + " (" + request.memory.FixedName() +
+                         " " + FormatNumber(model.static_memory) + " + " +
+                         FormatNumber((*smallest - model.static_memory) / unit) +
+                         " chunk activations of " + FormatNumber(unit) + ")");
+}
+
+Status CheckZbvPlacement(const Topology& topology) {
+  if (topology.placement == Placement::kVShape && topology.stages_per_rank == 2) {
+    return Status::Ok();
+  }
+  return InvalidArgument("zbv needs the V placement with 2 stages per rank, got V=" +
+                         std::to_string(topology.stages_per_rank) +
+                         " placement=" + std::string(PlacementName(topology.placement)));
 }
 
 }  // namespace
 
 StatusOr<ComputeOrder> GenerateZbv(const PlanRequest& request, const StageMap& stages) {
-  if (request.topology.placement != Placement::kVShape || request.topology.stages_per_rank != 2) {
-    return InvalidArgument("zbv needs the V placement with 2 stages per rank, got V=" +
-                           std::to_string(request.topology.stages_per_rank) +
-                           " placement=" + std::string(PlacementName(request.topology.placement)));
-  }
+  PIPEPLAN_RETURN_IF_ERROR(CheckZbvPlacement(request.topology));
   ZbvModel model = MakeModel(request, stages);
   const std::optional<PassResult> best = BestOfFillSettings(model);
-  if (!best.has_value()) return LimitTooSmall(request, std::move(model));
+  if (!best.has_value()) return LimitTooSmall(request, model);
   return ToComputeOrder(model, *best);
+}
+
+StatusOr<double> SmallestZbvLimit(const PlanRequest& request, const StageMap& stages) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckZbvPlacement(request.topology));
+  const ZbvModel model = MakeModel(request, stages);
+  const std::optional<double> smallest = SmallestWorkingLimit(model, model.static_memory);
+  if (!smallest.has_value()) {
+    return InvalidArgument(
+        "zbv: the greedy V schedule gets stuck even with every activation "
+        "held at once");
+  }
+  return *smallest;
 }
 
 }  // namespace pipeplan::strategies

@@ -11,6 +11,9 @@
 namespace pipeplan {
 
 using GenerateFn = StatusOr<ComputeOrder> (*)(const PlanRequest& request, const StageMap& stages);
+// For strategies that plan under request.memory.limit: the smallest limit (per rank, static
+// included) with which `generate` plans the request. The limit in `request` is ignored.
+using SmallestLimitFn = StatusOr<double> (*)(const PlanRequest& request, const StageMap& stages);
 
 struct Strategy {
   std::string_view name;
@@ -19,6 +22,7 @@ struct Strategy {
   int min_stages_per_rank;  // V range the strategy accepts
   int max_stages_per_rank;  // 0 = no upper bound
   GenerateFn generate;
+  SmallestLimitFn smallest_limit = nullptr;  // nullptr: the strategy ignores a memory limit
 };
 
 // Every strategy, in catalogue order (the order `compare` prints them).
