@@ -1,6 +1,6 @@
 // The smallest memory limit an error reports plans: for zb, zbv and auto on random non-uniform
-// costs and activations, a request with the reported limit plans and its peak holds it. And it
-// is the smallest: a limit 0.1% below it is refused again.
+// costs and activations, a request with the reported limit, or one above it, plans and its peak
+// holds it. And it is the smallest: a limit 0.1% below it is refused again.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,12 +84,16 @@ void ForEachRefusal(const Case& c, Check check) {
 
 class SmallestLimit : public ::testing::TestWithParam<Case> {};
 
-TEST_P(SmallestLimit, PlansAtTheReportedLimit) {
+TEST_P(SmallestLimit, PlansAtTheReportedLimitAndAboveIt) {
   ForEachRefusal(GetParam(), [](PlanRequest request, double smallest) {
-    request.memory.limit = smallest;
-    const StatusOr<Plan> plan = BuildPlan(request);
-    ASSERT_TRUE(plan.ok()) << "at the reported " << smallest << ": " << plan.status().message();
-    EXPECT_LE(PeakMemory(testing::SimulateOrDie(*plan)), smallest * (1 + 1e-9));
+    for (const double above : {0.0, 1e-3, 0.05, 0.3}) {
+      const double limit = smallest * (1 + above);
+      request.memory.limit = limit;
+      const StatusOr<Plan> plan = BuildPlan(request);
+      ASSERT_TRUE(plan.ok()) << "at " << limit << " (the reported " << smallest
+                             << "): " << plan.status().message();
+      EXPECT_LE(PeakMemory(testing::SimulateOrDie(*plan)), limit * (1 + 1e-9));
+    }
   });
 }
 

@@ -679,6 +679,31 @@ std::optional<double> SmallestWorkingLimit(ZbvModel model, double fails) {
   return works;
 }
 
+// The greedy pass is not monotone in the limit: stuck under one limit, it may finish under a
+// smaller one, and that plan keeps the larger limit too. Steps every rank's limit down in whole
+// chunk activations (of the largest stage) while each rank can still hold one, then tries
+// the smallest limit that works at all.
+std::optional<PassResult> BelowTheLimit(ZbvModel model) {
+  const double unit = LargestActivation(model);
+  const std::vector<double> asked = model.limit;
+  for (int units = 1;; ++units) {
+    bool holds_one = true;
+    for (int rank = 0; rank < model.ranks; ++rank) {
+      model.limit[rank] = asked[rank] - units * unit;
+      holds_one = holds_one &&
+                  model.limit[rank] >= model.static_memory + LargestActivationOnRank(model, rank);
+    }
+    if (!holds_one) break;
+    if (std::optional<PassResult> result = BestOfFillSettings(model)) return result;
+  }
+  const std::optional<double> smallest = SmallestWorkingLimit(model, model.static_memory);
+  if (!smallest.has_value() || *smallest > *std::min_element(asked.begin(), asked.end())) {
+    return std::nullopt;
+  }
+  std::fill(model.limit.begin(), model.limit.end(), *smallest);
+  return BestOfFillSettings(model);
+}
+
 // Names the smallest limit above the one asked for with which a pass finishes.
 Status LimitTooSmall(const PlanRequest& request, const ZbvModel& model) {
   const std::string shape =
@@ -717,7 +742,8 @@ Status CheckZbvPlacement(const Topology& topology) {
 StatusOr<ComputeOrder> GenerateZbv(const PlanRequest& request, const StageMap& stages) {
   PIPEPLAN_RETURN_IF_ERROR(CheckZbvPlacement(request.topology));
   ZbvModel model = MakeModel(request, stages);
-  const std::optional<PassResult> best = BestOfFillSettings(model);
+  std::optional<PassResult> best = BestOfFillSettings(model);
+  if (!best.has_value()) best = BelowTheLimit(model);
   if (!best.has_value()) return LimitTooSmall(request, model);
   return ToComputeOrder(model, *best);
 }
