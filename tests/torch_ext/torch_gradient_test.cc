@@ -1,6 +1,7 @@
-// The torch executor against a single-process, non-pipelined reference: for each strategy,
-// 2 and 4 ranks, in-process (threads) and over Gloo (processes spawned by pipeplan-torch),
-// the loss and every parameter gradient of one step match (fp32, rtol 1e-5).
+// The torch executor against a single-process, non-pipelined reference: for every strategy
+// it accepts (all but dual placement, which it refuses), at 2 and 4 ranks in-process
+// (threads), and for five of them also over Gloo (processes spawned by pipeplan-torch), the
+// loss and every parameter gradient of one step match (fp32, rtol 1e-5).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,6 +9,8 @@
 
 #include "gradient_check.h"
 #include "pipeplan/planner/planner.h"
+#include "pipeplan/strategies/strategy.h"
+#include "pipeplan/torch_ext/torch_executor.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 
 namespace pipeplan::torch_ext {
@@ -24,6 +27,7 @@ struct GradientCase {
   std::string strategy;
   int ranks = 2;
   bool gloo = false;
+  int stages_per_rank = 1;
 };
 
 class TorchGradients : public ::testing::TestWithParam<GradientCase> {};
@@ -34,8 +38,7 @@ TEST_P(TorchGradients, MatchANonPipelinedReference) {
   request.strategy = c.strategy;
   request.topology.ranks = c.ranks;
   request.topology.microbatches = 2 * c.ranks;
-  const bool two_chunks = c.strategy != "1f1b" && c.strategy != "zb-h1";
-  request.topology.stages_per_rank = two_chunks ? 2 : 1;
+  request.topology.stages_per_rank = c.stages_per_rank;
   const StatusOr<Plan> plan = BuildPlan(request);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ModelConfig config;
@@ -59,11 +62,18 @@ TEST_P(TorchGradients, MatchANonPipelinedReference) {
   ExpectMatches(got, want);
 }
 
+// Every strategy but dual placement in-process at its smallest V; five of them over Gloo too.
 std::vector<GradientCase> Cases() {
   std::vector<GradientCase> cases;
-  for (const char* strategy : {"1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipe-v"}) {
+  for (const Strategy& strategy : AllStrategies()) {
+    if (strategy.placement == Placement::kDual) continue;
+    const std::string name(strategy.name);
+    const int v = strategy.min_stages_per_rank;
+    const bool gloo = name == "1f1b" || name == "interleaved-1f1b" || name == "zb-h1" ||
+                      name == "zbv" || name == "dualpipe-v";
     for (const int ranks : {2, 4}) {
-      for (const bool gloo : {false, true}) cases.push_back({strategy, ranks, gloo});
+      cases.push_back({name, ranks, false, v});
+      if (gloo) cases.push_back({name, ranks, true, v});
     }
   }
   return cases;
@@ -79,6 +89,23 @@ INSTANTIATE_TEST_SUITE_P(Strategies, TorchGradients, ::testing::ValuesIn(Cases()
                            }
                            return name;
                          });
+
+// Two model copies (dualpipe) are refused up front, naming what to use instead.
+TEST(TorchGradientsRefusal, DualPlacementIsRefusedNamingDualpipeV) {
+  PlanRequest request;
+  request.strategy = "dualpipe";
+  request.topology.ranks = 2;
+  request.topology.microbatches = 4;
+  request.topology.stages_per_rank = 2;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  TorchExecutorOptions options;
+  const auto executor = TorchExecutor::Create(*plan, RankId(0), options);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_NE(executor.status().message().find("does not run dual placement"), std::string::npos)
+      << executor.status().message();
+  EXPECT_NE(executor.status().message().find("use dualpipe-v"), std::string::npos);
+}
 
 }  // namespace
 }  // namespace pipeplan::torch_ext
