@@ -681,31 +681,24 @@ std::optional<double> SmallestWorkingLimit(ZbvModel model, double fails) {
 
 // The greedy pass is not monotone in the limit: stuck under one limit, it may finish under a
 // smaller one, and that plan keeps the larger limit too. Steps every rank's limit down in whole
-// chunk activations (of the largest stage) while each rank can still hold one, then tries
-// the smallest limit that works at all.
-std::optional<PassResult> BelowTheLimit(ZbvModel model) {
+// chunk activations (of the largest stage) while each rank can still hold one.
+std::optional<PassResult> StepDown(ZbvModel model) {
   const double unit = LargestActivation(model);
   const std::vector<double> asked = model.limit;
   for (int units = 1;; ++units) {
-    bool holds_one = true;
     for (int rank = 0; rank < model.ranks; ++rank) {
       model.limit[rank] = asked[rank] - units * unit;
-      holds_one = holds_one &&
-                  model.limit[rank] >= model.static_memory + LargestActivationOnRank(model, rank);
+      if (model.limit[rank] < model.static_memory + LargestActivationOnRank(model, rank)) {
+        return std::nullopt;
+      }
     }
-    if (!holds_one) break;
     if (std::optional<PassResult> result = BestOfFillSettings(model)) return result;
   }
-  const std::optional<double> smallest = SmallestWorkingLimit(model, model.static_memory);
-  if (!smallest.has_value() || *smallest > *std::min_element(asked.begin(), asked.end())) {
-    return std::nullopt;
-  }
-  std::fill(model.limit.begin(), model.limit.end(), *smallest);
-  return BestOfFillSettings(model);
 }
 
-// Names the smallest limit above the one asked for with which a pass finishes.
-Status LimitTooSmall(const PlanRequest& request, const ZbvModel& model) {
+// Names `smallest`, the smallest limit with which a pass finishes (above the one asked for).
+Status LimitTooSmall(const PlanRequest& request, const ZbvModel& model,
+                     std::optional<double> smallest) {
   const std::string shape =
       "P=" + std::to_string(model.ranks) + ", M=" + std::to_string(model.microbatches);
   const std::string asked =
@@ -713,8 +706,6 @@ Status LimitTooSmall(const PlanRequest& request, const ZbvModel& model) {
           ? "memory limit " + request.memory.Describe(*request.memory.limit)
           : "the default memory limit (1F1B's peak: static + 2P chunk activations, " +
                 FormatNumber(model.limit.front()) + " on rank 0)";
-  const std::optional<double> smallest =
-      SmallestWorkingLimit(model, *std::min_element(model.limit.begin(), model.limit.end()));
   if (!smallest.has_value()) {
     return InvalidArgument("zbv: the greedy V schedule gets stuck for " + shape +
                            " even with every activation held at once (" + asked + ")");
@@ -743,9 +734,20 @@ StatusOr<ComputeOrder> GenerateZbv(const PlanRequest& request, const StageMap& s
   PIPEPLAN_RETURN_IF_ERROR(CheckZbvPlacement(request.topology));
   ZbvModel model = MakeModel(request, stages);
   std::optional<PassResult> best = BestOfFillSettings(model);
-  if (!best.has_value()) best = BelowTheLimit(model);
-  if (!best.has_value()) return LimitTooSmall(request, model);
-  return ToComputeOrder(model, *best);
+  if (!best.has_value()) best = StepDown(model);
+  if (best.has_value()) return ToComputeOrder(model, *best);
+  // Stuck under the limit and every whole activation below it: the smallest limit that works
+  // at all plans too when it is no larger, else it is what the error names.
+  const std::optional<double> smallest = SmallestWorkingLimit(model, model.static_memory);
+  if (smallest.has_value() &&
+      *smallest <= *std::min_element(model.limit.begin(), model.limit.end())) {
+    ZbvModel at_smallest = model;
+    std::fill(at_smallest.limit.begin(), at_smallest.limit.end(), *smallest);
+    if (std::optional<PassResult> planned = BestOfFillSettings(at_smallest)) {
+      return ToComputeOrder(model, *planned);
+    }
+  }
+  return LimitTooSmall(request, model, smallest);
 }
 
 StatusOr<double> SmallestZbvLimit(const PlanRequest& request, const StageMap& stages) {
