@@ -21,10 +21,13 @@ import subprocess
 import sys
 import tempfile
 
+INTEROP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch_interop")
+sys.path.insert(0, INTEROP)
+import interop_support as support  # noqa: E402  (the test's own import -> diff steps)
+
 SCHEDULES = ["ScheduleZBVZeroBubble", "ScheduleDualPipeV"]
 BUDGET = 0.15
-JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch_interop",
-                   "trace_job.py")
+JOB = os.path.join(INTEROP, "trace_job.py")
 
 
 def free_port():
@@ -33,32 +36,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def pipeplan(binary, *args):
-    result = subprocess.run([binary, *map(str, args)], capture_output=True, text=True,
-                            check=False)
-    if result.returncode != 0:
-        sys.exit(f"pipeplan {' '.join(map(str, args))} failed:\n{result.stderr}")
-    return result.stdout
-
-
-def error_of(binary, work, name, ranks):
-    """diff's makespan error of one job, as a fraction."""
-    traces = [os.path.join(work, "traces", name, f"rank{r}.json.gz") for r in range(ranks)]
-    measured, plan = (os.path.join(work, f"{name}-{x}.pb") for x in ("measured", "ran"))
-    profile = os.path.join(work, f"{name}-profile.json")
-    costs = os.path.join(work, f"{name}-costs.txtpb")
-    simulated = os.path.join(work, f"{name}-simulated.pb")
-    pipeplan(binary, "import", "--format", "torch-trace", *traces, "-o", measured,
-             "--plan-output", plan)
-    pipeplan(binary, "profile", measured, "-o", profile)
-    pipeplan(binary, "calibrate", profile, "-o", costs)
-    pipeplan(binary, "simulate", plan, "--costs", costs, "--timeline", simulated)
-    diff = pipeplan(binary, "diff", simulated, measured)
-    row = next(line for line in diff.splitlines() if line.startswith("makespan"))
-    return float(row.split()[-1].rstrip("%")) / 100
-
-
-def one_run(binary, ranks):
+def one_run(ranks):
     with tempfile.TemporaryDirectory(prefix="pipeplan-trace-accuracy-") as work:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                    "--master-addr", "127.0.0.1", "--master-port", str(free_port()), JOB,
@@ -69,7 +47,9 @@ def one_run(binary, ranks):
         job = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
         if job.returncode != 0:
             sys.exit(f"the traced job failed:\n{job.stdout[-2000:]}\n{job.stderr[-2000:]}")
-        return {name: error_of(binary, work, name, ranks) for name in SCHEDULES}
+        return {name: support.simulated_error(
+            [os.path.join(work, "traces", name, f"rank{r}.json.gz") for r in range(ranks)],
+            work, name) for name in SCHEDULES}
 
 
 def main():
@@ -78,9 +58,10 @@ def main():
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    os.environ["PIPEPLAN_CLI"] = os.path.abspath(args.pipeplan)
     errors = {name: [] for name in SCHEDULES}
     for run in range(args.runs):
-        for name, error in one_run(args.pipeplan, args.ranks).items():
+        for name, error in one_run(args.ranks).items():
             errors[name].append(error)
         print(f"run {run + 1} of {args.runs} done", file=sys.stderr, flush=True)
     print(f"| torch schedule, P = {args.ranks} | runs | median | budget | |")

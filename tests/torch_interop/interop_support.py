@@ -54,6 +54,24 @@ def run_pipeplan(*args, stdin=None):
     return result.stdout, result.stderr
 
 
+def simulated_error(traces, work, name):
+    """Imports a job's traces without a plan (the plan is what it ran), calibrates a cost model
+    from them, simulates that plan with it and returns diff's makespan error: the measured step
+    relative to the simulated one, as a fraction. Files go to `work`, named after `name`."""
+    measured, plan = (os.path.join(work, f"{name}-{x}.pb") for x in ("measured", "ran"))
+    profile = os.path.join(work, f"{name}-profile.json")
+    costs = os.path.join(work, f"{name}-costs.txtpb")
+    simulated = os.path.join(work, f"{name}-simulated.pb")
+    run_pipeplan("import", "--format", "torch-trace", *traces, "-o", measured,
+                 "--plan-output", plan)
+    run_pipeplan("profile", measured, "-o", profile)
+    run_pipeplan("calibrate", profile, "-o", costs)
+    run_pipeplan("simulate", plan, "--costs", costs, "--timeline", simulated)
+    diff = run_pipeplan("diff", simulated, measured)[0]
+    row = next(line for line in diff.splitlines() if line.startswith("makespan"))
+    return float(row.split()[-1].rstrip("%")) / 100
+
+
 def plan_args(strategy, ranks, stages_per_rank, microbatches, *extra):
     return ["plan", "--strategy", strategy, "--ranks", ranks, "--stages-per-rank",
             stages_per_rank, "--microbatches", microbatches, *extra]

@@ -130,8 +130,8 @@ class TraceImport(unittest.TestCase):
     def test_torch_schedules_import_without_a_plan_as_they_ran(self):
         for name in TORCH_SCHEDULES:
             with self.subTest(schedule=name):
-                measured = os.path.join(self.work, f"{name}-measured.pb")
-                plan = os.path.join(self.work, f"{name}-ran.pb")
+                measured = os.path.join(self.work, f"{name}-check.pb")
+                plan = os.path.join(self.work, f"{name}-check-ran.pb")
                 result = self.run_import(*self.traces(name), "-o", measured, "--plan-output", plan)
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertIn("no --plan", result.stderr)
@@ -142,25 +142,11 @@ class TraceImport(unittest.TestCase):
                     rows = [[c for c in line.strip().split(",") if not c.endswith("REDUCE_GRAD")]
                             for line in f if line.strip()]
                 self.assertEqual(rows, [self.executed_tokens(t) for t in self.traces(name)])
-                error = self.simulated_error(name, measured, plan)
+                error = support.simulated_error(self.traces(name), self.work, name)
                 print(f"{name} P={self.ranks}: measured step {error:+.1%} from simulated",
                       flush=True)
                 if self.ranks == 2:
                     self.assertLess(abs(error), GROSS_ERROR)
-
-    def simulated_error(self, name, measured, plan):
-        """Calibrates from the imported timeline, simulates the plan it ran with those costs
-        and returns diff's makespan error (measured relative to simulated)."""
-        profile = os.path.join(self.work, f"{name}-profile.json")
-        costs = os.path.join(self.work, f"{name}-costs.txtpb")
-        simulated = os.path.join(self.work, f"{name}-simulated.pb")
-        support.run_pipeplan("profile", measured, "-o", profile)
-        support.run_pipeplan("calibrate", profile, "-o", costs)
-        support.run_pipeplan("simulate", plan, "--costs", costs, "--timeline", simulated)
-        diff = support.run_pipeplan("diff", simulated, measured)[0]
-        row = next(line for line in diff.splitlines() if line.startswith("makespan"))
-        return float(row.split()[-1].rstrip("%")) / 100
-
 
 def main():
     parser = argparse.ArgumentParser()
