@@ -1,8 +1,8 @@
-// Files written by earlier builds, committed under tests/data/release-* with the script that
-// wrote them (make_files.sh, which names the commit), read back by this build: plans simulate
-// to the figures the old build printed, requests plan the same order, old timelines diff and
-// profile, old profiles calibrate, old cost files simulate to the old figures. Binary files from
-// before files recorded their kind are refused with the way out.
+// Files written by earlier builds, committed under tests/data/release-* by
+// tests/data/make_release_files.sh (which names each commit), read back by this build: plans
+// simulate to the figures the old build printed, requests plan the same order, old timelines diff
+// and profile, old profiles calibrate, old cost files simulate to the old figures. Binary files
+// from before files recorded their kind are refused with the way out.
 #include <gtest/gtest.h>
 
 #include <fstream>
