@@ -5,12 +5,14 @@
 #include <string>
 
 #include "commands.h"
+#include "cp_sat_solver.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/planner/optimal.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
 
@@ -43,6 +45,9 @@ Request:
                                optimizer post-validation (PV) on every rank and tag the receives
                                a failed validation must drain as rollback; other strategies
                                fail with exit 1 (with auto: only this family is searched)
+  --time-limit SEC             optimal, optimal-v, optimal-fb: seconds the solver may search,
+                               number > 0 (default 60); it stops earlier when it proves the
+                               optimum, and reports its progress on stderr every 5 s
   --request FILE               take the whole request (topology, strategy, costs, memory)
                                from a text-format or JSON PlanRequest; excludes the flags above
 
@@ -85,17 +90,26 @@ Examples:
   pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --post-validation -o zbv.pb
   pipeplan plan --strategy 1f1b-overlap --ranks 4 --microbatches 8 --overlap 2.5 -o o.pb
   pipeplan plan --strategy auto --ranks 8 --microbatches 24 --memory-limit 8 -o best.pb
+  pipeplan plan --strategy optimal --ranks 4 --microbatches 8 --memory-limit 3 \
+      --time-limit 30 -o optimal.pb
   pipeplan plan --request request.textproto -o plan.pb
+
+The solver-made strategies (optimal, optimal-v, optimal-fb) run OR-Tools' CP-SAT
+(scripts/setup_solver.sh installs it), start from the best plan of the catalogue for the same
+request, never return a slower one, and say on stderr and in the plan's provenance whether
+the result is proven optimal or how far it may be from the optimum. F&B overlap cells are not
+in their model.
 )";
 
 struct PlanOptions {
   app::RequestFlags request;
   std::optional<std::string> output;
+  std::optional<double> time_limit_s;
 };
 
 std::vector<app::FlagSpec> PlanFlags() {
   std::vector<app::FlagSpec> specs = {
-      {"strategy"}, {"request"}, {"output", app::FlagKind::kValue, 'o'}};
+      {"strategy"}, {"request"}, {"output", app::FlagKind::kValue, 'o'}, {"time-limit"}};
   for (const app::FlagSpec& spec : app::TopologyFlagSpecs()) specs.push_back(spec);
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
@@ -107,6 +121,11 @@ StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
   PIPEPLAN_ASSIGN_OR_RETURN(options.request,
                             app::ParseRequestFlags(flags, app::StrategyFlag::kRequired));
   options.output = flags.GetString("output");
+  PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, flags.GetNumber("time-limit"));
+  if (options.time_limit_s.has_value() && !(*options.time_limit_s > 0)) {
+    return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
+                           app::FormatCompact(*options.time_limit_s));
+  }
   return options;
 }
 
@@ -122,10 +141,39 @@ void NoteAutoPick(const Plan& plan) {
   app::PrintNote(line + "; 'pipeplan compare --auto' lists the candidates");
 }
 
+// One stderr line with the solver's verdict and the heuristic it started from.
+void NoteSolverResult(const OptimalPlan& result) {
+  std::string line = result.plan.request.strategy + ": makespan " +
+                     app::FormatCompact(result.timeline.metrics.makespan) + ", " +
+                     result.plan.provenance.solver_status;
+  if (!result.best_heuristic.empty()) {
+    line += "; best heuristic " + result.best_heuristic + ": " +
+            app::FormatCompact(result.best_heuristic_makespan);
+  }
+  app::PrintNote(line);
+}
+
+StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
+  if (FindOptimalStrategy(request.strategy) == nullptr) {
+    if (options.time_limit_s.has_value()) {
+      return InvalidArgument(
+          "--time-limit applies to optimal, optimal-v and optimal-fb only, not " +
+          request.strategy);
+    }
+    PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildPlan(request));
+    if (request.strategy == kAutoStrategy) NoteAutoPick(plan);
+    return plan;
+  }
+  OptimalOptions solver;
+  solver.time_limit_s = options.time_limit_s.value_or(solver.time_limit_s);
+  PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, RunCpSat));
+  NoteSolverResult(result);
+  return std::move(result.plan);
+}
+
 Status ExecutePlan(const PlanOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, app::LoadRequest(options.request));
-  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, BuildPlan(request));
-  if (request.strategy == kAutoStrategy) NoteAutoPick(plan);
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, MakePlan(request, options));
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");

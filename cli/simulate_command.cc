@@ -97,7 +97,11 @@ std::string RenderText(const std::string& path, const Plan& plan, const Timeline
   const Topology& t = plan.request.topology;
   std::string out = path + ": " + app::PlanStrategyName(plan) + ", P=" + std::to_string(t.ranks) +
                     " V=" + std::to_string(t.stages_per_rank) +
-                    " M=" + std::to_string(t.microbatches) + "\n\n";
+                    " M=" + std::to_string(t.microbatches) + "\n";
+  if (!plan.provenance.solver_status.empty()) {
+    out += "solver: " + plan.provenance.solver_status + "\n";
+  }
+  out += "\n";
   app::TextTable metrics({"metric", "value"}, {true, false});
   metrics.AddRow({"makespan", app::FormatCompact(m.makespan)});
   metrics.AddRow({"lower bound", app::FormatCompact(m.lower_bound)});

@@ -5,6 +5,7 @@
 #   LibTorch:  found in the venv scripts/setup_torch.sh made (the extension builds when it is
 #              there); PIPEPLAN_TORCH=OFF leaves it out
 #   byexample: found in the venv scripts/setup_docs.sh made (for the documentation test)
+#   ortools:   found in the venv scripts/setup_solver.sh made (for --strategy optimal)
 # Extra arguments go to the CMake configure step (e.g. -DPIPEPLAN_WERROR=ON); without them
 # an existing build directory is reused as it is.
 set -euo pipefail
@@ -54,7 +55,14 @@ docs_venv=${PIPEPLAN_DOCS_VENV:-$HOME/.cache/pipeplan/venv-docs-byexample-11.0.0
 if [[ -x "$docs_venv/bin/byexample" ]]; then
   docs_args=(-DPIPEPLAN_BYEXAMPLE="$docs_venv/bin/byexample")
 fi
-set -- "${torch_args[@]}" "${docs_args[@]}" "$@"
+# The optimal strategies run CP-SAT from the venv scripts/setup_solver.sh made; without it they
+# explain how to install it.
+solver_args=()
+solver_venv=${PIPEPLAN_SOLVER_VENV:-$HOME/.cache/pipeplan/venv-solver-ortools-9.15.6755}
+if [[ -x "$solver_venv/bin/python" ]]; then
+  solver_args=(-DPIPEPLAN_SOLVER_PYTHON="$solver_venv/bin/python")
+fi
+set -- "${torch_args[@]}" "${docs_args[@]}" "${solver_args[@]}" "$@"
 
 if [[ ! -f "$build_dir/build.ninja" ]] || ! cache_has_args "$@"; then
   echo "build: configuring $build_dir (Ninja, RelWithDebInfo${*:+, $*})"

@@ -29,6 +29,7 @@ done
 
 bash "$repo/scripts/setup.sh"
 bash "$repo/scripts/setup_docs.sh" >/dev/null
+bash "$repo/scripts/setup_solver.sh" >/dev/null
 if [[ "${PIPEPLAN_TORCH:-AUTO}" != "OFF" ]]; then
   bash "$repo/scripts/setup_torch.sh" >/dev/null
 fi

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "pipeplan/app/format.h"
+#include "pipeplan/planner/optimal.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
 
@@ -14,17 +15,26 @@ std::string Prefix(std::string_view command) {
   return command.empty() ? "pipeplan" : "pipeplan " + std::string(command);
 }
 
-// "  name  V  summary" for every strategy in catalogue order, then auto.
+// "2", ">=1" or "1..2" (max 0: no upper bound).
+std::string StagesRange(int min, int max) {
+  std::string range = std::to_string(min);
+  if (max == 0) return ">=" + range;
+  if (max != min) range += ".." + std::to_string(max);
+  return range;
+}
+
+// "  name  V  summary" for every strategy in catalogue order, the solver-made ones, then auto.
 std::string StrategyTable() {
   TextTable table({"  name", "V", "summary"}, {true, true, true});
   for (const Strategy& strategy : AllStrategies()) {
-    std::string range = std::to_string(strategy.min_stages_per_rank);
-    if (strategy.max_stages_per_rank == 0) {
-      range = ">=" + range;
-    } else if (strategy.max_stages_per_rank != strategy.min_stages_per_rank) {
-      range += ".." + std::to_string(strategy.max_stages_per_rank);
-    }
-    table.AddRow({"  " + std::string(strategy.name), range, std::string(strategy.summary)});
+    table.AddRow({"  " + std::string(strategy.name),
+                  StagesRange(strategy.min_stages_per_rank, strategy.max_stages_per_rank),
+                  std::string(strategy.summary)});
+  }
+  for (const OptimalStrategy& strategy : OptimalStrategies()) {
+    table.AddRow({"  " + std::string(strategy.name),
+                  StagesRange(strategy.min_stages_per_rank, strategy.max_stages_per_rank),
+                  std::string(strategy.summary)});
   }
   table.AddRow({"  " + std::string(kAutoStrategy), "any",
                 "search: the fastest plan of the above that fits --memory-limit"});

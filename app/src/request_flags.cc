@@ -16,6 +16,7 @@
 #include "pipeplan/checks/validator.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/optimal.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
 
@@ -236,9 +237,10 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
   if (strategy_flag == StrategyFlag::kRequired) {
     if (!values.strategy.has_value()) return InvalidArgument("missing required flag --strategy");
     out.strategy = *values.strategy;
-    if (out.strategy != kAutoStrategy && FindStrategy(out.strategy) == nullptr) {
-      return InvalidArgument("unknown strategy '" + out.strategy + "' (known: " + StrategyNames() +
-                             ")");
+    if (out.strategy != kAutoStrategy && FindStrategy(out.strategy) == nullptr &&
+        FindOptimalStrategy(out.strategy) == nullptr) {
+      return InvalidArgument("unknown strategy '" + out.strategy +
+                             "' (known: " + PlannableStrategyNames() + ")");
     }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(out.ranks, RequireCount("ranks", values.ranks));
@@ -279,6 +281,11 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
     request.topology.placement = strategy->placement;
     if (!flags.stages_per_rank.has_value()) {
       request.topology.stages_per_rank = std::max(1, strategy->min_stages_per_rank);
+    }
+  } else if (const OptimalStrategy* optimal = FindOptimalStrategy(flags.strategy)) {
+    request.topology.placement = optimal->placement;
+    if (!flags.stages_per_rank.has_value()) {
+      request.topology.stages_per_rank = optimal->min_stages_per_rank;
     }
   }
   request.options.microbatch_group_size = flags.microbatch_group_size;

@@ -10,6 +10,7 @@
 #include "pipeplan/passes/post_validation.h"
 #include "pipeplan/passes/scheduled_passes.h"
 #include "pipeplan/planner/auto_search.h"
+#include "pipeplan/planner/optimal.h"
 #include "pipeplan/simulation/memory_tracker.h"
 #include "pipeplan/simulation/simulator.h"
 #include "pipeplan/strategies/strategy.h"
@@ -34,6 +35,14 @@ std::string OptionsSummary(const PlanRequest& request) {
     summary += " memory_limit=" + FormatNumber(*request.memory.limit);
   }
   return summary;
+}
+
+Provenance ProvenanceOf(const PlanRequest& request) {
+  Provenance provenance;
+  provenance.tool_version = std::string(PIPEPLAN_VERSION);
+  provenance.strategy = request.strategy;
+  provenance.options = OptionsSummary(request);
+  return provenance;
 }
 
 // Peak memory depends only on the order, so the limit is checked without timing.
@@ -70,24 +79,45 @@ Status CheckRequestModels(const PlanRequest& request) {
 
 std::string_view ToolVersion() { return PIPEPLAN_VERSION; }
 
-StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
-  const Strategy* strategy = FindStrategy(request.strategy);
-  if (strategy == nullptr) {
-    return InvalidArgument("unknown strategy '" + request.strategy +
-                           "' (known: " + StrategyNames() + ")");
+namespace {
+
+// What NormalizeRequest needs of a strategy, from the catalogue or the solver-made ones.
+struct StrategyShape {
+  Placement placement;
+  int min_stages_per_rank;
+  int max_stages_per_rank;
+};
+
+StatusOr<StrategyShape> ShapeOf(const std::string& name) {
+  if (const Strategy* strategy = FindStrategy(name); strategy != nullptr) {
+    return StrategyShape{strategy->placement, strategy->min_stages_per_rank,
+                         strategy->max_stages_per_rank};
   }
-  request.topology.placement = strategy->placement;
+  if (const OptimalStrategy* optimal = FindOptimalStrategy(name); optimal != nullptr) {
+    return StrategyShape{optimal->placement, optimal->min_stages_per_rank,
+                         optimal->max_stages_per_rank};
+  }
+  return InvalidArgument("unknown strategy '" + name + "' (known: " + PlannableStrategyNames() +
+                         ")");
+}
+
+}  // namespace
+
+StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const StrategyShape shape, ShapeOf(request.strategy));
+  request.topology.placement = shape.placement;
   // V = 0 means "the strategy's own": 1, or 2 for the interleaved and V-shaped ones.
   if (request.topology.stages_per_rank == 0) {
-    request.topology.stages_per_rank = std::max(1, strategy->min_stages_per_rank);
+    request.topology.stages_per_rank = std::max(1, shape.min_stages_per_rank);
   }
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
-  PIPEPLAN_RETURN_IF_ERROR(CheckApplicable(*strategy, request.topology));
+  PIPEPLAN_RETURN_IF_ERROR(CheckStagesPerRank(request.strategy, shape.min_stages_per_rank,
+                                              shape.max_stages_per_rank, request.topology));
   if (request.options.microbatch_group_size < 0) {
     return InvalidArgument("microbatch group size must be >= 1, got " +
                            std::to_string(request.options.microbatch_group_size));
   }
-  if (request.options.microbatch_group_size > 0 && strategy->name != "interleaved-1f1b") {
+  if (request.options.microbatch_group_size > 0 && request.strategy != "interleaved-1f1b") {
     return InvalidArgument("--microbatch-group-size applies to interleaved-1f1b only, not " +
                            request.strategy);
   }
@@ -118,7 +148,7 @@ StatusOr<Plan> BuildScheduledPlan(const PlanRequest& request, ComputeOrder order
     PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertPostValidation(std::move(plan.programs), stages,
                                                                   request.costs, schedule));
   }
-  plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
+  plan.provenance = ProvenanceOf(request);
   // The compute order was checked above and the passes keep it as it is.
   Status valid = ValidateAddedActions(plan);
   if (!valid.ok()) return Internal("the planner produced an invalid plan: " + valid.message());
@@ -135,9 +165,19 @@ StatusOr<Plan> BuildStrategyPlan(const PlanRequest& raw_request, ListScheduleRes
   return BuildScheduledPlan(request, std::move(order), schedule);
 }
 
+// The solver-made strategies need a solver, which this layer does not run.
+Status RefuseSolverMade(const PlanRequest& request) {
+  if (FindOptimalStrategy(request.strategy) == nullptr) return Status::Ok();
+  return InvalidArgument(request.strategy +
+                         " is made by a constraint solver: plan it with 'pipeplan plan "
+                         "--strategy " +
+                         request.strategy + "' (BuildOptimalPlan)");
+}
+
 }  // namespace
 
 StatusOr<Plan> BuildPlan(const PlanRequest& request) {
+  PIPEPLAN_RETURN_IF_ERROR(RefuseSolverMade(request));
   if (request.strategy == kAutoStrategy) {
     PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
     return std::move(result.best);
@@ -158,13 +198,14 @@ StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request,
   Plan plan;
   plan.request = request;
   plan.programs = std::move(programs);
-  plan.provenance = {std::string(ToolVersion()), request.strategy, OptionsSummary(request)};
+  plan.provenance = ProvenanceOf(request);
   PIPEPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
   PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan));
   return plan;
 }
 
 StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request) {
+  PIPEPLAN_RETURN_IF_ERROR(RefuseSolverMade(request));
   SimulatedPlan out;
   if (request.strategy == kAutoStrategy) {
     PIPEPLAN_ASSIGN_OR_RETURN(out.plan, BuildPlan(request));

@@ -7,6 +7,7 @@
 
 #include "cli_runner.h"
 #include "gtest/gtest.h"
+#include "pipeplan/planner/optimal.h"
 #include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan::cli_test {
@@ -98,7 +99,7 @@ const std::vector<ErrorCase>& ErrorCases() {
        {"plan", "--strategy", "2f2b", "--ranks", "4", "--microbatches", "8"},
        {},
        // The list is the catalogue's, whatever it holds.
-       Usage("plan", "unknown strategy '2f2b' (known: " + StrategyNames() + ")"),
+       Usage("plan", "unknown strategy '2f2b' (known: " + PlannableStrategyNames() + ")"),
        2},
       {"NegativeForward",
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--forward", "-1"},
@@ -393,6 +394,36 @@ const std::vector<ErrorCase>& ErrorCases() {
        Input("plan",
              "costs.json: cost file: (stages[0].forward): invalid value \"fast\" for type "
              "TYPE_DOUBLE"),
+       1},
+      {"TimeLimitZero",
+       {"plan", "--strategy", "optimal", "--ranks", "2", "--microbatches", "2", "--time-limit",
+        "0"},
+       {},
+       Usage("plan", "--time-limit must be a number of seconds > 0, got 0"),
+       2},
+      {"TimeLimitNegative",
+       {"plan", "--strategy", "optimal", "--ranks", "2", "--microbatches", "2", "--time-limit",
+        "-5"},
+       {},
+       Usage("plan", "--time-limit must be a number of seconds > 0, got -5"),
+       2},
+      {"TimeLimitNotANumber",
+       {"plan", "--strategy", "optimal", "--ranks", "2", "--microbatches", "2", "--time-limit",
+        "soon"},
+       {},
+       Usage("plan", "--time-limit: expected a number, got 'soon'"),
+       2},
+      {"TimeLimitOnAHeuristic",
+       {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "--time-limit", "5"},
+       {},
+       Input("plan", "--time-limit applies to optimal, optimal-v and optimal-fb only, not 1f1b"),
+       1},
+      {"OptimalOverTheSolversSize",
+       {"plan", "--strategy", "optimal", "--ranks", "8", "--microbatches", "200"},
+       {},
+       Input("plan",
+             "the optimal strategies solve at most 4000 compute ops; P=8 V=1 M=200 has 4800 "
+             "(fewer microbatches or ranks)"),
        1},
       {"OutputIsADirectory",
        {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "dir"},

@@ -311,5 +311,39 @@ TEST(CliTest, WriteIntoMissingDirectoryFailsCleanly) {
   EXPECT_TRUE(dir.List().empty());
 }
 
+// Without a Python that has ortools, the solver-made strategies fail naming the install step.
+TEST(CliTest, OptimalWithoutTheSolverNamesTheInstallStep) {
+  ScratchDir dir;
+  ASSERT_EQ(setenv("PIPEPLAN_SOLVER_PYTHON", "/nonexistent/python3", 1), 0);
+  const RunResult result = RunPipeplan(
+      {"plan", "--strategy", "optimal", "--ranks", "2", "--microbatches", "2", "-o", "p.pb"},
+      dir.path());
+  unsetenv("PIPEPLAN_SOLVER_PYTHON");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err,
+            "pipeplan plan: error: the optimal strategies need OR-Tools' CP-SAT solver, and no "
+            "Python with it is known (/nonexistent/python3 is missing): bash "
+            "scripts/setup_solver.sh installs it, or set PIPEPLAN_SOLVER_PYTHON to a Python "
+            "with the ortools package\n");
+  EXPECT_FALSE(dir.Exists("p.pb"));
+}
+
+// The plan carries the solver's verdict to simulate.
+TEST(CliTest, SimulateShowsTheSolversVerdict) {
+  ScratchDir dir;
+  const RunResult plan = RunPipeplan({"plan", "--strategy", "optimal", "--ranks", "4",
+                                      "--microbatches", "8", "--memory-limit", "2", "-o", "o.pb"},
+                                     dir.path());
+  if (plan.err.find("setup_solver.sh") != std::string::npos) GTEST_SKIP() << plan.err;
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(plan.err, "note: optimal: makespan 41, optimal; best heuristic zb: 51\n");
+  const RunResult simulated = RunPipeplan({"simulate", "o.pb"}, dir.path());
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_NE(simulated.out.find("o.pb: optimal, P=4 V=1 M=8\nsolver: optimal\n"), std::string::npos)
+      << simulated.out;
+  EXPECT_EQ(LineStartingWith(simulated.out, {"lower", "bound"}),
+            (std::vector<std::string>{"lower", "bound", "41"}));
+}
+
 }  // namespace
 }  // namespace pipeplan::cli_test

@@ -1,7 +1,9 @@
 // Plan and Action <-> pipeplan.v1.
+#include <cmath>
 #include <string>
 #include <utility>
 
+#include "pipeplan/model/text_format.h"
 #include "proto_convert.h"
 
 namespace pipeplan {
@@ -27,6 +29,8 @@ void ToProto(const Plan& plan, v1::Plan* out) {
   provenance->set_tool_version(plan.provenance.tool_version);
   provenance->set_strategy(plan.provenance.strategy);
   provenance->set_options(plan.provenance.options);
+  provenance->set_solver_status(plan.provenance.solver_status);
+  provenance->set_proven_bound(plan.provenance.proven_bound);
 }
 
 bool IsPostValidation(ActionKind kind) {
@@ -140,6 +144,12 @@ StatusOr<Plan> FromProto(const v1::Plan& proto) {
   plan.provenance.tool_version = proto.provenance().tool_version();
   plan.provenance.strategy = proto.provenance().strategy();
   plan.provenance.options = proto.provenance().options();
+  plan.provenance.solver_status = proto.provenance().solver_status();
+  plan.provenance.proven_bound = proto.provenance().proven_bound();
+  if (!std::isfinite(plan.provenance.proven_bound) || plan.provenance.proven_bound < 0) {
+    return FieldError("provenance.proven_bound", "expected a finite number >= 0, got " +
+                                                     FormatNumber(plan.provenance.proven_bound));
+  }
   return plan;
 }
 

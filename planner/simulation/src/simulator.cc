@@ -251,7 +251,11 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
     timeline.ranks.push_back(
         BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule, ends, costs, changes));
   }
-  timeline.metrics = ComputeMetrics(timeline.ranks, LowerBound(plan, costs));
+  // A solver's proven bound holds for the costs it solved with, the plan's own.
+  double lower_bound = LowerBound(plan, costs);
+  if (costs == plan.request.costs)
+    lower_bound = std::max(lower_bound, plan.provenance.proven_bound);
+  timeline.metrics = ComputeMetrics(timeline.ranks, lower_bound);
   return timeline;
 }
 

@@ -64,17 +64,21 @@ std::string StrategyNames() {
 }
 
 Status CheckApplicable(const Strategy& strategy, const Topology& topology) {
+  return CheckStagesPerRank(strategy.name, strategy.min_stages_per_rank,
+                            strategy.max_stages_per_rank, topology);
+}
+
+Status CheckStagesPerRank(std::string_view strategy, int min_stages_per_rank,
+                          int max_stages_per_rank, const Topology& topology) {
   const int v = topology.stages_per_rank;
-  const std::string name(strategy.name);
-  if (v < strategy.min_stages_per_rank) {
-    return InvalidArgument(
-        name + " needs --stages-per-rank >= " + std::to_string(strategy.min_stages_per_rank) +
-        ", got " + std::to_string(v));
+  const std::string name(strategy);
+  if (v < min_stages_per_rank) {
+    return InvalidArgument(name + " needs --stages-per-rank >= " +
+                           std::to_string(min_stages_per_rank) + ", got " + std::to_string(v));
   }
-  if (strategy.max_stages_per_rank > 0 && v > strategy.max_stages_per_rank) {
-    return InvalidArgument(
-        name + " supports --stages-per-rank <= " + std::to_string(strategy.max_stages_per_rank) +
-        ", got " + std::to_string(v));
+  if (max_stages_per_rank > 0 && v > max_stages_per_rank) {
+    return InvalidArgument(name + " supports --stages-per-rank <= " +
+                           std::to_string(max_stages_per_rank) + ", got " + std::to_string(v));
   }
   return Status::Ok();
 }

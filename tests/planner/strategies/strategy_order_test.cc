@@ -142,7 +142,7 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
        "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, "
        "zb, "
        "zb-1p, zb-2p, interleaved-zb, zbv-handcrafted, zbv, v-half, v-min, dualpipe, dualpipe-v, "
-       "1f1b-overlap, interleaved-1f1b-overlap, auto)"},
+       "1f1b-overlap, interleaved-1f1b-overlap, optimal, optimal-v, optimal-fb, auto)"},
       {MakeRequest("1f1b", 0, 8), "ranks must be in 1..4096, got 0"},
       {MakeRequest("1f1b", 4, 0), "microbatches must be in 1..65536, got 0"},
       {MakeRequest("interleaved-1f1b", 4096, 65536, 4),

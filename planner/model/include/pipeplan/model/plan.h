@@ -41,6 +41,10 @@ struct Provenance {
   std::string tool_version;
   std::string strategy;
   std::string options;  // human-readable summary of the strategy options used
+  // Solver-made plans (optimal, optimal-v, optimal-fb): "optimal" or "feasible, gap X% to the
+  // proven bound", and that bound on the makespan (request's time unit; 0 when none).
+  std::string solver_status;
+  double proven_bound = 0.0;
 
   bool operator==(const Provenance&) const = default;
 };

@@ -16,7 +16,9 @@ StatusOr<Timeline> Simulate(const Plan& plan);
 // Simulates the plan's order under other costs (e.g. calibrated ones).
 StatusOr<Timeline> Simulate(const Plan& plan, const CostModel& costs, const MemoryModel& memory);
 
-// max(per-rank work, critical path of one microbatch through all stages).
+// max(per-rank work, critical path of one microbatch through all stages). The timeline's
+// metrics take the larger of this and a solver's proven bound (Provenance::proven_bound) when
+// simulating with the plan's own costs.
 double LowerBound(const Plan& plan, const CostModel& costs);
 
 }  // namespace pipeplan

@@ -34,5 +34,8 @@ std::string StrategyNames();
 
 // Whether `strategy` can plan `topology` (V range); the message says why not.
 Status CheckApplicable(const Strategy& strategy, const Topology& topology);
+// The same check for any strategy's V range (max 0: no upper bound).
+Status CheckStagesPerRank(std::string_view strategy, int min_stages_per_rank,
+                          int max_stages_per_rank, const Topology& topology);
 
 }  // namespace pipeplan

@@ -1,0 +1,245 @@
+#include "cp_sat_solver.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/pending_temp_files.h"
+#include "pipeplan/model/text_format.h"
+
+#ifndef PIPEPLAN_SOLVER_PYTHON
+#define PIPEPLAN_SOLVER_PYTHON ""
+#endif
+#ifndef PIPEPLAN_SOLVER_SCRIPT
+#define PIPEPLAN_SOLVER_SCRIPT ""
+#endif
+
+extern char** environ;
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kInstall =
+    "bash scripts/setup_solver.sh installs it, or set PIPEPLAN_SOLVER_PYTHON to a Python with "
+    "the ortools package";
+// The solver script's exit code when ortools is missing.
+constexpr int kNoOrtools = 3;
+
+void AppendList(std::string& out, const std::vector<int64_t>& values) {
+  out += '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += ']';
+}
+
+std::string SettingOr(const char* variable, const char* built_in) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && *value != '\0' ? value : built_in;
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended abnormally";
+}
+
+// A private directory for the instance and the result, removed with its files.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "pipeplan-solver-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Waits for `pid`; kills it past `deadline_s`.
+StatusOr<int> WaitFor(pid_t pid, double deadline_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(deadline_s * 1000));
+  while (true) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR) return Internal("waiting for the solver failed");
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return DeadlineExceeded("the solver did not stop within " + FormatNumber(deadline_s) +
+                              " s of its start (its time limit plus a grace period); killed it");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+std::string SolverInstanceJson(const SolverInstance& instance) {
+  std::string out = "{\"version\":1,\"ranks\":" + std::to_string(instance.ranks);
+  out += ",\"ops\":[";
+  for (size_t i = 0; i < instance.ops.size(); ++i) {
+    const SolverOp& op = instance.ops[i];
+    if (i > 0) out += ',';
+    out += "{\"name\":\"" + ToString(op.action) + "\",\"rank\":" + std::to_string(op.rank) +
+           ",\"duration\":" + std::to_string(op.duration) +
+           ",\"setup\":" + std::to_string(op.setup) + "}";
+  }
+  out += "],\"precedences\":[";
+  for (size_t i = 0; i < instance.precedences.size(); ++i) {
+    const SolverPrecedence& p = instance.precedences[i];
+    if (i > 0) out += ',';
+    AppendList(out, {p.before, p.after, p.delay});
+  }
+  out += "],\"holds\":[";
+  for (size_t i = 0; i < instance.holds.size(); ++i) {
+    const SolverHold& h = instance.holds[i];
+    if (i > 0) out += ',';
+    AppendList(out, {h.rank, h.from, h.to, h.amount});
+  }
+  out += "],\"capacity\":";
+  if (instance.capacity.has_value()) {
+    AppendList(out, *instance.capacity);
+  } else {
+    out += "null";
+  }
+  out += ",\"static\":";
+  AppendList(out, instance.static_memory);
+  out += ",\"hint\":";
+  if (instance.hint.empty()) {
+    out += "null";
+  } else {
+    AppendList(out, instance.hint);
+  }
+  out += ",\"horizon\":" + std::to_string(instance.horizon);
+  out += ",\"minimize\":\"" + std::string(instance.minimize_memory ? "memory" : "makespan") + "\"";
+  out += ",\"time_limit_s\":" + FormatNumber(instance.time_limit_s);
+  out += ",\"workers\":" + std::to_string(instance.workers);
+  out += ",\"time_scale\":" + FormatNumber(instance.time_scale);
+  out += "}\n";
+  return out;
+}
+
+StatusOr<SolverOutcome> ParseSolverOutcome(std::string_view text, size_t ops) {
+  SolverOutcome outcome;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  bool has_status = false;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string key;
+    words >> key;
+    if (key == "status") {
+      std::string value;
+      words >> value;
+      has_status = true;
+      if (value == "optimal") {
+        outcome.result = SolverOutcome::Result::kOptimal;
+      } else if (value == "feasible") {
+        outcome.result = SolverOutcome::Result::kFeasible;
+      } else if (value == "infeasible") {
+        outcome.result = SolverOutcome::Result::kInfeasible;
+      } else if (value == "unknown") {
+        outcome.result = SolverOutcome::Result::kUnknown;
+      } else {
+        return Internal("the solver's result has an unknown status '" + value + "'");
+      }
+    } else if (key == "objective") {
+      words >> outcome.objective;
+    } else if (key == "bound") {
+      words >> outcome.bound;
+    } else if (key == "wall_s") {
+      words >> outcome.wall_s;
+    } else if (key == "starts") {
+      int64_t start = 0;
+      while (words >> start) outcome.starts.push_back(start);
+    } else {
+      continue;  // a later solver's extra line
+    }
+    if (words.fail() && !words.eof()) {
+      return Internal("the solver's result has a malformed '" + key + "' line");
+    }
+  }
+  if (!has_status) return Internal("the solver's result has no status line");
+  const bool solved = outcome.result == SolverOutcome::Result::kOptimal ||
+                      outcome.result == SolverOutcome::Result::kFeasible;
+  if (solved && outcome.starts.size() != ops) {
+    return Internal("the solver's result has " + std::to_string(outcome.starts.size()) +
+                    " start times for " + std::to_string(ops) + " ops");
+  }
+  return outcome;
+}
+
+StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
+  const std::string python = SettingOr("PIPEPLAN_SOLVER_PYTHON", PIPEPLAN_SOLVER_PYTHON);
+  const std::string script = SettingOr("PIPEPLAN_SOLVER_SCRIPT", PIPEPLAN_SOLVER_SCRIPT);
+  if (python.empty() || access(python.c_str(), X_OK) != 0) {
+    return FailedPrecondition(
+        "the optimal strategies need OR-Tools' CP-SAT solver, and no "
+        "Python with it is known" +
+        (python.empty() ? std::string() : " (" + python + " is missing)") + ": " +
+        std::string(kInstall));
+  }
+  if (script.empty() || access(script.c_str(), R_OK) != 0) {
+    return FailedPrecondition("the solver script " + (script.empty() ? "" : script + " ") +
+                              "is missing: set PIPEPLAN_SOLVER_SCRIPT to python/"
+                              "pipeplan_solver.py of pipeplan's source tree");
+  }
+  const TempDir dir;
+  if (dir.path().empty()) return Internal("could not create a temporary directory for the solver");
+  const std::string instance_path = dir.path() + "/instance.json";
+  const std::string result_path = dir.path() + "/result.txt";
+  const app::PendingTempFile pending_instance(instance_path);
+  const app::PendingTempFile pending_result(result_path);
+  {
+    std::ofstream out(instance_path, std::ios::binary);
+    out << SolverInstanceJson(instance);
+    if (!out.flush()) return Internal("could not write the solver's instance to " + instance_path);
+  }
+  std::vector<std::string> args = {python, script, instance_path, result_path};
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int error = posix_spawn(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+      error != 0) {
+    return FailedPrecondition("could not start the solver (" + python +
+                              "): " + std::strerror(error) + "; " + std::string(kInstall));
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const int status, WaitFor(pid, instance.time_limit_s * 1.5 + 60));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kNoOrtools) {
+    return FailedPrecondition(python + " has no ortools package: " + std::string(kInstall));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Internal("the solver (" + script + ") " + DescribeExit(status) +
+                    "; its messages are above");
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string text, app::ReadFile(result_path));
+  return ParseSolverOutcome(text, instance.ops.size());
+}
+
+}  // namespace pipeplan::cli

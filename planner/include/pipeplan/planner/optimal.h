@@ -1,0 +1,129 @@
+// `optimal`, `optimal-v` and `optimal-fb`: the compute order with the smallest simulated
+// makespan for a request, found by a constraint solver and certified by its proven bound.
+//
+// This file is the solver's contract in planner terms: the request becomes a scheduling
+// instance in integers (one op per F, I, W or B; precedences with transfer delays; a rank's
+// receive overhead as idle time before an op; memory as amounts held between two ops), the
+// solver's start times become a compute order, and that order goes through comm insertion,
+// validation and simulation like every strategy's. Running the solver is the caller's (the CLI
+// runs OR-Tools CP-SAT in a Python process, app/cp_sat_solver.h); this layer stays pure.
+//
+// The instance is the simulator's semantics exactly when every figure scales to an integer
+// (`SolverInstance::exact`); then a solver optimum is the simulated makespan. F&B overlap cells
+// are not in the model: the optimum is over orders of F, I and W (or F and B) only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/timeline.h"
+
+namespace pipeplan {
+
+struct OptimalStrategy {
+  std::string_view name;
+  std::string_view summary;
+  Placement placement;
+  int min_stages_per_rank;
+  int max_stages_per_rank;  // 0 = no upper bound
+  bool split_backward;      // I and W (zero-bubble family), else B whole
+};
+
+// The solver-made strategies, in the order --help lists them.
+const std::vector<OptimalStrategy>& OptimalStrategies();
+// nullptr when `name` is not one of them.
+const OptimalStrategy* FindOptimalStrategy(std::string_view name);
+// Every name `plan` takes, comma-separated: the catalogue's, the solver-made ones, auto.
+std::string PlannableStrategyNames();
+
+// Largest instance the solver is given (ops = compute parts).
+inline constexpr int kMaxSolverOps = 4000;
+
+struct SolverOp {
+  Action action;  // the compute part this op is (F, I, W or B)
+  int rank = 0;
+  int64_t duration = 0;  // scaled time
+  int64_t setup = 0;     // idle time the rank needs right before it (receive overhead)
+};
+
+// start(after) >= end(before) + delay
+struct SolverPrecedence {
+  int before = 0;
+  int after = 0;
+  int64_t delay = 0;
+};
+
+// `amount` of `rank`'s memory is held from the start of op `from` until the end of op `to`
+// (-1: until the step ends).
+struct SolverHold {
+  int rank = 0;
+  int from = 0;
+  int to = -1;
+  int64_t amount = 0;
+};
+
+struct SolverInstance {
+  int ranks = 0;
+  std::vector<SolverOp> ops;
+  std::vector<SolverPrecedence> precedences;
+  std::vector<SolverHold> holds;
+  // Per rank: what the holds may use at once (limit - static), when the request has a limit.
+  std::optional<std::vector<int64_t>> capacity;
+  std::vector<int64_t> static_memory;  // per rank, scaled
+  std::vector<int64_t> hint;           // a start per op (a heuristic plan's), or empty
+  int64_t horizon = 0;                 // no op ends later
+  double time_scale = 1.0;             // integer units per unit of the request's time
+  double memory_scale = 1.0;           // integer units per unit of the request's memory
+  bool exact = true;                   // every figure scaled without rounding
+  bool minimize_memory = false;        // the smallest limit any order fits, not the makespan
+  double time_limit_s = 60.0;
+  int workers = 0;  // solver threads; 0: the machine's cores
+};
+
+// What the solver answers. `objective` and `bound` are in the instance's integer units.
+struct SolverOutcome {
+  enum class Result : uint8_t { kOptimal, kFeasible, kInfeasible, kUnknown };
+  Result result = Result::kUnknown;
+  int64_t objective = 0;
+  int64_t bound = 0;
+  double wall_s = 0.0;
+  std::vector<int64_t> starts;  // per op, when optimal or feasible
+};
+
+using SolveFn = std::function<StatusOr<SolverOutcome>(const SolverInstance&)>;
+
+// The instance for a normalized request of an optimal strategy (V, placement resolved).
+// Fails for an instance over kMaxSolverOps naming the sizes.
+StatusOr<SolverInstance> BuildSolverInstance(const PlanRequest& request);
+
+// Per rank, the ops in order of their start (ties: end, then instance order, which lists every
+// producer before its consumers).
+ComputeOrder OrderFromStarts(const SolverInstance& instance, const std::vector<int64_t>& starts);
+
+struct OptimalOptions {
+  double time_limit_s = 60.0;
+  int workers = 0;
+};
+
+struct OptimalPlan {
+  Plan plan;  // provenance carries the solver's status and proven bound
+  Timeline timeline;
+  // The best heuristic of the catalogue for the same request (the warm start), when one
+  // plans it: its name and simulated makespan.
+  std::string best_heuristic;
+  double best_heuristic_makespan = 0.0;
+  bool solver_improved = false;  // the plan is the solver's, strictly faster than the heuristic
+};
+
+// Plans the request with the solver: warm-started from the catalogue's best plan for the same
+// request and never worse than it. Fails when nothing fits the memory limit, naming the
+// smallest limit the solver proves (or finds) when it gets that far.
+StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& request, const OptimalOptions& options,
+                                       const SolveFn& solve);
+
+}  // namespace pipeplan

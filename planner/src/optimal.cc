@@ -1,0 +1,522 @@
+#include "pipeplan/planner/optimal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "pipeplan/model/plan_util.h"
+#include "pipeplan/model/stage_mb_table.h"
+#include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/simulation/memory_tracker.h"
+#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/strategies/strategy.h"
+
+namespace pipeplan {
+
+const std::vector<OptimalStrategy>& OptimalStrategies() {
+  static const std::vector<OptimalStrategy> kStrategies = {
+      {"optimal", "solver-made, I and W split, stage s on rank s % P (CP-SAT, --time-limit)",
+       Placement::kLoop, 1, 0, true},
+      {"optimal-v", "solver-made, I and W split, V shape (ZB-V's placement)", Placement::kVShape, 2,
+       2, true},
+      {"optimal-fb", "solver-made, B whole (no I/W split), stage s on rank s % P", Placement::kLoop,
+       1, 0, false},
+  };
+  return kStrategies;
+}
+
+const OptimalStrategy* FindOptimalStrategy(std::string_view name) {
+  for (const OptimalStrategy& strategy : OptimalStrategies()) {
+    if (strategy.name == name) return &strategy;
+  }
+  return nullptr;
+}
+
+std::string PlannableStrategyNames() {
+  std::string names;
+  for (const Strategy& strategy : AllStrategies()) names += std::string(strategy.name) + ", ";
+  for (const OptimalStrategy& strategy : OptimalStrategies()) {
+    names += std::string(strategy.name) + ", ";
+  }
+  return names + std::string(kAutoStrategy);
+}
+
+namespace {
+
+// The largest integer any scaled figure may reach: sums of them stay far inside int64.
+constexpr double kLargestScaled = 1e12;
+
+struct Scale {
+  double factor = 1.0;
+  bool exact = true;
+};
+
+// The smallest power of ten that makes every value an integer, or, when none up to 10^6 does,
+// the factor that brings the largest to about 10^6 (then the figures are rounded).
+Scale FindScale(const std::vector<double>& values) {
+  const double largest = values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
+  for (double factor = 1.0; factor <= 1e6; factor *= 10) {
+    if (largest * factor > kLargestScaled) break;
+    const bool integral = std::all_of(values.begin(), values.end(), [&](double v) {
+      const double scaled = v * factor;
+      return std::abs(scaled - std::round(scaled)) <= 1e-9 * std::max(1.0, std::abs(scaled));
+    });
+    if (integral) return {factor, true};
+  }
+  return {largest > 0 ? 1e6 / largest : 1.0, false};
+}
+
+int64_t Nearest(double value, double factor) { return std::llround(value * factor); }
+int64_t Up(double value, double factor) {
+  return static_cast<int64_t>(std::ceil(value * factor - 1e-9));
+}
+int64_t Down(double value, double factor) {
+  return static_cast<int64_t>(std::floor(value * factor + 1e-9));
+}
+
+// The compute parts of one (stage, microbatch): F, then I and W or B.
+struct PartOps {
+  int forward = -1;
+  int backward = -1;  // I, or B when not split
+  int weight = -1;    // W; -1 when not split
+};
+
+class InstanceBuilder {
+ public:
+  InstanceBuilder(const PlanRequest& request, bool split)
+      : request_(request),
+        stages_(request.topology),
+        split_(split),
+        parts_(stages_.num_stages(), request.topology.microbatches, PartOps{}) {}
+
+  StatusOr<SolverInstance> Build() {
+    const Topology& t = request_.topology;
+    const int parts = split_ ? 3 : 2;
+    const int64_t ops = int64_t{parts} * t.num_stages() * t.microbatches;
+    if (ops > kMaxSolverOps) {
+      return InvalidArgument(
+          "the optimal strategies solve at most " + std::to_string(kMaxSolverOps) +
+          " compute ops; P=" + std::to_string(t.ranks) + " V=" + std::to_string(t.stages_per_rank) +
+          " M=" + std::to_string(t.microbatches) + " has " + std::to_string(ops) +
+          " (fewer microbatches or ranks)");
+    }
+    time_ = FindScale(TimeFigures());
+    memory_ = FindScale(MemoryFigures());
+    out_.ranks = t.ranks;
+    out_.time_scale = time_.factor;
+    out_.memory_scale = memory_.factor;
+    out_.exact = time_.exact && memory_.exact;
+    AddOps();
+    AddPrecedences();
+    AddHolds();
+    AddMemoryLimit();
+    int64_t horizon = 0;
+    for (const SolverOp& op : out_.ops) horizon += op.duration + op.setup;
+    for (const SolverPrecedence& p : out_.precedences) horizon += p.delay;
+    out_.horizon = std::max<int64_t>(horizon, 1);
+    return std::move(out_);
+  }
+
+ private:
+  std::vector<double> TimeFigures() const {
+    std::vector<double> figures;
+    for (int s = 0; s < stages_.num_stages(); ++s) {
+      const StageCosts& c = request_.costs.Stage(StageId(s));
+      figures.insert(figures.end(), {c.forward, c.backward, c.backward_input, c.backward_weight});
+      if (!stages_.IsLast(StageId(s))) {
+        figures.push_back(request_.costs.TransferTime(StageId(s), StageId(s + 1)));
+        figures.push_back(request_.costs.TransferTime(StageId(s + 1), StageId(s)));
+        figures.push_back(request_.costs.ReceiveOverhead(StageId(s), StageId(s + 1)));
+        figures.push_back(request_.costs.ReceiveOverhead(StageId(s + 1), StageId(s)));
+      }
+    }
+    return figures;
+  }
+
+  std::vector<double> MemoryFigures() const {
+    const MemoryChangeTable changes = Changes();
+    std::vector<double> figures;
+    for (int s = 0; s < stages_.num_stages(); ++s) {
+      for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
+                                    ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
+        const Action part = MakeCompute(kind, StageId(s), MicrobatchId(0));
+        figures.push_back(std::abs(changes.Change(part)));
+        figures.push_back(changes.Transient(part));
+      }
+    }
+    for (int r = 0; r < request_.topology.ranks; ++r) {
+      figures.push_back(request_.memory.StaticOf(RankId(r)));
+    }
+    if (request_.memory.limit.has_value()) figures.push_back(*request_.memory.limit);
+    return figures;
+  }
+
+  MemoryChangeTable Changes() const {
+    return {request_.memory, ChunksPerShare(request_.topology), stages_.num_stages()};
+  }
+
+  int AddOp(ActionKind kind, StageId stage, MicrobatchId mb) {
+    SolverOp op;
+    op.action = MakeCompute(kind, stage, mb);
+    op.rank = stages_.RankOf(stage).value;
+    op.duration = Nearest(request_.costs.ComputeTime(op.action), time_.factor);
+    out_.ops.push_back(op);
+    return static_cast<int>(out_.ops.size()) - 1;
+  }
+
+  // Producers before consumers: every F by stage, then I/B from the last stage down, then W.
+  void AddOps() {
+    const int stages = stages_.num_stages();
+    const int microbatches = request_.topology.microbatches;
+    const ActionKind backward = split_ ? ActionKind::kBackwardInput : ActionKind::kBackward;
+    for (int m = 0; m < microbatches; ++m) {
+      for (int s = 0; s < stages; ++s) {
+        parts_.At(StageId(s), MicrobatchId(m)).forward =
+            AddOp(ActionKind::kForward, StageId(s), MicrobatchId(m));
+      }
+    }
+    for (int m = 0; m < microbatches; ++m) {
+      for (int s = stages - 1; s >= 0; --s) {
+        parts_.At(StageId(s), MicrobatchId(m)).backward =
+            AddOp(backward, StageId(s), MicrobatchId(m));
+      }
+    }
+    if (!split_) return;
+    for (int m = 0; m < microbatches; ++m) {
+      for (int s = 0; s < stages; ++s) {
+        parts_.At(StageId(s), MicrobatchId(m)).weight =
+            AddOp(ActionKind::kBackwardWeight, StageId(s), MicrobatchId(m));
+      }
+    }
+  }
+
+  // `consumer` takes the output of `producer` (on stage `from`): across ranks after the
+  // transfer, and with the receive's overhead as idle time before it.
+  void AddInput(int producer, StageId from, int consumer, StageId to) {
+    SolverOp& op = out_.ops[consumer];
+    int64_t delay = 0;
+    if (stages_.RankOf(from) != stages_.RankOf(to)) {
+      delay = Nearest(request_.costs.TransferTime(from, to), time_.factor);
+      op.setup =
+          std::max(op.setup, Nearest(request_.costs.ReceiveOverhead(from, to), time_.factor));
+    }
+    out_.precedences.push_back({producer, consumer, delay});
+  }
+
+  void AddPrecedences() {
+    const int microbatches = request_.topology.microbatches;
+    for (int m = 0; m < microbatches; ++m) {
+      for (int s = 0; s < stages_.num_stages(); ++s) {
+        const StageId stage(s);
+        const PartOps& ops = parts_.At(stage, MicrobatchId(m));
+        if (!stages_.IsFirst(stage)) {
+          AddInput(parts_.At(StageId(s - 1), MicrobatchId(m)).forward, StageId(s - 1), ops.forward,
+                   stage);
+        }
+        out_.precedences.push_back({ops.forward, ops.backward, 0});
+        if (!stages_.IsLast(stage)) {
+          AddInput(parts_.At(StageId(s + 1), MicrobatchId(m)).backward, StageId(s + 1),
+                   ops.backward, stage);
+        }
+        if (split_) out_.precedences.push_back({ops.backward, ops.weight, 0});
+      }
+    }
+    // Microbatches are alike, so some optimum runs the first stage's forwards in order.
+    for (int m = 0; m + 1 < microbatches; ++m) {
+      out_.precedences.push_back({parts_.At(StageId(0), MicrobatchId(m)).forward,
+                                  parts_.At(StageId(0), MicrobatchId(m + 1)).forward, 0});
+    }
+  }
+
+  void AddHold(int rank, int from, int to, double amount) {
+    const int64_t scaled = Up(amount, memory_.factor);
+    if (scaled > 0) out_.holds.push_back({rank, from, to, scaled});
+  }
+
+  // What MemoryModel::Change releases at an op's end is held from the F's start until then;
+  // what nothing releases (retained) until the step ends; a transient during its op.
+  void AddHolds() {
+    const MemoryChangeTable changes = Changes();
+    for (int s = 0; s < stages_.num_stages(); ++s) {
+      const int rank = stages_.RankOf(StageId(s)).value;
+      for (int m = 0; m < request_.topology.microbatches; ++m) {
+        const PartOps& ops = parts_.At(StageId(s), MicrobatchId(m));
+        double kept = changes.Change(out_.ops[ops.forward].action);
+        for (const int released : {ops.backward, ops.weight}) {
+          if (released < 0) continue;
+          const double freed = -changes.Change(out_.ops[released].action);
+          AddHold(rank, ops.forward, released, freed);
+          kept -= freed;
+        }
+        AddHold(rank, ops.forward, -1, kept);
+        for (const int op : {ops.forward, ops.backward, ops.weight}) {
+          if (op >= 0) AddHold(rank, op, op, changes.Transient(out_.ops[op].action));
+        }
+      }
+    }
+  }
+
+  void AddMemoryLimit() {
+    const MemoryModel& memory = request_.memory;
+    for (int r = 0; r < request_.topology.ranks; ++r) {
+      out_.static_memory.push_back(Up(memory.StaticOf(RankId(r)), memory_.factor));
+    }
+    if (!memory.limit.has_value()) return;
+    std::vector<int64_t> capacity;
+    capacity.reserve(static_cast<size_t>(request_.topology.ranks));
+    for (int r = 0; r < request_.topology.ranks; ++r) {
+      capacity.push_back(Down(*memory.limit - memory.StaticOf(RankId(r)), memory_.factor));
+    }
+    out_.capacity = std::move(capacity);
+  }
+
+  const PlanRequest& request_;
+  StageMap stages_;
+  bool split_;
+  StageMbTable<PartOps> parts_;
+  Scale time_;
+  Scale memory_;
+  SolverInstance out_;
+};
+
+// A plan of the catalogue for the request, as an order of the optimal strategy's own kinds.
+struct Candidate {
+  std::string name;
+  Plan plan;
+  Timeline timeline;
+};
+
+// The compute order of `plan` in the kinds of `optimal`: a B becomes I then W when the
+// strategy splits; nullopt when the plan cannot be said that way (overlap cells, or I and W
+// where B must stay whole).
+std::optional<ComputeOrder> OrderInKinds(const Plan& plan, const OptimalStrategy& optimal) {
+  ComputeOrder order(plan.programs.size());
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    for (const Action& action : plan.programs[r].actions) {
+      switch (action.kind) {
+        case ActionKind::kForward:
+          order[r].push_back(action);
+          break;
+        case ActionKind::kBackward:
+          if (!optimal.split_backward) {
+            order[r].push_back(action);
+            break;
+          }
+          order[r].push_back(
+              MakeCompute(ActionKind::kBackwardInput, action.stage, action.microbatch));
+          order[r].push_back(
+              MakeCompute(ActionKind::kBackwardWeight, action.stage, action.microbatch));
+          break;
+        case ActionKind::kBackwardInput:
+        case ActionKind::kBackwardWeight:
+          if (!optimal.split_backward) return std::nullopt;
+          order[r].push_back(action);
+          break;
+        case ActionKind::kOverlapFB:
+          return std::nullopt;
+        case ActionKind::kSendForward:
+        case ActionKind::kRecvForward:
+        case ActionKind::kSendBackward:
+        case ActionKind::kRecvBackward:
+        case ActionKind::kPostValidation:
+        case ActionKind::kSendPostValidation:
+        case ActionKind::kRecvPostValidation:
+          break;
+      }
+    }
+  }
+  return order;
+}
+
+StatusOr<Candidate> PlanOrder(const PlanRequest& request, ComputeOrder order, std::string name) {
+  Candidate candidate;
+  candidate.name = std::move(name);
+  PIPEPLAN_ASSIGN_OR_RETURN(candidate.plan, BuildPlanFromOrder(request, std::move(order)));
+  PIPEPLAN_ASSIGN_OR_RETURN(candidate.timeline, Simulate(candidate.plan));
+  return candidate;
+}
+
+// The fastest plan of the catalogue's strategies with the same placement, said in the optimal
+// strategy's kinds (ties: catalogue order); nullopt when none plans the request.
+std::optional<Candidate> BestHeuristic(const PlanRequest& request, const OptimalStrategy& optimal) {
+  std::optional<Candidate> best;
+  for (const Strategy& strategy : AllStrategies()) {
+    if (strategy.placement != optimal.placement) continue;
+    if (!CheckApplicable(strategy, request.topology).ok()) continue;
+    PlanRequest heuristic = request;
+    heuristic.strategy = std::string(strategy.name);
+    const StatusOr<Plan> plan = BuildPlan(heuristic);
+    if (!plan.ok()) continue;
+    std::optional<ComputeOrder> order = OrderInKinds(*plan, optimal);
+    if (!order.has_value()) continue;
+    StatusOr<Candidate> candidate =
+        PlanOrder(request, *std::move(order), std::string(strategy.name));
+    if (!candidate.ok()) continue;
+    if (!best.has_value() ||
+        candidate->timeline.metrics.makespan < best->timeline.metrics.makespan) {
+      best = *std::move(candidate);
+    }
+  }
+  return best;
+}
+
+// The heuristic's start times as the solver's hint (op by op), in scaled units.
+std::vector<int64_t> HintFrom(const Candidate& candidate, const SolverInstance& instance) {
+  const Topology& t = candidate.plan.request.topology;
+  // Index ops by (kind, stage, microbatch).
+  std::vector<int> index(static_cast<size_t>(4) * t.num_stages() * t.microbatches, -1);
+  auto slot = [&](const Action& a) {
+    return (static_cast<size_t>(a.kind) * t.num_stages() + a.stage.value) * t.microbatches +
+           a.microbatch.value;
+  };
+  for (size_t i = 0; i < instance.ops.size(); ++i)
+    index[slot(instance.ops[i].action)] = static_cast<int>(i);
+  std::vector<int64_t> hint(instance.ops.size(), 0);
+  for (size_t r = 0; r < candidate.plan.programs.size(); ++r) {
+    const auto& actions = candidate.plan.programs[r].actions;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (!IsCompute(actions[i].kind)) continue;
+      const int op = index[slot(actions[i])];
+      if (op >= 0)
+        hint[op] = Nearest(candidate.timeline.ranks[r].actions[i].start, instance.time_scale);
+    }
+  }
+  return hint;
+}
+
+std::string Percent(double fraction) {
+  return FormatNumber(std::round(fraction * 10000) / 100) + "%";
+}
+
+// The certificate of a plan of makespan `makespan` given the solver's proven bound.
+std::string Certificate(double makespan, double bound, bool proven) {
+  if (!proven) return "feasible, no proven bound";
+  if (makespan <= bound * (1 + 1e-12)) return "optimal";
+  return "feasible, gap " + Percent(makespan / bound - 1) + " to the proven bound";
+}
+
+// When nothing fits the limit: the smallest limit any order fits, from a second solve.
+Status NothingFits(const PlanRequest& request, SolverInstance instance, const SolveFn& solve) {
+  const MemoryModel& memory = request.memory;
+  const std::string base = "nothing fits the memory limit " + memory.Describe(*memory.limit) +
+                           " with " + request.strategy;
+  instance.minimize_memory = true;
+  instance.capacity.reset();
+  instance.hint.clear();
+  const StatusOr<SolverOutcome> smallest = solve(instance);
+  if (!smallest.ok() || (smallest->result != SolverOutcome::Result::kOptimal &&
+                         smallest->result != SolverOutcome::Result::kFeasible)) {
+    return FailedPrecondition(base + " (the solver found no smallest limit in its time)");
+  }
+  const double limit = static_cast<double>(smallest->objective) / instance.memory_scale;
+  if (smallest->result == SolverOutcome::Result::kOptimal) {
+    return FailedPrecondition(base + "; the smallest limit any order fits is " +
+                              memory.Describe(limit) + " (proven by the solver)");
+  }
+  return FailedPrecondition(
+      base + "; an order fits " + memory.Describe(limit) + ", and none fits below " +
+      memory.Describe(static_cast<double>(smallest->bound) / instance.memory_scale) +
+      " (proven; the solver stopped at its time limit)");
+}
+
+}  // namespace
+
+StatusOr<SolverInstance> BuildSolverInstance(const PlanRequest& request) {
+  const OptimalStrategy* optimal = FindOptimalStrategy(request.strategy);
+  if (optimal == nullptr) {
+    return InvalidArgument("'" + request.strategy + "' is not a solver-made strategy");
+  }
+  return InstanceBuilder(request, optimal->split_backward).Build();
+}
+
+ComputeOrder OrderFromStarts(const SolverInstance& instance, const std::vector<int64_t>& starts) {
+  std::vector<int> ops(instance.ops.size());
+  std::iota(ops.begin(), ops.end(), 0);
+  std::stable_sort(ops.begin(), ops.end(), [&](int a, int b) {
+    const int64_t end_a = starts[a] + instance.ops[a].duration;
+    const int64_t end_b = starts[b] + instance.ops[b].duration;
+    return std::tie(starts[a], end_a) < std::tie(starts[b], end_b);
+  });
+  ComputeOrder order(static_cast<size_t>(instance.ranks));
+  for (const int op : ops) order[instance.ops[op].rank].push_back(instance.ops[op].action);
+  return order;
+}
+
+StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
+                                       const OptimalOptions& options, const SolveFn& solve) {
+  if (!(options.time_limit_s > 0) || !std::isfinite(options.time_limit_s)) {
+    return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
+                           FormatNumber(options.time_limit_s));
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, NormalizeRequest(raw_request));
+  const OptimalStrategy* optimal = FindOptimalStrategy(request.strategy);
+  if (optimal == nullptr) {
+    return InvalidArgument("'" + request.strategy + "' is not a solver-made strategy");
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(SolverInstance instance, BuildSolverInstance(request));
+  instance.time_limit_s = options.time_limit_s;
+  instance.workers = options.workers;
+  std::optional<Candidate> heuristic = BestHeuristic(request, *optimal);
+  if (heuristic.has_value()) instance.hint = HintFrom(*heuristic, instance);
+
+  PIPEPLAN_ASSIGN_OR_RETURN(const SolverOutcome outcome, solve(instance));
+  const bool solved = outcome.result == SolverOutcome::Result::kOptimal ||
+                      outcome.result == SolverOutcome::Result::kFeasible;
+  if (outcome.result == SolverOutcome::Result::kInfeasible) {
+    if (request.memory.limit.has_value()) return NothingFits(request, instance, solve);
+    return Internal("the solver found no order for " + request.strategy +
+                    " although no memory limit was given");
+  }
+  if (solved && outcome.starts.size() != instance.ops.size()) {
+    return Internal("the solver returned " + std::to_string(outcome.starts.size()) +
+                    " start times for " + std::to_string(instance.ops.size()) + " ops");
+  }
+
+  std::optional<Candidate> best = heuristic;
+  bool improved = false;
+  if (solved) {
+    StatusOr<Candidate> made =
+        PlanOrder(request, OrderFromStarts(instance, outcome.starts), request.strategy);
+    // Rounded figures can make the solver's order miss the limit by a rounding; the heuristic
+    // (if any) then stands.
+    if (!made.ok() && !best.has_value()) return made.status();
+    if (made.ok() &&
+        (!best.has_value() || made->timeline.metrics.makespan < best->timeline.metrics.makespan)) {
+      improved = best.has_value();
+      best = *std::move(made);
+    }
+  }
+  if (!best.has_value()) {
+    return DeadlineExceeded("the solver found no order for " + request.strategy + " in " +
+                            FormatNumber(options.time_limit_s) +
+                            " s and no strategy of the catalogue plans this request "
+                            "(raise --time-limit)");
+  }
+
+  OptimalPlan out;
+  if (heuristic.has_value()) {
+    out.best_heuristic = heuristic->name;
+    out.best_heuristic_makespan = heuristic->timeline.metrics.makespan;
+  }
+  out.solver_improved = improved;
+  out.plan = std::move(best->plan);
+  out.timeline = std::move(best->timeline);
+  out.plan.request.strategy = request.strategy;
+  out.plan.provenance.strategy = request.strategy;
+  const double makespan = out.timeline.metrics.makespan;
+  const bool proven = solved && instance.exact;
+  const double bound = proven ? static_cast<double>(outcome.bound) / instance.time_scale : 0.0;
+  out.plan.provenance.solver_status = Certificate(makespan, bound, proven);
+  out.plan.provenance.proven_bound = bound;
+  if (!improved && heuristic.has_value() && out.plan.provenance.solver_status != "optimal") {
+    out.plan.provenance.solver_status += " (" + heuristic->name +
+                                         "'s order; the solver found "
+                                         "none faster)";
+  }
+  return out;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,310 @@
+// The solver-made strategies against what the test can know without the solver: an
+// exhaustive search of every pair of rank orders on tiny pipelines, 1F1B's closed form, and
+// the catalogue's heuristics. Runs OR-Tools CP-SAT through the pipeplan command's runner;
+// skips, saying why, where scripts/setup_solver.sh has not installed it.
+#include "pipeplan/planner/optimal.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cp_sat_solver.h"
+#include "test_support.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::MakeRequest;
+
+StatusOr<OptimalPlan> Solve(const PlanRequest& request, double time_limit_s = 60) {
+  OptimalOptions options;
+  options.time_limit_s = time_limit_s;
+  return BuildOptimalPlan(request, options, cli::RunCpSat);
+}
+
+class OptimalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const StatusOr<OptimalPlan> probe = Solve(MakeRequest("optimal", 1, 1));
+    if (!probe.ok() && probe.status().message().find("setup_solver.sh") != std::string::npos) {
+      GTEST_SKIP() << probe.status().message();
+    }
+    ASSERT_TRUE(probe.ok()) << probe.status().message();
+  }
+};
+
+// ---- An exhaustive search the test does itself: P = 2, one stage per rank, F/I/W split. ----
+
+struct TinyOp {
+  char kind;  // 'F', 'I' or 'W'
+  int mb;
+};
+
+// Every order of F, I and W of `microbatches` microbatches on one rank with F before I before
+// W of each microbatch.
+void Orders(int microbatches, std::vector<int>& done, std::vector<TinyOp>& order,
+            std::vector<std::vector<TinyOp>>& out) {
+  if (static_cast<int>(order.size()) == 3 * microbatches) {
+    out.push_back(order);
+    return;
+  }
+  for (int m = 0; m < microbatches; ++m) {
+    if (done[m] == 3) continue;
+    order.push_back({"FIW"[done[m]], m});
+    ++done[m];
+    Orders(microbatches, done, order, out);
+    --done[m];
+    order.pop_back();
+  }
+}
+
+struct TinyCosts {
+  double forward, input, weight, comm;
+};
+
+// The makespan of two rank orders when every op starts as soon as its rank is free and its
+// inputs are there; nullopt when they wait on each other for ever.
+std::optional<double> TwoRankMakespan(const std::vector<TinyOp> (&orders)[2], int microbatches,
+                                      const TinyCosts& c) {
+  // end[rank][kind][mb], -1 until it ran.
+  std::vector<double> end(static_cast<size_t>(6) * microbatches, -1);
+  auto at = [&](int rank, char kind, int mb) -> double& {
+    const int k = kind == 'F' ? 0 : kind == 'I' ? 1 : 2;
+    return end[(rank * 3 + k) * microbatches + mb];
+  };
+  size_t head[2] = {0, 0};
+  double free[2] = {0, 0};
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < 2; ++r) {
+      if (head[r] == orders[r].size()) continue;
+      const TinyOp op = orders[r][head[r]];
+      double ready = free[r];
+      double duration = c.weight;
+      if (op.kind == 'F') {
+        duration = c.forward;
+        if (r == 1) {
+          if (at(0, 'F', op.mb) < 0) continue;
+          ready = std::max(ready, at(0, 'F', op.mb) + c.comm);
+        }
+      } else if (op.kind == 'I') {
+        duration = c.input;
+        ready = std::max(ready, at(r, 'F', op.mb));
+        if (r == 0) {
+          if (at(1, 'I', op.mb) < 0) continue;
+          ready = std::max(ready, at(1, 'I', op.mb) + c.comm);
+        }
+      } else {
+        ready = std::max(ready, at(r, 'I', op.mb));
+      }
+      at(r, op.kind, op.mb) = ready + duration;
+      free[r] = ready + duration;
+      ++head[r];
+      progress = true;
+    }
+  }
+  if (head[0] != orders[0].size() || head[1] != orders[1].size()) return std::nullopt;
+  return std::max(free[0], free[1]);
+}
+
+// Activations one rank holds at most: +1 when an F starts, -1 when a W ends.
+int PeakActivations(const std::vector<TinyOp>& order) {
+  int held = 0;
+  int peak = 0;
+  for (const TinyOp& op : order) {
+    if (op.kind == 'F') peak = std::max(peak, ++held);
+    if (op.kind == 'W') --held;
+  }
+  return peak;
+}
+
+// The smallest makespan over every pair of orders within `limit` activations per rank.
+std::optional<double> ExhaustiveOptimum(int microbatches, const TinyCosts& costs,
+                                        std::optional<int> limit) {
+  std::vector<std::vector<TinyOp>> orders;
+  std::vector<int> done(microbatches, 0);
+  std::vector<TinyOp> order;
+  Orders(microbatches, done, order, orders);
+  std::vector<const std::vector<TinyOp>*> fitting;
+  for (const auto& o : orders) {
+    if (!limit.has_value() || PeakActivations(o) <= *limit) fitting.push_back(&o);
+  }
+  std::optional<double> best;
+  for (const auto* first : fitting) {
+    for (const auto* second : fitting) {
+      const std::vector<TinyOp> pair[2] = {*first, *second};
+      const std::optional<double> makespan = TwoRankMakespan(pair, microbatches, costs);
+      if (makespan.has_value() && (!best.has_value() || *makespan < *best)) best = makespan;
+    }
+  }
+  return best;
+}
+
+TEST_F(OptimalTest, EqualsAnExhaustiveSearchOnTinyPipelines) {
+  const TinyCosts unit{1, 1, 1, 0};
+  const TinyCosts uneven{2, 2, 1, 1};
+  for (const TinyCosts& costs : {unit, uneven}) {
+    for (int microbatches = 1; microbatches <= 3; ++microbatches) {
+      for (const std::optional<int> limit :
+           {std::optional<int>(), std::optional<int>(1), std::optional<int>(2)}) {
+        SCOPED_TRACE("F=" + std::to_string(costs.forward) + " comm=" + std::to_string(costs.comm) +
+                     " M=" + std::to_string(microbatches) +
+                     " limit=" + (limit ? std::to_string(*limit) : "none"));
+        PlanRequest request = MakeRequest("optimal", 2, microbatches, 1, costs.forward, costs.input,
+                                          costs.weight, costs.comm);
+        if (limit.has_value()) request.memory.limit = *limit;
+        const std::optional<double> expected = ExhaustiveOptimum(microbatches, costs, limit);
+        ASSERT_TRUE(expected.has_value());  // one activation per rank always fits
+        const StatusOr<OptimalPlan> solved = Solve(request);
+        ASSERT_TRUE(solved.ok()) << solved.status().message();
+        EXPECT_DOUBLE_EQ(solved->timeline.metrics.makespan, *expected);
+        EXPECT_EQ(solved->plan.provenance.solver_status, "optimal");
+        EXPECT_DOUBLE_EQ(solved->plan.provenance.proven_bound, *expected);
+      }
+    }
+  }
+}
+
+// With B whole and 1F1B's memory (P activations on every rank), nothing beats 1F1B:
+// (M + P - 1)(F + B).
+TEST_F(OptimalTest, UnsplitBackwardUnderOneFOneBMemoryMeetsTheClosedForm) {
+  for (int ranks = 2; ranks <= 4; ++ranks) {
+    for (const int microbatches : {ranks, 2 * ranks}) {
+      PlanRequest request = MakeRequest("optimal-fb", ranks, microbatches, 1, 1, 1, 1);
+      request.memory.limit = ranks;
+      const StatusOr<OptimalPlan> solved = Solve(request);
+      ASSERT_TRUE(solved.ok()) << solved.status().message();
+      EXPECT_DOUBLE_EQ(solved->timeline.metrics.makespan, (microbatches + ranks - 1) * 3.0)
+          << "P=" << ranks << " M=" << microbatches;
+      EXPECT_EQ(solved->plan.provenance.solver_status, "optimal");
+      for (const RankProgram& program : solved->plan.programs) {
+        for (const Action& action : program.actions) {
+          EXPECT_NE(action.kind, ActionKind::kBackwardInput);
+          EXPECT_NE(action.kind, ActionKind::kBackwardWeight);
+        }
+      }
+    }
+  }
+}
+
+// On a grid of small requests: proven optimal within the time limit, never slower than the
+// best heuristic of the same placement, and the simulated makespan is the proven bound. Not
+// proven in 60 s on a 2-core machine (an open item): the paper's costs at V = 2 under 1F1B's
+// memory, where the solver ends 0.3-3% above its bound; those are held to the heuristics only.
+TEST_F(OptimalTest, CertifiesSmallRequestsAndNeverLosesToTheCatalogue) {
+  struct Costs {
+    const char* name;
+    double forward, input, weight, comm;
+  };
+  const Costs unit{"unit", 1, 1, 1, 0};
+  const Costs paper{"1.5B paper", 18522, 18086, 9337, 601};  // Zero Bubble paper, P=8 row
+  for (const Costs& costs : {unit, paper}) {
+    for (int ranks = 2; ranks <= 4; ++ranks) {
+      for (const int stages_per_rank : {1, 2}) {
+        for (const int microbatches : {ranks, 2 * ranks}) {
+          for (const bool limited : {false, true}) {
+            std::vector<std::string> strategies = {"optimal"};
+            if (stages_per_rank == 2) strategies.emplace_back("optimal-v");
+            for (const std::string& strategy : strategies) {
+              SCOPED_TRACE(strategy + " " + costs.name + " P=" + std::to_string(ranks) + " V=" +
+                           std::to_string(stages_per_rank) + " M=" + std::to_string(microbatches) +
+                           (limited ? " limit=P" : " no limit"));
+              PlanRequest request =
+                  MakeRequest(strategy, ranks, microbatches, stages_per_rank, costs.forward,
+                              costs.input, costs.weight, costs.comm);
+              if (limited) request.memory.limit = ranks;  // 1F1B's peak
+              const bool certified = !(limited && stages_per_rank == 2 && costs.comm > 0);
+              const StatusOr<OptimalPlan> solved = Solve(request, certified ? 60 : 5);
+              ASSERT_TRUE(solved.ok()) << solved.status().message();
+              const double makespan = solved->timeline.metrics.makespan;
+              if (certified) {
+                EXPECT_EQ(solved->plan.provenance.solver_status, "optimal");
+                EXPECT_DOUBLE_EQ(makespan, solved->plan.provenance.proven_bound);
+              } else {
+                EXPECT_LE(solved->plan.provenance.proven_bound, makespan);
+              }
+              EXPECT_FALSE(solved->best_heuristic.empty());
+              EXPECT_LE(makespan, solved->best_heuristic_makespan);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Memory limits between V-Min's and 1F1B's: the solver's order is strictly faster than every
+// heuristic of the catalogue with the same placement (figures in docs/planning.md).
+TEST_F(OptimalTest, StrictlyBeatsTheCatalogueUnderTightMemory) {
+  struct Case {
+    const char* strategy;
+    int ranks, microbatches;
+    double limit, optimum, best_heuristic;
+  };
+  for (const Case& c : {Case{"optimal", 4, 8, 2, 41, 51}}) {
+    SCOPED_TRACE(std::string(c.strategy) + " P=" + std::to_string(c.ranks));
+    PlanRequest request = MakeRequest(c.strategy, c.ranks, c.microbatches);
+    request.memory.limit = c.limit;
+    const StatusOr<OptimalPlan> solved = Solve(request);
+    ASSERT_TRUE(solved.ok()) << solved.status().message();
+    EXPECT_TRUE(solved->solver_improved);
+    EXPECT_EQ(solved->plan.provenance.solver_status, "optimal");
+    EXPECT_DOUBLE_EQ(solved->timeline.metrics.makespan, c.optimum);
+    EXPECT_DOUBLE_EQ(solved->best_heuristic_makespan, c.best_heuristic);
+  }
+}
+
+TEST_F(OptimalTest, ALimitNothingFitsNamesTheSmallestThatDoes) {
+  PlanRequest request = MakeRequest("optimal-v", 4, 8, 2);
+  request.memory.limit = 0.5;
+  const StatusOr<OptimalPlan> solved = Solve(request);
+  ASSERT_FALSE(solved.ok());
+  EXPECT_EQ(solved.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(solved.status().message().find("nothing fits the memory limit 0.5 with optimal-v; "
+                                           "the smallest limit any order fits is 1 (proven"),
+            std::string::npos)
+      << solved.status().message();
+}
+
+TEST(OptimalInstance, RefusesRequestsOverTheSizeCap) {
+  PlanRequest request = MakeRequest("optimal", 8, 200);
+  const StatusOr<SolverInstance> instance = BuildSolverInstance(request);
+  ASSERT_FALSE(instance.ok());
+  EXPECT_NE(instance.status().message().find("at most 4000 compute ops; P=8 V=1 M=200 has 4800"),
+            std::string::npos)
+      << instance.status().message();
+}
+
+TEST(OptimalInstance, RefusesATimeLimitThatIsNotPositive) {
+  for (const double seconds : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    OptimalOptions options;
+    options.time_limit_s = seconds;
+    const StatusOr<OptimalPlan> solved =
+        BuildOptimalPlan(MakeRequest("optimal", 2, 2), options, cli::RunCpSat);
+    ASSERT_FALSE(solved.ok());
+    EXPECT_NE(solved.status().message().find("--time-limit must be a number of seconds > 0"),
+              std::string::npos);
+  }
+}
+
+// Figures that do not scale to integers are rounded for the solver: the plan stays valid and
+// is still never slower than the heuristic, but nothing is claimed proven.
+TEST_F(OptimalTest, RoundedFiguresClaimNoProof) {
+  const PlanRequest request = MakeRequest("optimal", 2, 2, 1, 1.0 / 3, 1, 1);
+  const StatusOr<SolverInstance> instance = BuildSolverInstance(request);
+  ASSERT_TRUE(instance.ok());
+  EXPECT_FALSE(instance->exact);
+  const StatusOr<OptimalPlan> solved = Solve(request);
+  ASSERT_TRUE(solved.ok()) << solved.status().message();
+  EXPECT_EQ(solved->plan.provenance.solver_status.rfind("feasible, no proven bound", 0), 0u)
+      << solved->plan.provenance.solver_status;
+  EXPECT_LE(solved->timeline.metrics.makespan, solved->best_heuristic_makespan);
+}
+
+}  // namespace
+}  // namespace pipeplan
