@@ -90,7 +90,7 @@ StatusOr<int> WaitFor(pid_t pid, double deadline_s) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return DeadlineExceeded("the solver did not stop within " + FormatNumber(deadline_s) +
-                              " s of its start (its time limit plus a grace period); killed it");
+                              " s of its start (5 times its time limit plus 2 minutes); killed it");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -230,7 +230,7 @@ StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
     return FailedPrecondition("could not start the solver (" + python +
                               "): " + std::strerror(error) + "; " + std::string(kInstall));
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const int status, WaitFor(pid, instance.time_limit_s * 1.5 + 60));
+  PIPEPLAN_ASSIGN_OR_RETURN(const int status, WaitFor(pid, instance.time_limit_s * 5 + 120));
   if (WIFEXITED(status) && WEXITSTATUS(status) == kNoOrtools) {
     return FailedPrecondition(python + " has no ortools package: " + std::string(kInstall));
   }

@@ -45,9 +45,11 @@ Request:
                                optimizer post-validation (PV) on every rank and tag the receives
                                a failed validation must drain as rollback; other strategies
                                fail with exit 1 (with auto: only this family is searched)
-  --time-limit SEC             optimal, optimal-v, optimal-fb: seconds the solver may search,
-                               number > 0 (default 60); it stops earlier when it proves the
-                               optimum, and reports its progress on stderr every 5 s
+  --time-limit SEC             optimal, optimal-v, optimal-fb: how long the solver may search,
+                               number > 0, in CP-SAT's deterministic seconds (about a wall
+                               second each on 2 cores; the same request gives the same plan);
+                               it stops earlier when it proves the optimum and reports its
+                               progress on stderr every 5 s (default 60)
   --request FILE               take the whole request (topology, strategy, costs, memory)
                                from a text-format or JSON PlanRequest; excludes the flags above
 
