@@ -149,7 +149,7 @@ def solve(instance):
     solver = cp_model.CpSolver()
     # Same instance, same answer (pipeplan's plans are deterministic): the workers' searches are
     # interleaved in a fixed order and stopped by CP-SAT's deterministic time, a count of work
-    # done (about a wall second per unit with 2 workers on a 2-core machine, 0.5-1.6 measured),
+    # done (about a wall second per unit with 2 workers on a 2-core machine, 0.5-2.5 measured),
     # not by the clock.
     solver.parameters.interleave_search = True
     solver.parameters.max_deterministic_time = float(instance["time_limit_s"])

@@ -105,9 +105,10 @@ StatusOr<SolverInstance> BuildSolverInstance(const PlanRequest& request);
 // producer before its consumers).
 ComputeOrder OrderFromStarts(const SolverInstance& instance, const std::vector<int64_t>& starts);
 
-// The search budget is CP-SAT's deterministic time (a count of work, about a wall second per
-// unit with 2 workers on a 2-core machine) and the worker count is fixed, so the same request
-// gives the same plan on any machine; more workers would change the answer, not only its speed.
+// The search budget is CP-SAT's deterministic time (a count of work: 0.5-2.5 wall seconds per
+// unit measured with 2 workers on 2 cores) and the worker count is fixed, so the same request
+// gives the same plan (OR-Tools is pinned); more workers would change the answer, not only its
+// speed.
 struct OptimalOptions {
   double time_limit_s = 60.0;
   int workers = 2;
