@@ -6,8 +6,10 @@
 
 #include "commands.h"
 #include "comparison.h"
+#include "cp_sat_solver.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
+#include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/reports/html_report.h"
 
@@ -59,6 +61,13 @@ Output:
   --auto                       also run 'auto' on the same request and print its pick and every
                                candidate it tried (strategy, V, group size or memory step,
                                makespan, peak memory; fastest first, then the failures and why)
+  --optimal                    also plan optimal (V = 1 and V = --stages-per-rank) and optimal-v
+                               with the CP-SAT solver, and add a 'gap to optimal' column: each
+                               strategy's makespan against the solver's plan of the same
+                               placement and V ('-' where there is none), and for the solver's
+                               rows 'optimal' or how far above the optimum they may be
+  --time-limit SEC             with --optimal: each solve's budget in CP-SAT's deterministic
+                               seconds, number > 0 (default 60; see 'pipeplan plan --help')
   --html FILE                  also write a self-contained HTML report (table and one timeline
                                per strategy; with --auto, auto's pick too)
   -h, --help                   show this help
@@ -69,6 +78,7 @@ Strategies:
 Examples:
   pipeplan compare --ranks 4 --microbatches 8
   pipeplan compare --ranks 4 --microbatches 8 --memory-limit 4 --auto
+  pipeplan compare --ranks 4 --microbatches 8 --memory-limit 2.5 --optimal --time-limit 20
   pipeplan compare --ranks 4 --microbatches 8 --post-validation
   pipeplan compare --ranks 8 --microbatches 24 --forward 18522 --backward-input 18086 \
       --backward-weight 9337 --comm 601 --html report.html
@@ -77,11 +87,17 @@ Examples:
 struct CompareOptions {
   app::RequestFlags request;
   bool with_auto = false;
+  bool with_optimal = false;
+  std::optional<double> time_limit_s;
   std::optional<std::string> html;
 };
 
 std::vector<app::FlagSpec> CompareFlags() {
-  std::vector<app::FlagSpec> specs = {{"request"}, {"html"}, {"auto", app::FlagKind::kBool}};
+  std::vector<app::FlagSpec> specs = {{"request"},
+                                      {"html"},
+                                      {"auto", app::FlagKind::kBool},
+                                      {"optimal", app::FlagKind::kBool},
+                                      {"time-limit"}};
   for (const app::FlagSpec& spec : app::TopologyFlagSpecs()) specs.push_back(spec);
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
@@ -93,6 +109,20 @@ StatusOr<CompareOptions> ParseCompareOptions(const app::Flags& flags) {
   PIPEPLAN_ASSIGN_OR_RETURN(options.request,
                             app::ParseRequestFlags(flags, app::StrategyFlag::kNone));
   options.with_auto = flags.GetBool("auto");
+  options.with_optimal = flags.GetBool("optimal");
+  PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, flags.GetNumber("time-limit"));
+  if (options.time_limit_s.has_value()) {
+    if (!options.with_optimal) return InvalidArgument("--time-limit needs --optimal");
+    if (!(*options.time_limit_s > 0)) {
+      return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
+                             app::FormatCompact(*options.time_limit_s));
+    }
+  }
+  if (options.with_optimal && options.request.post_validation) {
+    return InvalidArgument(
+        "--optimal cannot be combined with --post-validation (the "
+        "solver-made strategies do not insert post-validation)");
+  }
   options.html = flags.GetString("html");
   return options;
 }
@@ -104,7 +134,10 @@ Status ExecuteCompare(const CompareOptions& options) {
     multi_stage_v = std::max(2, base.topology.stages_per_rank);
   }
   base.topology.stages_per_rank = 1;
-  const std::vector<ComparisonRow> rows = RunComparison(base, multi_stage_v);
+  OptimalRows optimal{OptimalOptions{}, RunCpSat};
+  if (options.time_limit_s.has_value()) optimal.options.time_limit_s = *options.time_limit_s;
+  const std::vector<ComparisonRow> rows =
+      RunComparison(base, multi_stage_v, options.with_optimal ? &optimal : nullptr);
   const std::string description = DescribeRequest(base);
   std::cout << description << "\n\n" << RenderComparisonTable(rows);
 

@@ -15,19 +15,25 @@
 namespace pipeplan::cli {
 namespace {
 
-ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int multi_stage_v) {
-  ComparisonRow row;
-  row.strategy = std::string(strategy.name);
-  row.stages_per_rank = strategy.min_stages_per_rank <= 1 ? 1 : multi_stage_v;
-
+// `base` with one strategy at V stages per rank, the share's costs and memory split over them.
+PlanRequest RowRequest(const PlanRequest& base, std::string_view strategy, Placement placement,
+                       int stages_per_rank) {
   PlanRequest request = base;
-  request.strategy = row.strategy;
-  request.topology.stages_per_rank = row.stages_per_rank;
-  request.topology.placement = strategy.placement;
+  request.strategy = std::string(strategy);
+  request.topology.stages_per_rank = stages_per_rank;
+  request.topology.placement = placement;
   // Loop and V placements split a rank's share of the model into V stages; dual placement
   // (DualPipe) holds one full share of each of two model copies, so its stages keep the cost.
   request.costs = SplitShareCosts(base.costs, ChunksPerShare(request.topology));
   request.memory = SplitShareMemory(base.memory, ChunksPerShare(request.topology));
+  return request;
+}
+
+ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int multi_stage_v) {
+  ComparisonRow row;
+  row.strategy = std::string(strategy.name);
+  row.stages_per_rank = strategy.min_stages_per_rank <= 1 ? 1 : multi_stage_v;
+  PlanRequest request = RowRequest(base, strategy.name, strategy.placement, row.stages_per_rank);
   // The microbatch group size is an interleaved-1f1b option; the planner rejects it elsewhere.
   if (strategy.name != "interleaved-1f1b") request.options.microbatch_group_size = 0;
   if (Status status = CheckApplicable(strategy, request.topology); !status.ok()) {
@@ -56,14 +62,73 @@ std::string CandidateSetting(const PlanRequest& request) {
   return "";
 }
 
+ComparisonRow RunSolverMade(const OptimalStrategy& strategy, int stages_per_rank,
+                            const PlanRequest& base, const OptimalRows& optimal) {
+  ComparisonRow row;
+  row.strategy = std::string(strategy.name);
+  row.stages_per_rank = stages_per_rank;
+  row.solver_made = true;
+  PlanRequest request = RowRequest(base, strategy.name, strategy.placement, stages_per_rank);
+  request.options.microbatch_group_size = 0;
+  StatusOr<OptimalPlan> planned = BuildOptimalPlan(request, optimal.options, optimal.solve);
+  if (!planned.ok()) {
+    row.error = planned.status().message();
+    return row;
+  }
+  row.plan = std::move(planned->plan);
+  row.timeline = std::move(planned->timeline);
+  return row;
+}
+
+// optimal at V = 1 and at `multi_stage_v` (loop), optimal-v at V = 2.
+void AddSolverMadeRows(const PlanRequest& base, int multi_stage_v, const OptimalRows& optimal,
+                       std::vector<ComparisonRow>& rows) {
+  for (const OptimalStrategy& strategy : OptimalStrategies()) {
+    if (!strategy.split_backward) continue;  // optimal-fb answers another question
+    std::vector<int> vs = {std::max(1, strategy.min_stages_per_rank)};
+    if (strategy.max_stages_per_rank == 0 && multi_stage_v > vs.front()) {
+      vs.push_back(multi_stage_v);
+    }
+    for (const int v : vs) rows.push_back(RunSolverMade(strategy, v, base, optimal));
+  }
+}
+
+// Each catalogue row's gap to the solver-made row of the same placement and V.
+void SetGapsToOptimal(std::vector<ComparisonRow>& rows) {
+  for (ComparisonRow& row : rows) {
+    if (row.solver_made || !row.timeline.has_value()) continue;
+    const Topology& t = row.plan->request.topology;
+    for (const ComparisonRow& solved : rows) {
+      if (!solved.solver_made || !solved.timeline.has_value()) continue;
+      const Topology& s = solved.plan->request.topology;
+      if (s.placement != t.placement || s.stages_per_rank != t.stages_per_rank) continue;
+      row.gap_to_optimal = row.timeline->metrics.makespan / solved.timeline->metrics.makespan - 1.0;
+    }
+  }
+}
+
+// The solver's verdict, short: "optimal", or "<= 2.31%" (at most that far above the optimum,
+// by the proven bound), or "not proven".
+std::string VerdictCell(const ComparisonRow& row) {
+  const Provenance& p = row.plan->provenance;
+  if (p.solver_status == "optimal") return "optimal";
+  if (p.proven_bound <= 0) return "not proven";
+  return "<= " + app::FormatPercent(row.timeline->metrics.makespan / p.proven_bound - 1.0);
+}
+
 }  // namespace
 
-std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v) {
+std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
+                                         const OptimalRows* optimal) {
   std::vector<ComparisonRow> rows;
   for (const Strategy& strategy : AllStrategies()) {
     // Post-validation is a zero-bubble option; the other strategies are left out.
     if (base.options.post_validation && !SupportsPostValidation(strategy.name)) continue;
     rows.push_back(RunOne(strategy, base, multi_stage_v));
+  }
+  if (optimal != nullptr && !base.options.post_validation) {
+    AddSolverMadeRows(base, multi_stage_v, *optimal, rows);
+    SetGapsToOptimal(rows);
   }
   double best = std::numeric_limits<double>::infinity();
   for (const ComparisonRow& row : rows) {
@@ -92,6 +157,9 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
                                      "peak act. mem",
                                      "gap to LB"};
   if (with_pv) header.emplace_back("rollback RECVs");
+  const bool with_optimal = std::any_of(rows.begin(), rows.end(),
+                                        [](const ComparisonRow& row) { return row.solver_made; });
+  if (with_optimal) header.emplace_back("gap to optimal");
   app::TextTable table(header, {true, true});
   for (const ComparisonRow& row : rows) {
     const std::string mark = row.best ? "*" : "";
@@ -112,6 +180,11 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
         app::FormatMemory(app::PeakActivationMemory(*row.timeline), row.plan->request.memory),
         app::FormatPercent(m.gap_to_lower_bound)};
     if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(*row.plan)));
+    if (with_optimal) {
+      cells.push_back(row.solver_made                  ? VerdictCell(row)
+                      : row.gap_to_optimal.has_value() ? app::FormatPercent(*row.gap_to_optimal)
+                                                       : "-");
+    }
     table.AddRow(std::move(cells));
   }
   return table.Render() + "(* = smallest makespan)\n";

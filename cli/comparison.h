@@ -9,6 +9,7 @@
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/planner/auto_search.h"
+#include "pipeplan/planner/optimal.h"
 #include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {
@@ -20,6 +21,16 @@ struct ComparisonRow {
   std::optional<Timeline> timeline;  // set when the strategy succeeded
   std::string error;                 // why it did not, otherwise
   bool best = false;                 // smallest makespan of all rows (ties all marked)
+  bool solver_made = false;          // an optimal strategy's row (compare --optimal)
+  // A catalogue row's distance to the solver-made row of its placement and V, when there is
+  // one: makespan / that row's makespan - 1.
+  std::optional<double> gap_to_optimal;
+};
+
+// compare --optimal: the solver-made rows and how to solve them.
+struct OptimalRows {
+  OptimalOptions options;
+  SolveFn solve;
 };
 
 // `base` gives P, M, options, memory and the costs of one rank's share of the model. Each
@@ -28,12 +39,16 @@ struct ComparisonRow {
 // loop and V placement, 1 under dual placement (DualPipe holds a full share of each of two
 // model copies), as AutoSearch divides them. Comm latency is per transfer and stays as is.
 // Rows are in catalogue order; with base.options.post_validation only the strategies that
-// support it are run.
-std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v);
+// support it are run. With `optimal`, the solver-made rows follow (optimal at V = 1 and at
+// `multi_stage_v`, optimal-v at V = 2; not with post-validation) and every catalogue row gets
+// its gap to the one of its placement and V.
+std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
+                                         const OptimalRows* optimal = nullptr);
 
 // The side-by-side table: strategy, V, makespan, zb_bubble_rate, bubble fraction max/mean,
-// peak activation memory (max over ranks), gap to the lower bound, and with post-validation
-// the rollback receives; '*' marks the best.
+// peak activation memory (max over ranks), gap to the lower bound, with post-validation the
+// rollback receives, and with solver-made rows the gap to optimal (their own rows: the
+// solver's verdict); '*' marks the best.
 std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows);
 
 // `auto` on the same request as RunComparison (costs of one rank's share).

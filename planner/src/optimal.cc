@@ -516,6 +516,8 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
                                          "'s order; the solver found "
                                          "none faster)";
   }
+  // Again with the proven bound in the provenance: the metrics' lower bound takes it.
+  PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(out.plan));
   return out;
 }
 

@@ -345,5 +345,24 @@ TEST(CliTest, SimulateShowsTheSolversVerdict) {
             (std::vector<std::string>{"lower", "bound", "41"}));
 }
 
+// compare --optimal: the solver's rows, and every catalogue row's gap to the one of its
+// placement and V (P=2, M=4, unit costs: 1F1B's (M + P - 1) x 3 = 15 against 13).
+TEST(CliTest, CompareWithOptimalAddsTheSolversRowsAndTheGaps) {
+  ScratchDir dir;
+  const RunResult result =
+      RunPipeplan({"compare", "--ranks", "2", "--microbatches", "4", "--optimal"}, dir.path());
+  if (result.err.find("setup_solver.sh") != std::string::npos) GTEST_SKIP() << result.err;
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::vector<std::string> optimal = LineStartingWith(result.out, {"optimal", "1"});
+  ASSERT_FALSE(optimal.empty()) << result.out;
+  EXPECT_EQ(optimal[2], "13");
+  EXPECT_EQ(optimal.back(), "optimal");
+  const std::vector<std::string> one_f_one_b = LineStartingWith(result.out, {"1f1b", "1"});
+  ASSERT_FALSE(one_f_one_b.empty()) << result.out;
+  EXPECT_EQ(one_f_one_b[2], "15");
+  EXPECT_EQ(one_f_one_b.back(), "15.4%");
+  EXPECT_FALSE(LineStartingWith(result.out, {"optimal-v", "2"}).empty()) << result.out;
+}
+
 }  // namespace
 }  // namespace pipeplan::cli_test
