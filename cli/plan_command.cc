@@ -48,8 +48,8 @@ Request:
   --time-limit SEC             optimal, optimal-v, optimal-fb: how long the solver may search,
                                number > 0, in CP-SAT's deterministic seconds (0.5-2.5 wall
                                seconds each on 2 cores; the same request gives the same plan);
-                               it stops earlier when it proves the optimum and reports its
-                               progress on stderr every 5 s (default 60)
+                               it stops earlier when it proves the optimum and, on a terminal,
+                               reports its progress on stderr every 5 s (default 60)
   --request FILE               take the whole request (topology, strategy, costs, memory)
                                from a text-format or JSON PlanRequest; excludes the flags above
 
