@@ -2,9 +2,9 @@
 // SolveFn of BuildOptimalPlan (pipeplan/planner/optimal.h) for the pipeplan command.
 //
 // The instance goes to the solver as JSON in a private temporary directory, removed
-// afterwards (also on SIGINT/SIGTERM); the solver's progress lines (on a terminal) pass through to stderr.
-// Which Python runs it: $PIPEPLAN_SOLVER_PYTHON, else the one scripts/setup_solver.sh installed
-// ortools into (known to the build); the script: $PIPEPLAN_SOLVER_SCRIPT, else the source
+// afterwards (also on SIGINT/SIGTERM); the solver's progress lines (on a terminal) pass through to
+// stderr. Which Python runs it: $PIPEPLAN_SOLVER_PYTHON, else the one scripts/setup_solver.sh
+// installed ortools into (known to the build); the script: $PIPEPLAN_SOLVER_SCRIPT, else the source
 // tree's. Every failure (no Python, no ortools, a crash, a solver past its time limit plus a
 // grace period: 5 times the limit plus 2 minutes) is a Status naming the install step or what
 // happened.
