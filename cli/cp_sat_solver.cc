@@ -139,6 +139,7 @@ std::string SolverInstanceJson(const SolverInstance& instance) {
   out += ",\"time_limit_s\":" + FormatNumber(instance.time_limit_s);
   out += ",\"workers\":" + std::to_string(instance.workers);
   out += ",\"time_scale\":" + FormatNumber(instance.time_scale);
+  out += ",\"memory_scale\":" + FormatNumber(instance.memory_scale);
   out += "}\n";
   return out;
 }

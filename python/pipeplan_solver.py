@@ -16,12 +16,13 @@ The instance holds integers only (time and memory scaled by pipeplan):
   minimize     "makespan", or "memory": the smallest per-rank limit (static included) with
                which any order fits, whatever its makespan
   time_limit_s (CP-SAT deterministic seconds), workers (a fixed count: the answer depends on
-  it), horizon, time_scale (integer units per user unit, for progress)
+  it), horizon, time_scale and memory_scale (integer units per unit of the request's time
+  and memory, for progress lines)
 
 Model: one interval per op, no overlap per rank (the op's setup included), precedences as
 linear constraints, memory as one cumulative per rank over the hold intervals. Progress goes
-to stderr every `progress_s` seconds when stderr is a terminal; the result, on the output
-file, is text:
+to stderr every `progress_s` seconds when stderr is a terminal (PIPEPLAN_SOLVER_PROGRESS=off
+silences it); the result, on the output file, is text:
 
   status optimal|feasible|infeasible|unknown
   objective N
@@ -33,6 +34,7 @@ usage: pipeplan_solver.py INSTANCE.json RESULT.txt
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -156,8 +158,8 @@ def solve(instance):
     solver.parameters.max_deterministic_time = float(instance["time_limit_s"])
     solver.parameters.num_workers = int(instance.get("workers", 2))
     solver.parameters.random_seed = 0
-    progress = Progress(int(instance.get("time_scale", 1)) if minimize == "makespan" else 1,
-                        "makespan" if minimize == "makespan" else "limit",
+    scale = instance.get("time_scale" if minimize == "makespan" else "memory_scale", 1)
+    progress = Progress(float(scale), "makespan" if minimize == "makespan" else "limit",
                         float(instance.get("progress_s", 5)))
 
     def on_bound(bound):
@@ -167,7 +169,7 @@ def solve(instance):
     # Progress is for a person watching: a log or a test's pipe gets only the verdict, which
     # then does not depend on how fast the machine happened to be.
     printer = threading.Thread(target=progress.run, daemon=True)
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and os.environ.get("PIPEPLAN_SOLVER_PROGRESS") != "off":
         printer.start()
     began = time.monotonic()
     code = solver.solve(model, OnSolution(progress))

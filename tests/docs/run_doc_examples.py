@@ -28,6 +28,9 @@ def main() -> int:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join(args.path + [helpers, env.get("PATH", "")])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # byexample runs commands on a terminal: the solver's progress lines would depend on how
+    # fast this machine is.
+    env["PIPEPLAN_SOLVER_PROGRESS"] = "off"
     document = os.path.abspath(args.document)
     with tempfile.TemporaryDirectory(prefix="pipeplan-docs-") as scratch:
         os.symlink(os.path.join(args.repo, "examples"), os.path.join(scratch, "examples"))
