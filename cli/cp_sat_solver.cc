@@ -89,8 +89,9 @@ StatusOr<int> WaitFor(pid_t pid, double deadline_s) {
     if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
-      return DeadlineExceeded("the solver did not stop within " + FormatNumber(deadline_s) +
-                              " s of its start (5 times its time limit plus 2 minutes); killed it");
+      return DeadlineExceeded(
+          "the solver did not stop within " + FormatNumber(deadline_s) +
+          " s of its start (20 times its time limit plus 15 minutes); killed it");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -174,6 +175,10 @@ StatusOr<SolverOutcome> ParseSolverOutcome(std::string_view text, size_t ops) {
       words >> outcome.bound;
     } else if (key == "wall_s") {
       words >> outcome.wall_s;
+    } else if (key == "stopped_by_clock") {
+      int flag = 0;
+      words >> flag;
+      outcome.stopped_by_clock = flag != 0;
     } else if (key == "starts") {
       int64_t start = 0;
       while (words >> start) outcome.starts.push_back(start);
@@ -231,7 +236,7 @@ StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
     return FailedPrecondition("could not start the solver (" + python +
                               "): " + std::strerror(error) + "; " + std::string(kInstall));
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const int status, WaitFor(pid, instance.time_limit_s * 5 + 120));
+  PIPEPLAN_ASSIGN_OR_RETURN(const int status, WaitFor(pid, instance.time_limit_s * 20 + 900));
   if (WIFEXITED(status) && WEXITSTATUS(status) == kNoOrtools) {
     return FailedPrecondition(python + " has no ortools package: " + std::string(kInstall));
   }

@@ -6,7 +6,7 @@
 // stderr. Which Python runs it: $PIPEPLAN_SOLVER_PYTHON, else the one scripts/setup_solver.sh
 // installed ortools into (known to the build); the script: $PIPEPLAN_SOLVER_SCRIPT, else the source
 // tree's. Every failure (no Python, no ortools, a crash, a solver past its time limit plus a
-// grace period: 5 times the limit plus 2 minutes) is a Status naming the install step or what
+// grace period: 20 times the limit plus 15 minutes) is a Status naming the install step or what
 // happened.
 #pragma once
 

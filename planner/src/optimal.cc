@@ -516,6 +516,10 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
                                          "'s order; the solver found "
                                          "none faster)";
   }
+  if (outcome.stopped_by_clock) {
+    out.plan.provenance.solver_status +=
+        "; stopped by the clock cap on a loaded machine, so a rerun may differ";
+  }
   // Again with the proven bound in the provenance: the metrics' lower bound takes it.
   PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(out.plan));
   return out;

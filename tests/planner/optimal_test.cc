@@ -302,6 +302,25 @@ TEST_F(OptimalTest, ALimitNothingFitsNamesTheSmallestThatDoes) {
       << solved.status().message();
 }
 
+TEST(SolverOutcome, ReadsTheSolversResult) {
+  const StatusOr<SolverOutcome> outcome = cli::ParseSolverOutcome(
+      "status feasible\nobjective 12\nbound 10\nwall_s 3.5\nstopped_by_clock 1\nstarts 0 4\n", 2);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->result, SolverOutcome::Result::kFeasible);
+  EXPECT_EQ(outcome->objective, 12);
+  EXPECT_EQ(outcome->bound, 10);
+  EXPECT_TRUE(outcome->stopped_by_clock);
+  EXPECT_EQ(outcome->starts, (std::vector<int64_t>{0, 4}));
+
+  EXPECT_FALSE(cli::ParseSolverOutcome("objective 12\n", 0).ok());              // no status
+  EXPECT_FALSE(cli::ParseSolverOutcome("status optimal\nstarts 0\n", 2).ok());  // too few
+  EXPECT_FALSE(cli::ParseSolverOutcome("status solved\n", 0).ok());             // unknown
+  const StatusOr<SolverOutcome> infeasible = cli::ParseSolverOutcome("status infeasible\n", 2);
+  ASSERT_TRUE(infeasible.ok());
+  EXPECT_EQ(infeasible->result, SolverOutcome::Result::kInfeasible);
+  EXPECT_FALSE(infeasible->stopped_by_clock);
+}
+
 TEST(OptimalInstance, RefusesRequestsOverTheSizeCap) {
   PlanRequest request = MakeRequest("optimal", 8, 200);
   const StatusOr<SolverInstance> instance = BuildSolverInstance(request);

@@ -92,6 +92,9 @@ struct SolverOutcome {
   int64_t objective = 0;
   int64_t bound = 0;
   double wall_s = 0.0;
+  // A loaded machine's clock cap (10x the budget + 5 min), not the deterministic budget, ended
+  // the search: the answer may differ on a rerun.
+  bool stopped_by_clock = false;
   std::vector<int64_t> starts;  // per op, when optimal or feasible
 };
 
