@@ -68,7 +68,8 @@ void BM_Budget_OptimalV_P4_V2_M8_Unit(benchmark::State& state) {
 BENCHMARK(BM_Budget_OptimalV_P4_V2_M8_Unit)->Iterations(1)->Unit(benchmark::kSecond);
 
 void BM_Budget_Optimal_P8_M24_Paper(benchmark::State& state) {
-  RunOptimal(state, Request("optimal", 8, 1, 24, 18522, 18086, 9337, 601), 60, 60, 0.01,
+  // 45 deterministic seconds: about 50 s of wall time here.
+  RunOptimal(state, Request("optimal", 8, 1, 24, 18522, 18086, 9337, 601), 45, 60, 0.01,
              "1% of the bound in 60 s");
 }
 BENCHMARK(BM_Budget_Optimal_P8_M24_Paper)->Iterations(1)->Unit(benchmark::kSecond);

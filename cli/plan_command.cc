@@ -46,8 +46,8 @@ Request:
                                a failed validation must drain as rollback; other strategies
                                fail with exit 1 (with auto: only this family is searched)
   --time-limit SEC             optimal, optimal-v, optimal-fb: how long the solver may search,
-                               number > 0, in CP-SAT's deterministic seconds (0.5-2.5 wall
-                               seconds each on 2 cores; the same request gives the same plan);
+                               number > 0, in CP-SAT's deterministic seconds (about a wall
+                               second each on 2 cores; the same request gives the same plan);
                                it stops earlier when it proves the optimum and, on a terminal,
                                reports its progress on stderr every 5 s (default 60)
   --request FILE               take the whole request (topology, strategy, costs, memory)

@@ -395,7 +395,9 @@ std::string Percent(double fraction) {
 std::string Certificate(double makespan, double bound, bool proven) {
   if (!proven) return "feasible, no proven bound";
   if (makespan <= bound * (1 + 1e-12)) return "optimal";
-  return "feasible, gap " + Percent(makespan / bound - 1) + " to the proven bound";
+  const double gap = makespan / bound - 1;
+  return "feasible, gap " + (gap < 1e-4 ? std::string("< 0.01%") : Percent(gap)) +
+         " to the proven bound";
 }
 
 // When nothing fits the limit: the smallest limit any order fits, from a second solve.

@@ -108,13 +108,11 @@ StatusOr<SolverInstance> BuildSolverInstance(const PlanRequest& request);
 // producer before its consumers).
 ComputeOrder OrderFromStarts(const SolverInstance& instance, const std::vector<int64_t>& starts);
 
-// The search budget is CP-SAT's deterministic time (a count of work: 0.5-2.5 wall seconds per
-// unit measured with 2 workers on 2 cores) and the worker count is fixed, so the same request
-// gives the same plan (OR-Tools is pinned); more workers would change the answer, not only its
-// speed.
+// The search budget is CP-SAT's deterministic time (a count of work, not the clock) and CP-SAT
+// runs one worker, so the same request gives the same plan (OR-Tools is pinned).
 struct OptimalOptions {
   double time_limit_s = 60.0;
-  int workers = 2;
+  int workers = 1;
 };
 
 struct OptimalPlan {
