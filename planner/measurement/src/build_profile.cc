@@ -312,7 +312,8 @@ class ProfileBuilder {
       boundary.late.push_back({.after_send = (received.start - sent.start) * seconds_per_unit_,
                                .duration = (received.end - received.start) * seconds_per_unit_});
     } else {
-      boundary.transfers.push_back((received.end - sent.start) * seconds_per_unit_);
+      // An end before the send's start by a rounding (allowed above) is a transfer of 0.
+      boundary.transfers.push_back(std::max(0.0, received.end - sent.start) * seconds_per_unit_);
     }
     return Status::Ok();
   }
