@@ -296,36 +296,19 @@ std::optional<ComputeOrder> OrderInKinds(const Plan& plan, const OptimalStrategy
   ComputeOrder order(plan.programs.size());
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     for (const Action& action : plan.programs[r].actions) {
-      switch (action.kind) {
-        case ActionKind::kForward:
-          order[r].push_back(action);
-          break;
-        case ActionKind::kBackward:
-          if (!optimal.split_backward) {
-            order[r].push_back(action);
-            break;
-          }
-          order[r].push_back(
-              MakeCompute(ActionKind::kBackwardInput, action.stage, action.microbatch));
-          order[r].push_back(
-              MakeCompute(ActionKind::kBackwardWeight, action.stage, action.microbatch));
-          break;
-        case ActionKind::kBackwardInput:
-        case ActionKind::kBackwardWeight:
-          if (!optimal.split_backward) return std::nullopt;
-          order[r].push_back(action);
-          break;
-        case ActionKind::kOverlapFB:
-          return std::nullopt;
-        case ActionKind::kSendForward:
-        case ActionKind::kRecvForward:
-        case ActionKind::kSendBackward:
-        case ActionKind::kRecvBackward:
-        case ActionKind::kPostValidation:
-        case ActionKind::kSendPostValidation:
-        case ActionKind::kRecvPostValidation:
-          break;
+      if (!IsCompute(action.kind)) continue;
+      if (action.kind == ActionKind::kOverlapFB) return std::nullopt;
+      const bool split =
+          action.kind == ActionKind::kBackwardInput || action.kind == ActionKind::kBackwardWeight;
+      if (split && !optimal.split_backward) return std::nullopt;
+      if (action.kind == ActionKind::kBackward && optimal.split_backward) {
+        order[r].push_back(
+            MakeCompute(ActionKind::kBackwardInput, action.stage, action.microbatch));
+        order[r].push_back(
+            MakeCompute(ActionKind::kBackwardWeight, action.stage, action.microbatch));
+        continue;
       }
+      order[r].push_back(action);
     }
   }
   return order;
