@@ -84,32 +84,42 @@ status=0
 } >>"$block"
 
 model=(--hidden 1024 --heads 16 --sequence 512 --microbatch-size 4 --layers-per-stage 2)
-# One rank's profile over NCCL on cuda:0, CUDA-event timed: STRATEGY NAME [plan flags].
+# One rank's profile over NCCL on cuda:0, CUDA-event timed:
+#   STRATEGY NAME [plan flags] [-- pipeplan-torch flags]
 profile_one_gpu() {
-  local strategy=$1 name=$2
+  local strategy=$1 name=$2 plan_flags=() run_flags=()
   shift 2
-  "$pipeplan" plan --strategy "$strategy" --ranks 1 --microbatches 8 "$@" \
+  while (( $# > 0 )) && [[ "$1" != -- ]]; do plan_flags+=("$1"); shift; done
+  (( $# == 0 )) || { shift; run_flags=("$@"); }
+  "$pipeplan" plan --strategy "$strategy" --ranks 1 --microbatches 8 "${plan_flags[@]}" \
       -o "$work/$name.pb" >/dev/null &&
     "$torch_tool" profile "$work/$name.pb" --local-ranks 1 --transport nccl "${model[@]}" \
-      --timeline "$work/$name-measured.pb" -o "$work/$name-profile.json" >"$work/$name.log" 2>&1
+      "${run_flags[@]}" --timeline "$work/$name-measured.pb" -o "$work/$name-profile.json" \
+      >"$work/$name.log" 2>&1
 }
 
-# 2. I + W against B for the built-in stage (B from 1f1b, I and W from zb-h1).
-if profile_one_gpu 1f1b b && profile_one_gpu zb-h1 iw; then
-  "$python" - "$work/b-profile.json" "$work/iw-profile.json" >>"$block" <<'PY' || status=1
+# Prints the table of F, B, I, W and (I + W) / B of stage 0: TITLE B_PROFILE IW_PROFILE.
+iw_table() {
+  "$python" - "$@" <<'PY'
 import json, sys
 def stage0(path):
     return json.load(open(path))["stages"][0]
-b, iw = stage0(sys.argv[1]), stage0(sys.argv[2])
+title, b, iw = sys.argv[1], stage0(sys.argv[2]), stage0(sys.argv[3])
 ms = lambda stats: stats["median"] * 1e3
 f, bb = ms(b["forward"]), ms(b["backward"])
 i, w = ms(iw["backward_input"]), ms(iw["backward_weight"])
-print("### One stage on cuda:0 (hidden 1024, 2 blocks, 4 x 512 tokens; CUDA-event medians)")
+print(f"### {title}")
 print("| F | B | I | W | I + W | (I + W) / B |")
 print("| --- | --- | --- | --- | --- | --- |")
 print(f"| {f:.3f} ms | {bb:.3f} ms | {i:.3f} ms | {w:.3f} ms | {i + w:.3f} ms | {(i + w) / bb:.3f} |")
 print()
 PY
+}
+
+# 2. I + W against B for the built-in stage (B from 1f1b, I and W from zb-h1).
+if profile_one_gpu 1f1b b && profile_one_gpu zb-h1 iw; then
+  iw_table "One stage on cuda:0 (hidden 1024, 2 blocks, 4 x 512 tokens; CUDA-event medians)" \
+    "$work/b-profile.json" "$work/iw-profile.json" >>"$block" || status=1
 else
   status=1
   echo "### One stage on cuda:0: the profile failed" >>"$block"
@@ -139,7 +149,46 @@ fi
 echo '```' >>"$block"
 echo "(P = 4 on one GPU needs ranks as threads of one process on the device: not built yet.)" >>"$block"
 
-# 4. With two GPUs or more: 1f1b, zbv and dualpipe-v over NCCL, measured beside simulated.
+# 4. Memory in bytes on cuda:0: each plan's peak predicted from its calibrated profile (the
+#    caching allocator's bytes per action) against the peak the run measured. One GPU, so P = 1;
+#    the V = 2 strategies put two stages on the rank.
+{
+  echo "### Peak memory on cuda:0, predicted vs measured (P = 1, M = 8, in-sample calibration)"
+  echo "| plan | V | predicted peak | measured peak | error | simulated vs measured step |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+} >>"$block"
+for strategy in 1f1b zb-h1 zb-h2 zbv v-half v-min dualpipe-v; do
+  name=mem-$strategy
+  if profile_one_gpu "$strategy" "$name" && simulated_vs_measured "$name"; then
+    stages=$("$pipeplan" simulate "$work/$name.pb" | sed -n 's/.*P=1 V=\([0-9]*\).*/\1/p' | head -1)
+    # diff's tables: "makespan SIM MEAS ERR" and, under "rank  peak memory ...", "0 SIM U MEAS U ERR".
+    awk -v plan="$strategy" -v v="$stages" '
+      $1 == "makespan" { step = $4 }
+      /^rank +peak memory/ { memory = 1; next }
+      memory && $1 == "0" { printf "| %s | %s | %s %s | %s %s | %s | %s |\n", plan, v, $2, $3, $4, $5, $6, step; memory = 0 }
+    ' "$work/$name-diff.txt" >>"$block"
+  else
+    status=1
+    echo "| $strategy | failed: $(tail -1 "$work/$name.log" 2>/dev/null) | | | | |" >>"$block"
+  fi
+done
+echo >>"$block"
+
+# 5. The user's TorchScript stages on cuda:0 (examples/make_stage_modules.py, one residual MLP
+#    stage): I + W against B when I and W split by cutting the graph (W repeats part of I).
+stage_dir="$work/stages"
+if "$python" "$here/make_stage_modules.py" --stages 1 --hidden 1024 "$stage_dir" >/dev/null &&
+   profile_one_gpu 1f1b ts-b -- --stage-modules "$stage_dir" &&
+   profile_one_gpu zb-h1 ts-iw -- --stage-modules "$stage_dir"; then
+  iw_table "TorchScript stage on cuda:0 (residual MLP 1024 -> 4096 -> 1024, 4 x 512 tokens)" \
+    "$work/ts-b-profile.json" "$work/ts-iw-profile.json" >>"$block" || status=1
+else
+  status=1
+  echo "### TorchScript stage on cuda:0: failed" >>"$block"
+  tail -5 "$work"/ts-*.log 2>/dev/null >>"$block"
+fi
+
+# 6. With two GPUs or more: 1f1b, zbv and dualpipe-v over NCCL, measured beside simulated.
 if (( gpus >= 2 )); then
   ranks=$(( gpus >= 4 ? 4 : 2 ))
   echo "### Over NCCL, $ranks GPUs, M = $((2 * ranks)): simulated (calibrated) vs measured" >>"$block"
