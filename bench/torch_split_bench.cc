@@ -8,16 +8,24 @@
 // P=1, M=1), through the executor's own Run so the figure is what a pipeline rank pays.
 // Only B, I and W are timed (steady clock); the figure is the median over iterations, so a
 // stolen time slice on a shared VM moves it little. Printed for the default model and a
-// wider one (hidden 256, sequence 64), where the GEMMs dominate.
+// wider one (hidden 256, sequence 64), where the GEMMs dominate, and for a user's TorchScript
+// stage of that width (scripted=1: a residual MLP, h -> 4h -> h), whose split cuts the graph
+// (graph_cut.h) instead of deferring GEMMs.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <torch/script.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "pipeplan/torch_ext/scripted_stage.h"
 #include "torch_single_stage.h"
 
 namespace pipeplan::torch_ext {
@@ -46,6 +54,29 @@ Status TimeStep(SingleStage& single, int step, std::vector<double>& b, std::vect
   return single.executor->EndStep(context);
 }
 
+// Writes a residual MLP stage x + tanh(x W1^T + b1) W2^T + b2 (hidden -> 4 hidden -> hidden)
+// as DIR/stage-0.pt in a new temporary DIR, and returns DIR ("" on failure).
+std::string SaveMlpStage(int hidden) {
+  std::string dir = "/tmp/pipeplan-split-bench-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) return "";
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  torch::jit::Module module("MlpStage");
+  const auto parameter = [&](const char* name, const at::Tensor& value) {
+    module.register_parameter(name, value.requires_grad_(true), /*is_buffer=*/false);
+  };
+  parameter("w1", at::randn({4 * hidden, hidden}, gen) * 0.05);
+  parameter("b1", at::zeros({4 * hidden}));
+  parameter("w2", at::randn({hidden, 4 * hidden}, gen) * 0.05);
+  parameter("b2", at::zeros({hidden}));
+  module.define(R"(
+def forward(self, x):
+    h = torch.tanh(torch.matmul(x, self.w1.t()) + self.b1)
+    return x + torch.matmul(h, self.w2.t()) + self.b2
+)");
+  module.save(ScriptedStagePath(dir, 0));
+  return dir;
+}
+
 void BM_Budget_SplitBackwardOverFullBackward(benchmark::State& state) {
   at::set_num_threads(1);
   ModelConfig model;
@@ -53,8 +84,19 @@ void BM_Budget_SplitBackwardOverFullBackward(benchmark::State& state) {
   model.sequence = static_cast<int>(state.range(1));
   TorchExecutorOptions options;
   options.model = model;
+  if (state.range(2) != 0) {
+    options.stage_modules = SaveMlpStage(model.hidden);
+    if (options.stage_modules.empty()) {
+      state.SkipWithError("cannot create a temporary directory for the TorchScript stage");
+      return;
+    }
+  }
   StatusOr<SingleStage> full = MakeSingleStage("1f1b", 1, options);
   StatusOr<SingleStage> split = MakeSingleStage("zb-h1", 1, options);
+  if (!options.stage_modules.empty()) {  // loaded by both executors: the files can go
+    unlink(ScriptedStagePath(options.stage_modules, 0).c_str());
+    rmdir(options.stage_modules.c_str());
+  }
   if (!full.ok() || !split.ok()) {
     state.SkipWithError((full.ok() ? split.status() : full.status()).message().c_str());
     return;
@@ -90,9 +132,10 @@ void BM_Budget_SplitBackwardOverFullBackward(benchmark::State& state) {
                                        : "budget I+W <= 1.15 B: OVER BUDGET");
 }
 BENCHMARK(BM_Budget_SplitBackwardOverFullBackward)
-    ->ArgNames({"hidden", "sequence"})
-    ->Args({64, 16})
-    ->Args({256, 64})
+    ->ArgNames({"hidden", "sequence", "scripted"})
+    ->Args({64, 16, 0})
+    ->Args({256, 64, 0})
+    ->Args({256, 64, 1})
     ->MinTime(2.0)
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();

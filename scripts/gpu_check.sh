@@ -175,7 +175,7 @@ done
 echo >>"$block"
 
 # 5. The user's TorchScript stages on cuda:0 (examples/make_stage_modules.py, one residual MLP
-#    stage): I + W against B when I and W split by cutting the graph (W repeats part of I).
+#    stage): I + W against B when I and W split by cutting the graph (graph_cut.h).
 stage_dir="$work/stages"
 if "$python" "$here/make_stage_modules.py" --stages 1 --hidden 1024 "$stage_dir" >/dev/null &&
    profile_one_gpu 1f1b ts-b -- --stage-modules "$stage_dir" &&

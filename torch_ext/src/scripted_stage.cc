@@ -1,5 +1,6 @@
 #include "pipeplan/torch_ext/scripted_stage.h"
 
+#include <torch/csrc/jit/python/update_graph_executor_opt.h>
 #include <torch/script.h>
 
 #include <utility>
@@ -45,7 +46,29 @@ ScriptedStage::ScriptedStage(std::unique_ptr<Module> module, int stage)
 
 ScriptedStage::~ScriptedStage() = default;
 
+namespace {
+
+// TorchScript's optimising executor turns a trained module's graph into one differentiable
+// subgraph, whose backward is a single autograd node that computes every gradient at once:
+// I could not skip the weight gradients nor W the input's. Unoptimised, each op records its
+// own node, as in eager mode. The setting is per thread; the caller's is restored.
+class UnoptimisedExecution {
+ public:
+  UnoptimisedExecution() : previous_(torch::jit::getGraphExecutorOptimize()) {
+    torch::jit::setGraphExecutorOptimize(false);
+  }
+  ~UnoptimisedExecution() { torch::jit::setGraphExecutorOptimize(previous_); }
+  UnoptimisedExecution(const UnoptimisedExecution&) = delete;
+  UnoptimisedExecution& operator=(const UnoptimisedExecution&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace
+
 at::Tensor ScriptedStage::Forward(const at::Tensor& x, WeightGradStash* /*stash*/) const {
+  const UnoptimisedExecution unoptimised;
   return module_->module.forward({x}).toTensor();
 }
 

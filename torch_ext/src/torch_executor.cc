@@ -206,17 +206,16 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
     }
     grads.push_back(grad);
   }
-  std::vector<at::Tensor> inputs;
-  bool keep_graph = false;
-  if (input_only) {
-    inputs = model->InputPhaseParameters();
-    inputs.push_back(state->input);
-    keep_graph = model->split() == BackwardSplit::kGraphCut;
-  }
-  torch::autograd::backward({state->root}, grads, keep_graph, /*create_graph=*/false, inputs);
-  if (keep_graph) {
-    state->weight_root = state->root;
-    state->weight_root_grad = grads;
+  if (input_only && model->split() == BackwardSplit::kGraphCut) {
+    state->weight = GraphCut::RunInput(state->root, grads, state->input, model->parameters());
+  } else {
+    std::vector<at::Tensor> inputs;
+    if (input_only) {
+      inputs = model->InputPhaseParameters();
+      inputs.push_back(state->input);
+    }
+    torch::autograd::backward({state->root}, grads, /*retain_graph=*/false,
+                              /*create_graph=*/false, inputs);
   }
   state->root = at::Tensor();
   // The first stage's input gradient goes nowhere; a sent one stays until the step's sends
@@ -242,16 +241,10 @@ Status TorchExecutor::Weight(StageId stage, MicrobatchId mb) {
       model->ApplyWeightGrads(state->stash);
       break;
     case BackwardSplit::kGraphCut:
-      if (!state->weight_root.defined()) {
+      if (!state->weight.has_value() || !state->weight->RunWeight()) {
         return FailedPrecondition("W of " + Name(stage, mb) + " runs twice or after a full B");
       }
-      if (!model->parameters().empty()) {
-        torch::autograd::backward({state->weight_root}, state->weight_root_grad,
-                                  /*retain_graph=*/false, /*create_graph=*/false,
-                                  model->parameters());
-      }
-      state->weight_root = at::Tensor();
-      state->weight_root_grad.clear();
+      state->weight.reset();
       break;
   }
   return Status::Ok();
@@ -367,7 +360,7 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   last_loss_ = std::numeric_limits<double>::quiet_NaN();
   if (!losses_.empty()) last_loss_ = at::stack(losses_).sum().item<double>();
   for (const auto& [key, state] : live_) {
-    if (!state.stash.empty() || state.weight_root.defined()) {
+    if (!state.stash.empty() || state.weight.has_value()) {
       return FailedPrecondition("the step ended with the W of " +
                                 Name(StageId(key.first), MicrobatchId(key.second)) + " never run");
     }

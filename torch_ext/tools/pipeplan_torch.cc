@@ -94,8 +94,9 @@ Options:
                           stage; forward(x) -> y) instead of the built-in blocks; the data
                           and every message between stages are [microbatch-size,
                           sequence, hidden] (the flags above), the loss is MSE on the last
-                          stage's output; I and W split by cutting the graph (W repeats
-                          part of I), see docs/torch.md
+                          stage's output; I and W split by cutting the graph where the
+                          weights' chains leave the input's (I + W = B's work), see
+                          docs/torch.md
   --optimizer NAME        sgd (default) or adamw
   --lr X                  learning rate (default 0.001)
   --threads N             intra-op threads per process (default 1)

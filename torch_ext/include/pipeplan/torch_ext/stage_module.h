@@ -15,8 +15,8 @@ enum class BackwardSplit : uint8_t {
   // I asks autograd for the input's gradient and InputPhaseParameters()'; the weight GEMMs
   // are stashed during I and W runs them (ApplyWeightGrads): I + W costs one B.
   kDeferredGemms,
-  // I runs autograd to the input only, keeping the graph; W runs it again to the parameters.
-  // Works for any module; W repeats the part of I's chain that leads to each weight.
+  // I runs autograd to the input only, keeping what W needs; W runs the parameters' side of
+  // the graph from where it leaves the input's (graph_cut.h). Works for any module.
   kGraphCut,
 };
 

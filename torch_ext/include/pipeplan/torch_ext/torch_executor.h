@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/topology.h"
 #include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/torch_ext/graph_cut.h"
 #include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/optimizer.h"
 #include "pipeplan/torch_ext/stage_module.h"
@@ -79,9 +81,7 @@ class TorchExecutor final : public runtime::OpExecutor {
     at::Tensor received_input;
     at::Tensor received_grad;
     WeightGradStash stash;
-    // kGraphCut: what W differentiates after I kept the graph.
-    at::Tensor weight_root;
-    std::vector<at::Tensor> weight_root_grad;
+    std::optional<GraphCut> weight;  // kGraphCut: W's part of the graph, after I
   };
   using Key = std::pair<int, int>;  // (stage, microbatch)
 

@@ -1,0 +1,169 @@
+// The I/W split of a user's TorchScript stage (graph_cut.h): I then W give B's gradients, and
+// together run B's matrix products once, also after TorchScript's executor has warmed up;
+// a weight tied along the chain falls back to W from the root and stays correct.
+#include "pipeplan/torch_ext/graph_cut.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/script.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "matmul_flops.h"
+#include "pipeplan/torch_ext/scripted_stage.h"
+#include "torch_test_support.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+using testing::MatmulFlops;
+using testing::TempDir;
+
+constexpr int kHidden = 16;
+constexpr int kTokens = 2 * 8;  // 2 samples of 8 tokens
+
+// A TorchScript stage with `parameters` (name, shape) drawn from one seed and `forward`'s body.
+std::unique_ptr<ScriptedStage> MakeStage(
+    const TempDir& dir, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parameters,
+    const std::string& body) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  torch::jit::Module module("Stage");
+  for (const auto& [name, shape] : parameters) {
+    module.register_parameter(name, (at::randn(shape, gen) * 0.2).requires_grad_(true),
+                              /*is_buffer=*/false);
+  }
+  module.define("def forward(self, x):\n" + body);
+  const std::string path = ScriptedStagePath(dir.path(), 0);
+  module.save(path);
+  auto stage = ScriptedStage::Load(path, 0, at::kCPU);
+  EXPECT_TRUE(stage.ok()) << stage.status().message();
+  return stage.ok() ? std::move(*stage) : nullptr;
+}
+
+struct Gradients {
+  at::Tensor input;
+  std::vector<at::Tensor> parameters;  // undefined where the backward left none
+};
+
+// One microbatch through `stage`: F, then B (split false) or I then W, each counted under its
+// phase's name when `flops` is given.
+Gradients Backward(ScriptedStage& stage, bool split, MatmulFlops* flops = nullptr,
+                   bool* split_at_intermediates = nullptr) {
+  const auto phase = [&](const char* name) {
+    if (flops != nullptr) flops->Phase(name);
+  };
+  for (const at::Tensor& p : stage.parameters()) p.mutable_grad().reset();
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const at::Tensor x = at::randn({2, 8, kHidden}, gen).requires_grad_(true);
+  const at::Tensor grad = at::randn({2, 8, kHidden}, gen);
+  phase("F");
+  const at::Tensor y = stage.Forward(x, nullptr);
+  if (split) {
+    phase("I");
+    GraphCut cut = GraphCut::RunInput(y, {grad}, x, stage.parameters());
+    if (split_at_intermediates != nullptr) *split_at_intermediates = cut.splits_at_intermediates();
+    for (const at::Tensor& p : stage.parameters()) {
+      EXPECT_FALSE(p.grad().defined()) << "I accumulated a parameter's gradient";
+    }
+    phase("W");
+    EXPECT_TRUE(cut.RunWeight());
+    phase("");
+    EXPECT_FALSE(cut.RunWeight()) << "W ran twice";
+  } else {
+    phase("B");
+    torch::autograd::backward({y}, {grad});
+  }
+  phase("");
+  Gradients out{.input = x.grad().clone(), .parameters = {}};
+  for (const at::Tensor& p : stage.parameters()) {
+    out.parameters.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+  return out;
+}
+
+void ExpectSameGradients(const Gradients& got, const Gradients& want) {
+  EXPECT_TRUE(at::allclose(got.input, want.input, 1e-6, 1e-7)) << "input gradient";
+  ASSERT_EQ(got.parameters.size(), want.parameters.size());
+  for (size_t i = 0; i < got.parameters.size(); ++i) {
+    ASSERT_EQ(got.parameters[i].defined(), want.parameters[i].defined()) << "parameter " << i;
+    if (!want.parameters[i].defined()) continue;
+    EXPECT_TRUE(at::allclose(got.parameters[i], want.parameters[i], 1e-6, 1e-7))
+        << "parameter " << i;
+  }
+}
+
+// The residual MLP of examples/make_stage_modules.py, without its norm: two linears, one
+// parameter the forward does not use.
+std::unique_ptr<ScriptedStage> MlpStage(const TempDir& dir) {
+  return MakeStage(dir,
+                   {{"w1", {4 * kHidden, kHidden}},
+                    {"b1", {4 * kHidden}},
+                    {"w2", {kHidden, 4 * kHidden}},
+                    {"b2", {kHidden}},
+                    {"unused", {kHidden}}},
+                   "    h = torch.tanh(torch.matmul(x, self.w1.t()) + self.b1)\n"
+                   "    return x + torch.matmul(h, self.w2.t()) + self.b2\n");
+}
+
+TEST(GraphCut, IPlusWGiveBsGradientsAndRunBsMatrixProductsOnce) {
+  const TempDir dir("graph-cut-mlp");
+  const std::unique_ptr<ScriptedStage> stage = MlpStage(dir);
+  ASSERT_NE(stage, nullptr);
+  // TorchScript's optimising executor would take over after its profiling runs: warm it up.
+  for (int i = 0; i < 4; ++i) Backward(*stage, i % 2 == 0);
+  MatmulFlops flops;
+  const Gradients whole = Backward(*stage, false, &flops);
+  bool split_at_intermediates = false;
+  const Gradients split = Backward(*stage, true, &flops, &split_at_intermediates);
+  ExpectSameGradients(split, whole);
+  EXPECT_TRUE(split_at_intermediates);
+  EXPECT_FALSE(split.parameters[4].defined()) << "the unused parameter got a gradient";
+  // W is the two weight GEMMs, grad^T [out, tokens] x input [tokens, in]: 2 x 2 tokens 4 h^2.
+  EXPECT_EQ(flops["W"], int64_t{2} * 2 * kTokens * 4 * kHidden * kHidden);
+  EXPECT_EQ(flops["I"] + flops["W"], flops["B"])
+      << "I " << flops["I"] << " + W " << flops["W"] << " vs B " << flops["B"];
+  EXPECT_EQ(flops[""], 0) << "matrix products outside F, B, I and W";
+}
+
+// One weight in two places side by side (both products read the input): W runs from both
+// places in one autograd run, which sums the weight's two gradients once each.
+TEST(GraphCut, AWeightUsedSideBySideStillSplits) {
+  const TempDir dir("graph-cut-side");
+  const std::unique_ptr<ScriptedStage> stage = MakeStage(
+      dir, {{"w", {kHidden, kHidden}}},
+      "    return torch.matmul(x, self.w.t()) + torch.matmul(torch.tanh(x), self.w.t())\n");
+  ASSERT_NE(stage, nullptr);
+  MatmulFlops flops;
+  const Gradients whole = Backward(*stage, false, &flops);
+  bool split_at_intermediates = false;
+  const Gradients split = Backward(*stage, true, &flops, &split_at_intermediates);
+  ExpectSameGradients(split, whole);
+  EXPECT_TRUE(split_at_intermediates);
+  EXPECT_EQ(flops["I"] + flops["W"], flops["B"]);
+}
+
+// One weight in two consecutive layers: the second product's node leads to the first along
+// the input's chain, so W from both would count the first one's gradient twice. W runs from
+// the root instead: the gradients stay B's.
+TEST(GraphCut, AWeightTiedAlongTheChainFallsBackToWFromTheRoot) {
+  const TempDir dir("graph-cut-tied");
+  const std::unique_ptr<ScriptedStage> stage =
+      MakeStage(dir, {{"w", {kHidden, kHidden}}, {"b", {kHidden}}},
+                "    h = torch.tanh(torch.matmul(x, self.w.t()))\n"
+                "    return torch.matmul(h, self.w.t()) + self.b\n");
+  ASSERT_NE(stage, nullptr);
+  const Gradients whole = Backward(*stage, false);
+  bool split_at_intermediates = true;
+  const Gradients split = Backward(*stage, true, nullptr, &split_at_intermediates);
+  ExpectSameGradients(split, whole);
+  EXPECT_FALSE(split_at_intermediates);
+}
+
+}  // namespace
+}  // namespace pipeplan::torch_ext
