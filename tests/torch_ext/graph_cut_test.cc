@@ -98,6 +98,19 @@ void ExpectSameGradients(const Gradients& got, const Gradients& want) {
   }
 }
 
+// Runs B, then I and W, counting both: the split starts W at the intermediates, gives B's
+// gradients and runs B's matrix products once. Returns the split's gradients.
+Gradients ExpectSplitAtIntermediatesLikeB(ScriptedStage& stage, MatmulFlops& flops) {
+  const Gradients whole = Backward(stage, false, &flops);
+  bool split_at_intermediates = false;
+  Gradients split = Backward(stage, true, &flops, &split_at_intermediates);
+  ExpectSameGradients(split, whole);
+  EXPECT_TRUE(split_at_intermediates);
+  EXPECT_EQ(flops["I"] + flops["W"], flops["B"])
+      << "I " << flops["I"] << " + W " << flops["W"] << " vs B " << flops["B"];
+  return split;
+}
+
 // The residual MLP of examples/make_stage_modules.py, without its norm: two linears, one
 // parameter the forward does not use.
 std::unique_ptr<ScriptedStage> MlpStage(const TempDir& dir) {
@@ -118,16 +131,10 @@ TEST(GraphCut, IPlusWGiveBsGradientsAndRunBsMatrixProductsOnce) {
   // TorchScript's optimising executor would take over after its profiling runs: warm it up.
   for (int i = 0; i < 4; ++i) Backward(*stage, i % 2 == 0);
   MatmulFlops flops;
-  const Gradients whole = Backward(*stage, false, &flops);
-  bool split_at_intermediates = false;
-  const Gradients split = Backward(*stage, true, &flops, &split_at_intermediates);
-  ExpectSameGradients(split, whole);
-  EXPECT_TRUE(split_at_intermediates);
+  const Gradients split = ExpectSplitAtIntermediatesLikeB(*stage, flops);
   EXPECT_FALSE(split.parameters[4].defined()) << "the unused parameter got a gradient";
   // W is the two weight GEMMs, grad^T [out, tokens] x input [tokens, in]: 2 x 2 tokens 4 h^2.
   EXPECT_EQ(flops["W"], int64_t{2} * 2 * kTokens * 4 * kHidden * kHidden);
-  EXPECT_EQ(flops["I"] + flops["W"], flops["B"])
-      << "I " << flops["I"] << " + W " << flops["W"] << " vs B " << flops["B"];
   EXPECT_EQ(flops[""], 0) << "matrix products outside F, B, I and W";
 }
 
@@ -140,12 +147,7 @@ TEST(GraphCut, AWeightUsedSideBySideStillSplits) {
       "    return torch.matmul(x, self.w.t()) + torch.matmul(torch.tanh(x), self.w.t())\n");
   ASSERT_NE(stage, nullptr);
   MatmulFlops flops;
-  const Gradients whole = Backward(*stage, false, &flops);
-  bool split_at_intermediates = false;
-  const Gradients split = Backward(*stage, true, &flops, &split_at_intermediates);
-  ExpectSameGradients(split, whole);
-  EXPECT_TRUE(split_at_intermediates);
-  EXPECT_EQ(flops["I"] + flops["W"], flops["B"]);
+  ExpectSplitAtIntermediatesLikeB(*stage, flops);
 }
 
 // One weight in two consecutive layers: the second product's node leads to the first along
