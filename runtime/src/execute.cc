@@ -76,6 +76,9 @@ class StepRunner {
     for (size_t i = 0; i < actions_.size(); ++i) {
       if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, kNoAction, Activity::kFinishing));
     }
+    if (executor_.ExchangesGradientState()) {
+      PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(ExchangeGradientState()));
+    }
     Publish(Activity::kEnding, kNoAction);
     PIPEPLAN_RETURN_IF_ERROR(
         AtStepLevel(Guarded([&] { return executor_.EndStep(Context(kNoAction)); })));
@@ -127,6 +130,43 @@ class StepRunner {
         timeline_.actions[span.action_index] = {Since(span.start), Since(span.end), span.thread};
       }
     }
+  }
+
+  // Every transfer of the step has completed on this rank, so the next message between any
+  // two ranks is this one: a group of one send to and one receive from every other rank.
+  Status ExchangeGradientState() {
+    Publish(Activity::kExchanging, kNoAction);
+    const RankId self = timeline_.rank;
+    const auto buffer = [&](RankId rank) -> StatusOr<std::span<std::byte>> {
+      StatusOr<std::span<std::byte>> found = Guarded([&]() -> StatusOr<std::span<std::byte>> {
+        return executor_.GradientStateBuffer(rank, Context(kNoAction));
+      });
+      if (!found.ok()) {
+        return found.status().WithContext("the gradient state of rank " +
+                                          std::to_string(rank.value));
+      }
+      return found;
+    };
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> own, buffer(self));
+    std::vector<P2POp> ops;
+    for (int r = 0; r < transport_.world_size(); ++r) {
+      if (r == self.value) continue;
+      PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> theirs, buffer(RankId(r)));
+      if (theirs.size() != own.size()) {
+        return Internal("the executor's gradient-state buffers differ in size (" +
+                        std::to_string(own.size()) + " and " + std::to_string(theirs.size()) +
+                        " bytes)");
+      }
+      ops.push_back({P2PKind::kSend, RankId(r), own});
+      ops.push_back({P2PKind::kRecv, RankId(r), theirs});
+    }
+    if (ops.empty()) return Status::Ok();
+    PIPEPLAN_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<PendingOp>> handles,
+                              transport_.Post(ops));
+    for (const std::unique_ptr<PendingOp>& handle : handles) {
+      PIPEPLAN_RETURN_IF_ERROR(handle->Wait(TimePoint::max()));
+    }
+    return Status::Ok();
   }
 
   Status PostGroup(size_t begin, size_t end) {

@@ -47,6 +47,8 @@ std::string Position(const WatchedRank& rank, const ProgressSnapshot& state) {
       return name + ", end of step (the executor's EndStep)";
     case Activity::kFinishing:
       return name + ", end of step";
+    case Activity::kExchanging:
+      return name + ", end of step (the gradient-state exchange)";
     case Activity::kRunning:
     case Activity::kWaiting:
       if (state.action_index < rank.program->actions.size()) {
@@ -66,6 +68,10 @@ std::string DescribeStall(const WatchedRank& rank, const ProgressSnapshot& state
     return Position(rank, state) + " waits for " + DescribeWait(*comm) + " (action " +
            std::to_string(state.waited_index) + "): nothing for " + stuck_for;
   }
+  if (state.activity == Activity::kExchanging) {
+    return Position(rank, state) + " waits for every rank's gradient state: nothing for " +
+           stuck_for;
+  }
   return Position(rank, state) + " has been running for " + stuck_for;
 }
 
@@ -76,15 +82,47 @@ struct WaitChain {
   bool cycle = false;
 };
 
+// Whether a rank is still inside its step's actions (not yet at the exchange or past it).
+bool InActions(const ProgressSnapshot& state) {
+  switch (state.activity) {
+    case Activity::kBeginning:
+    case Activity::kRunning:
+    case Activity::kWaiting:
+    case Activity::kFinishing:
+      return true;
+    case Activity::kIdle:
+    case Activity::kExchanging:
+    case Activity::kEnding:
+    case Activity::kDone:
+      break;
+  }
+  return false;
+}
+
+// The watched rank that `from` waits on: the peer of the transfer it waits for; in the
+// gradient-state exchange, which waits for every rank, the first still in its actions.
+std::optional<size_t> WaitedRank(size_t from, const std::vector<WatchedRank>& ranks,
+                                 const std::vector<ProgressSnapshot>& states) {
+  if (states[from].activity == Activity::kExchanging) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (i != from && InActions(states[i])) return i;
+    }
+    return std::nullopt;
+  }
+  const Action* comm = WaitedComm(ranks[from], states[from]);
+  if (comm == nullptr) return std::nullopt;
+  const auto next = std::find_if(ranks.begin(), ranks.end(), [&](const WatchedRank& r) {
+    return r.program->rank == comm->peer;
+  });
+  if (next == ranks.end()) return std::nullopt;  // a peer this watchdog cannot see
+  return static_cast<size_t>(next - ranks.begin());
+}
+
 WaitChain ChainFrom(size_t from, const std::vector<WatchedRank>& ranks,
                     const std::vector<ProgressSnapshot>& states) {
   WaitChain chain{{from}, false};
-  while (const Action* comm = WaitedComm(ranks[chain.ranks.back()], states[chain.ranks.back()])) {
-    const auto next = std::find_if(ranks.begin(), ranks.end(), [&](const WatchedRank& r) {
-      return r.program->rank == comm->peer;
-    });
-    if (next == ranks.end()) break;  // a peer this watchdog cannot see
-    const auto next_index = static_cast<size_t>(next - ranks.begin());
+  while (const std::optional<size_t> next = WaitedRank(chain.ranks.back(), ranks, states)) {
+    const size_t next_index = *next;
     if (!IsActive(states[next_index])) break;
     if (std::find(chain.ranks.begin(), chain.ranks.end(), next_index) != chain.ranks.end()) {
       chain.cycle = true;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "pipeplan/torch_ext/gradient_state.h"
 #include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/scripted_stage.h"
 
@@ -92,11 +93,14 @@ TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorO
       stages_(std::move(stages)),
       meter_(std::move(meter)),
       last_loss_(std::numeric_limits<double>::quiet_NaN()) {
-  std::vector<at::Tensor> parameters;
   for (const auto& stage : stages_) {
-    parameters.insert(parameters.end(), stage->parameters().begin(), stage->parameters().end());
+    parameters_.insert(parameters_.end(), stage->parameters().begin(), stage->parameters().end());
   }
-  optimizer_ = MakeOptimizer(std::move(parameters), options.optimizer);
+  optimizer_ = MakeOptimizer(parameters_, options.optimizer);
+  if (ExchangesGradientState()) {
+    gradient_states_ = at::zeros({plan.request.topology.ranks, kGradientStateValues},
+                                 at::TensorOptions().dtype(at::kDouble).device(device_));
+  }
   validation_sent_ = at::zeros({1}, at::TensorOptions().device(device_));
   validation_received_ = at::zeros({1}, at::TensorOptions().device(device_));
   LoadData();
@@ -376,9 +380,66 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
     }
     PIPEPLAN_RETURN_IF_ERROR(options_.on_gradients(context.step, last_loss_, all));
   }
-  optimizer_->Step();
+  StepRecord record;
+  record.step = context.step;
+  record.loss = last_loss_;
+  if (ExchangesGradientState()) {
+    if (!own_state_written_) {
+      return FailedPrecondition("the step ended without the gradient-state exchange");
+    }
+    own_state_written_ = false;
+    const GlobalGradientState global = SumGradientStates(gradient_states_);
+    record.global_grad_norm = global.norm;
+    record.skipped = !global.finite;
+    if (!record.skipped && options_.clip_grad_norm > 0) {
+      record.clipped = ClipGradients(parameters_, options_.clip_grad_norm, global.norm);
+    }
+  }
+  if (record.skipped) {
+    for (const at::Tensor& p : parameters_) {
+      if (p.grad().defined()) p.grad().zero_();
+    }
+  } else {
+    optimizer_->Step();
+  }
+  records_.push_back(record);
   live_.clear();
   return Status::Ok();
+}
+
+bool TorchExecutor::ExchangesGradientState() const {
+  return options_.clip_grad_norm > 0 || options_.inject_nonfinite.has_value();
+}
+
+StatusOr<std::span<std::byte>> TorchExecutor::GradientStateBuffer(
+    RankId rank, const runtime::OpContext& context) {
+  if (!ExchangesGradientState()) return FailedPrecondition("no gradient state is exchanged");
+  if (rank.value < 0 || rank.value >= gradient_states_.size(0)) {
+    return InvalidArgument("rank " + std::to_string(rank.value) + " is outside the plan's " +
+                           std::to_string(gradient_states_.size(0)) + " ranks");
+  }
+  const MemoryMeter::Scope scope(meter_.get());
+  at::Tensor row = gradient_states_[rank.value];
+  if (rank == rank_) {
+    InjectNonfinite(context.step);
+    WriteLocalGradientState(parameters_, row);
+    own_state_written_ = true;
+  }
+  return BytesOf(row);
+}
+
+void TorchExecutor::InjectNonfinite(int step) {
+  const std::optional<NonfiniteInjection>& injection = options_.inject_nonfinite;
+  if (!injection || injection->step != step) return;
+  StageModule* stage = Local(StageId(injection->stage));
+  if (stage == nullptr) return;
+  for (const at::Tensor& p : stage->parameters()) {
+    if (p.grad().defined()) {
+      p.grad().fill_(std::numeric_limits<double>::quiet_NaN());
+    } else {
+      p.mutable_grad() = at::full_like(p, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
 }
 
 }  // namespace pipeplan::torch_ext

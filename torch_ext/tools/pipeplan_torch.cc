@@ -99,6 +99,15 @@ Options:
                           docs/torch.md
   --optimizer NAME        sgd (default) or adamw
   --lr X                  learning rate (default 0.001)
+  --clip-grad-norm X      clip the gradients to the global L2 norm X (over every stage, as
+                          torch.nn.utils.clip_grad_norm_): each step ends with every
+                          rank's gradient state exchanged, and a step whose gradients are
+                          not finite is skipped on every rank (default: no clipping)
+  --metrics FILE          write per step and rank (warm-up included) the loss, the global
+                          gradient norm and whether the step clipped or was skipped, as
+                          JSON Lines
+  --inject-nonfinite S:K  testing aid: stage K's gradients become NaN in step S (from 1,
+                          warm-up steps included); the step is then skipped
   --threads N             intra-op threads per process (default 1)
   --inject-fault F        testing aid: KIND@RANK:ACTION[:STEP], KIND fail, throw, stall or
                           crash (the process exits at once, as a dying peer would) on a
@@ -139,6 +148,9 @@ struct Options {
   ModelConfig model;
   std::string stage_modules;
   OptimizerOptions optimizer;
+  double clip_grad_norm = 0;
+  std::optional<NonfiniteInjection> inject_nonfinite;  // step from 0
+  std::optional<std::string> metrics;
   int threads = 1;
   std::optional<runtime::Fault> fault;
 };
@@ -163,6 +175,9 @@ const std::vector<FlagSpec>& Specs() {
                                               {"optimizer"},
                                               {"lr"},
                                               {"threads"},
+                                              {"clip-grad-norm"},
+                                              {"metrics"},
+                                              {"inject-nonfinite"},
                                               {"inject-fault"}};
   return specs;
 }
@@ -178,6 +193,30 @@ StatusOr<std::string> PlanPath(const Flags& flags) {
   if (!positional.empty()) return positional.front();
   if (flag) return *flag;
   return InvalidArgument("missing the plan (pipeplan-torch run PLAN, or --plan PLAN)");
+}
+
+// "--clip-grad-norm X": a finite number above 0.
+StatusOr<double> ParseClipNorm(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value <= 0) {
+    return InvalidArgument("--clip-grad-norm: '" + text +
+                           "' is not a finite number greater than 0");
+  }
+  return value;
+}
+
+// "--inject-nonfinite STEP:STAGE", STEP from 1 (the plan's bounds are checked later).
+StatusOr<NonfiniteInjection> ParseNonfiniteInjection(const std::string& text) {
+  int step = 0;
+  int stage = 0;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%d:%d%n", &step, &stage, &consumed) != 2 ||
+      consumed != static_cast<int>(text.size()) || step < 1 || stage < 0) {
+    return InvalidArgument("--inject-nonfinite: '" + text +
+                           "' is not STEP:STAGE (STEP from 1, STAGE from 0)");
+  }
+  return NonfiniteInjection{.step = step - 1, .stage = stage};
 }
 
 StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
@@ -235,6 +274,13 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> lr, flags.GetNonNegativeDouble("lr"));
   if (lr) o.optimizer.learning_rate = *lr;
+  if (auto clip = flags.GetString("clip-grad-norm")) {
+    PIPEPLAN_ASSIGN_OR_RETURN(o.clip_grad_norm, ParseClipNorm(*clip));
+  }
+  if (auto injection = flags.GetString("inject-nonfinite")) {
+    PIPEPLAN_ASSIGN_OR_RETURN(o.inject_nonfinite, ParseNonfiniteInjection(*injection));
+  }
+  o.metrics = flags.GetString("metrics");
   o.timeline = flags.GetString("timeline");
   o.dump_grads = flags.GetString("dump-grads");
   o.output = flags.GetString("output");
@@ -269,14 +315,22 @@ Status DumpGradients(const std::string& dir, double loss,
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, RankId rank,
-                                                            const Options& o,
-                                                            const std::string& device = "cpu") {
+// A rank's executor as the runtime drives it (with the fault injector around it when asked),
+// and the torch executor inside, for its step records.
+struct RankExecutor {
+  std::unique_ptr<runtime::OpExecutor> executor;
+  const TorchExecutor* torch = nullptr;
+};
+
+StatusOr<RankExecutor> MakeExecutor(const Plan& plan, RankId rank, const Options& o,
+                                    const std::string& device = "cpu") {
   TorchExecutorOptions options;
   options.device = device;
   options.model = o.model;
   options.stage_modules = o.stage_modules;
   options.optimizer = o.optimizer;
+  options.clip_grad_norm = o.clip_grad_norm;
+  options.inject_nonfinite = o.inject_nonfinite;
   if (o.dump_grads) {
     const std::string dir = *o.dump_grads;
     options.on_gradients = [dir](int step, double loss, const std::vector<StageGradients>& g) {
@@ -285,9 +339,13 @@ StatusOr<std::unique_ptr<runtime::OpExecutor>> MakeExecutor(const Plan& plan, Ra
   }
   PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<TorchExecutor> executor,
                             TorchExecutor::Create(plan, rank, options));
-  if (!o.fault) return std::unique_ptr<runtime::OpExecutor>(std::move(executor));
-  return std::unique_ptr<runtime::OpExecutor>(
-      std::make_unique<runtime::FaultInjectingExecutor>(std::move(executor), rank, *o.fault));
+  RankExecutor made{.executor = nullptr, .torch = executor.get()};
+  made.executor = std::move(executor);
+  if (o.fault) {
+    made.executor =
+        std::make_unique<runtime::FaultInjectingExecutor>(std::move(made.executor), rank, *o.fault);
+  }
+  return made;
 }
 
 // Each rank's peak in the median step, as its allocator counted it (memory_meter.h).
@@ -302,8 +360,22 @@ void PrintMemory(const Timeline& step) {
   }
 }
 
-// Writes the timeline and profile the run asked for, then prints a summary.
-Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps) {
+// "gradients: 2 of 4 steps clipped, 1 skipped (global norm 0.52 to 3.1)" when exchanged.
+void PrintGradientSummary(const std::vector<StepRecord>& records) {
+  int clipped = 0;
+  int skipped = 0;
+  for (const StepRecord& r : records) {
+    clipped += r.clipped ? 1 : 0;
+    skipped += r.skipped ? 1 : 0;
+  }
+  std::cout << "gradients: " << clipped << " of " << records.size() << " steps clipped, " << skipped
+            << " skipped (non-finite), by the global gradient norm over every rank\n";
+}
+
+// Writes the timeline, profile and metrics the run asked for, then prints a summary.
+// `records[r]` is rank r's step records.
+Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps,
+              const std::vector<std::vector<StepRecord>>& records) {
   const Timeline& median = MedianStep(steps);
   std::vector<app::OutputFile> files;
   if (o.timeline) {
@@ -325,6 +397,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
                               SerializeProfile(profile, DetectProtoFormat(*o.output, "")));
     files.push_back({*o.output, std::move(content)});
   }
+  if (o.metrics) files.push_back({*o.metrics, StepMetricsJsonLines(records, o.warmup)});
   PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
   char line[160];
   std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
@@ -332,6 +405,10 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
                 TransportName(o.transport));
   std::cout << line;
   PrintMemory(median);
+  if (!records.empty() && !records.front().empty() &&
+      records.front().front().global_grad_norm.has_value()) {
+    PrintGradientSummary(records.front());
+  }
   for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
 }
@@ -353,6 +430,16 @@ Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
       return InvalidArgument("--inject-fault: a crash needs one process per rank (gloo)");
     }
   }
+  if (o.inject_nonfinite) {
+    const int total = o.warmup + o.steps;
+    const int stages = plan.request.topology.num_stages();
+    if (o.inject_nonfinite->step >= total || o.inject_nonfinite->stage >= stages) {
+      return InvalidArgument(
+          "--inject-nonfinite: step " + std::to_string(o.inject_nonfinite->step + 1) + ", stage " +
+          std::to_string(o.inject_nonfinite->stage) + " is outside the run (steps 1 to " +
+          std::to_string(total) + ", stages 0 to " + std::to_string(stages - 1) + ")");
+    }
+  }
   if (o.local_ranks && *o.local_ranks != plan.request.topology.ranks) {
     return InvalidArgument("--local-ranks " + std::to_string(*o.local_ranks) +
                            " but the plan has " + std::to_string(plan.request.topology.ranks) +
@@ -363,9 +450,9 @@ Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
 
 Status RunInProcess(const Plan& plan, const Options& o) {
   const int ranks = plan.request.topology.ranks;
-  std::vector<std::unique_ptr<runtime::OpExecutor>> executors;
+  std::vector<RankExecutor> executors;
   for (int r = 0; r < ranks; ++r) {
-    PIPEPLAN_ASSIGN_OR_RETURN(auto executor, MakeExecutor(plan, RankId(r), o));
+    PIPEPLAN_ASSIGN_OR_RETURN(RankExecutor executor, MakeExecutor(plan, RankId(r), o));
     executors.push_back(std::move(executor));
   }
   std::vector<std::unique_ptr<runtime::Transport>> transports =
@@ -373,7 +460,7 @@ Status RunInProcess(const Plan& plan, const Options& o) {
   std::vector<runtime::OpExecutor*> executor_ptrs;
   std::vector<runtime::Transport*> transport_ptrs;
   for (int r = 0; r < ranks; ++r) {
-    executor_ptrs.push_back(executors[r].get());
+    executor_ptrs.push_back(executors[r].executor.get());
     transport_ptrs.push_back(transports[r].get());
   }
   runtime::LocalRunOptions run;
@@ -387,7 +474,10 @@ Status RunInProcess(const Plan& plan, const Options& o) {
   };
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
                             runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run));
-  return Report(plan, o, steps);
+  std::vector<std::vector<StepRecord>> records;
+  records.reserve(executors.size());
+  for (const RankExecutor& executor : executors) records.push_back(executor.torch->step_records());
+  return Report(plan, o, steps, records);
 }
 
 std::chrono::milliseconds TimeoutOf(const Options& o) {
@@ -440,6 +530,25 @@ StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const 
   return gathered;
 }
 
+// Every rank's step records, to rank 0 through the store.
+Status PublishStepRecords(Coordinator& coordinator, RankId rank,
+                          const std::vector<StepRecord>& records) {
+  return coordinator.Put("records/" + std::to_string(rank.value), EncodeStepRecords(records));
+}
+
+StatusOr<std::vector<std::vector<StepRecord>>> GatherStepRecords(
+    Coordinator& coordinator, int ranks, std::chrono::milliseconds timeout) {
+  std::vector<std::vector<StepRecord>> gathered;
+  for (int r = 0; r < ranks; ++r) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string text,
+                              coordinator.Get("records/" + std::to_string(r), timeout));
+    std::optional<std::vector<StepRecord>> records = DecodeStepRecords(text);
+    if (!records) return Internal("rank " + std::to_string(r) + " sent malformed step records");
+    gathered.push_back(*std::move(records));
+  }
+  return gathered;
+}
+
 // Rank 0 may host the store (--local-ranks): it leaves last, once every other rank has passed
 // the final barrier, so no rank loses the store inside it.
 Status LeaveTogether(Coordinator& coordinator, const Rendezvous& r,
@@ -475,7 +584,8 @@ Status RunAsRank(const Plan& plan, const Options& o) {
     PIPEPLAN_ASSIGN_OR_RETURN(timer, MakeCudaEventTimer(gpu, nccl.comm_stream));
     device = "cuda:" + std::to_string(gpu);
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(auto executor, MakeExecutor(plan, rank, o, device));
+  PIPEPLAN_ASSIGN_OR_RETURN(RankExecutor made, MakeExecutor(plan, rank, o, device));
+  runtime::OpExecutor* executor = made.executor.get();
   runtime::RankRunOptions run;
   run.timer = timer.get();
   run.steps = o.steps;
@@ -493,11 +603,17 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   timer.reset();
   connection.transport.reset();
   PIPEPLAN_RETURN_IF_ERROR(PublishTimelines(coordinator, rank, std::move(mine)));
+  PIPEPLAN_RETURN_IF_ERROR(PublishStepRecords(coordinator, rank, made.torch->step_records()));
   Status reported = Status::Ok();
   if (rank.value == 0) {
-    StatusOr<std::vector<Timeline>> steps =
-        GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o));
-    reported = steps.ok() ? Report(plan, o, *steps) : steps.status();
+    reported = [&]() -> Status {
+      PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
+                                GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o)));
+      PIPEPLAN_ASSIGN_OR_RETURN(
+          const std::vector<std::vector<StepRecord>> records,
+          GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
+      return Report(plan, o, steps, records);
+    }();
   }
   PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));
   return reported;

@@ -48,6 +48,11 @@ class FaultInjectingExecutor final : public OpExecutor {
     return inner_->RecvBuffer(recv, context);
   }
   Status EndStep(const OpContext& context) override { return inner_->EndStep(context); }
+  bool ExchangesGradientState() const override { return inner_->ExchangesGradientState(); }
+  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
+                                                     const OpContext& context) override {
+    return inner_->GradientStateBuffer(rank, context);
+  }
   std::vector<OpSpan> TakeOpSpans() override { return inner_->TakeOpSpans(); }
 
  private:

@@ -1,6 +1,7 @@
 // OpExecutor: what runs the compute of one rank (a synthetic hold, LibTorch stages, ...).
 // The runtime drives it through one step: BeginStep, then every compute action (F, B, I, W,
-// F&B overlap) and post-validation in the plan's order, then EndStep (the optimizer step).
+// F&B overlap) and post-validation in the plan's order, then (when the executor asks for it)
+// the exchange of every rank's gradient state, then EndStep (the optimizer step).
 // The executor owns every message buffer; same-rank stage hand-offs never reach the runtime.
 #pragma once
 
@@ -56,6 +57,16 @@ class OpExecutor {
                                                     const OpContext& context) = 0;
   // After the last action and every transfer of the step: the optimizer step.
   virtual Status EndStep(const OpContext& context) = 0;
+
+  // The gradient-state exchange, for optimizer decisions that need every rank's gradients
+  // (clipping to a global norm, skipping a step whose gradients are not finite). When this
+  // is true, after the last action and every transfer the runtime asks for one buffer per
+  // rank: this rank's own, which then holds its state (its gradients are final), and one for
+  // each other rank's. It sends its own to every other rank, receives theirs into theirs, and
+  // then calls EndStep, which reads them all. Same size on every rank; the executor owns the
+  // buffers (device memory where the transport needs it) and their format. Default: none.
+  virtual bool ExchangesGradientState() const { return false; }
+  virtual StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank, const OpContext& context);
   // Op times the executor measured itself during the step just ended; they replace the
   // runtime's host-clock times for those actions: around Run for compute, from post to the
   // transport's completion for a transfer (where the executor knows when its data landed).
@@ -66,5 +77,10 @@ class OpExecutor {
   // then counts bytes. Default: not measured.
   virtual std::vector<OpMemory> TakeOpMemory() { return {}; }
 };
+
+inline StatusOr<std::span<std::byte>> OpExecutor::GradientStateBuffer(
+    RankId /*rank*/, const OpContext& /*context*/) {
+  return FailedPrecondition("this executor exchanges no gradient state");
+}
 
 }  // namespace pipeplan::runtime

@@ -11,13 +11,14 @@
 namespace pipeplan::runtime {
 
 enum class Activity : uint8_t {
-  kIdle,       // not started, or between steps
-  kBeginning,  // inside the executor's BeginStep
-  kRunning,    // inside the executor for `action_index` (compute, PV, message buffers)
-  kWaiting,    // action `action_index` waits for transfer `waited_index` to complete
-  kFinishing,  // end of step: waits for transfer `waited_index` (a SEND, or an unused RECV)
-  kEnding,     // inside the executor's EndStep (the optimizer step)
-  kDone,       // finished or failed; nothing left to watch
+  kIdle,        // not started, or between steps
+  kBeginning,   // inside the executor's BeginStep
+  kRunning,     // inside the executor for `action_index` (compute, PV, message buffers)
+  kWaiting,     // action `action_index` waits for transfer `waited_index` to complete
+  kFinishing,   // end of step: waits for transfer `waited_index` (a SEND, or an unused RECV)
+  kExchanging,  // end of step: waits for every other rank's gradient state (op_executor.h)
+  kEnding,      // inside the executor's EndStep (the optimizer step)
+  kDone,        // finished or failed; nothing left to watch
 };
 
 inline constexpr size_t kNoAction = std::numeric_limits<size_t>::max();

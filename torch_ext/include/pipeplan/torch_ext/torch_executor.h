@@ -23,6 +23,7 @@
 #include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/optimizer.h"
 #include "pipeplan/torch_ext/stage_module.h"
+#include "pipeplan/torch_ext/step_metrics.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 
 namespace pipeplan::torch_ext {
@@ -32,6 +33,13 @@ struct StageGradients {
   int stage = 0;
   const std::vector<std::string>* names = nullptr;
   std::vector<at::Tensor> grads;  // parallel to names; zeros where none accumulated
+};
+
+// Testing aid: stage `stage`'s gradients become NaN at the end of step `step` (from 0,
+// warm-up steps included), on the rank that holds the stage.
+struct NonfiniteInjection {
+  int step = 0;
+  int stage = 0;
 };
 
 struct TorchExecutorOptions {
@@ -49,6 +57,12 @@ struct TorchExecutorOptions {
   // Called in EndStep, before the optimizer step, with this rank's stages' gradients and,
   // on the rank holding the last stage, the step's loss (else NaN). An error fails the step.
   std::function<Status(int step, double loss, const std::vector<StageGradients>&)> on_gradients;
+  // > 0: gradients are clipped to this L2 norm over every rank's parameters, by
+  // torch.nn.utils.clip_grad_norm_'s rule (gradient_state.h). It, or an injection, makes the
+  // step end with the gradient-state exchange (op_executor.h), and a step whose gradients are
+  // not finite on some rank is then skipped on every rank: no optimizer step, grads zeroed.
+  double clip_grad_norm = 0;
+  std::optional<NonfiniteInjection> inject_nonfinite;
 };
 
 class TorchExecutor final : public runtime::OpExecutor {
@@ -64,12 +78,17 @@ class TorchExecutor final : public runtime::OpExecutor {
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv,
                                             const runtime::OpContext& context) override;
   Status EndStep(const runtime::OpContext& context) override;
+  bool ExchangesGradientState() const override;
+  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
+                                                     const runtime::OpContext& context) override;
   // Bytes around each compute action (memory_meter.h: the rank's CPU tensors, or the CUDA
   // caching allocator's device total).
   std::vector<runtime::OpMemory> TakeOpMemory() override;
 
   // The loss of the last step ended (NaN unless this rank holds the last stage).
   double last_loss() const { return last_loss_; }
+  // One record per step ended, in order.
+  const std::vector<StepRecord>& step_records() const { return records_; }
 
  private:
   // What one (stage, microbatch) keeps between its F, backward and W.
@@ -99,6 +118,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   bool OnThisRank(int stage) const;
   at::Tensor EmptyActivation() const;
   void LoadData();
+  void InjectNonfinite(int step);
 
   StageMap map_;
   RankId rank_;
@@ -108,7 +128,13 @@ class TorchExecutor final : public runtime::OpExecutor {
   std::vector<std::unique_ptr<StageModule>> stages_;  // this rank's, in chunk order
   std::unique_ptr<MemoryMeter> meter_;
   std::vector<runtime::OpMemory> memory_;  // this step's, in program order
+  std::vector<at::Tensor> parameters_;     // every local stage's, in stage order
   std::unique_ptr<Optimizer> optimizer_;
+  // The gradient-state exchange's buffers, a [ranks, kGradientStateValues] float64 table on
+  // the device; whether this rank's row holds this step's state.
+  at::Tensor gradient_states_;
+  bool own_state_written_ = false;
+  std::vector<StepRecord> records_;
   std::map<Key, Microbatch> live_;
   // The post-validation messages (one float each): one to send, one to receive, since a group
   // may hold both and NCCL must not read and write one buffer at once.

@@ -1,0 +1,234 @@
+// Clipping to a global gradient norm and skipping a non-finite step, through pipeplan-torch
+// (--clip-grad-norm, --inject-nonfinite, --metrics): the norm is torch's clip_grad_norm_ of
+// the step's gradients; every strategy clips in the same steps and trains the same; a NaN
+// step is skipped on every rank and the run goes on as if it had never been; bad values are
+// refused naming the flag.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include <cmath>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/torch_ext/gradient_dump.h"
+#include "torch_test_support.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+using testing::CommandResult;
+using testing::ReadFile;
+using testing::RunTorchTool;
+using testing::TempDir;
+
+// One --metrics line.
+struct Metric {
+  int step = 0;
+  int rank = 0;
+  std::optional<double> loss;
+  std::optional<double> norm;
+  bool clipped = false;
+  bool skipped = false;
+};
+
+std::optional<double> NumberOrNull(simdjson::ondemand::value value) {
+  if (value.is_null()) return std::nullopt;
+  return double(value.get_double());
+}
+
+std::vector<Metric> ReadMetrics(const std::string& path) {
+  const StatusOr<std::string> text = ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.status().message();
+  std::vector<Metric> metrics;
+  if (!text.ok()) return metrics;
+  std::istringstream lines(*text);
+  std::string line;
+  simdjson::ondemand::parser parser;
+  while (std::getline(lines, line)) {
+    simdjson::padded_string padded(line);
+    simdjson::ondemand::document doc = parser.iterate(padded);
+    Metric m;
+    m.step = int(int64_t(doc["step"]));
+    m.rank = int(int64_t(doc["rank"]));
+    m.loss = NumberOrNull(doc["loss"].value());
+    m.norm = NumberOrNull(doc["global_grad_norm"].value());
+    m.clipped = bool(doc["clipped"]);
+    m.skipped = bool(doc["skipped"]);
+    metrics.push_back(m);
+  }
+  return metrics;
+}
+
+std::string WritePlan(const TempDir& dir, const std::string& strategy, int ranks,
+                      int stages_per_rank) {
+  PlanRequest request;
+  request.strategy = strategy;
+  request.topology.ranks = ranks;
+  request.topology.stages_per_rank = stages_per_rank;
+  request.topology.microbatches = 8;
+  const StatusOr<Plan> plan = BuildPlan(request);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  const std::string path = dir.path() + "/" + strategy + ".pb";
+  std::ofstream(path, std::ios::binary) << SerializePlan(*plan, ProtoFormat::kBinary).value();
+  return path;
+}
+
+// Runs `plan` for 4 steps (no warm-up), AdamW, with `flags`; returns its metrics.
+std::vector<Metric> Train(const TempDir& dir, const std::string& plan, const std::string& name,
+                          std::vector<std::string> flags) {
+  const std::string metrics = dir.path() + "/" + name + ".jsonl";
+  std::vector<std::string> args = {"run",         plan,    "--steps", "4",    "--warmup",  "0",
+                                   "--optimizer", "adamw", "--lr",    "0.01", "--metrics", metrics};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const CommandResult run = RunTorchTool(args);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return run.exit_code == 0 ? ReadMetrics(metrics) : std::vector<Metric>{};
+}
+
+// Each step's line from the rank that holds the last stage (the one with a loss; rank 0 in a
+// V shape).
+std::vector<Metric> LossLines(const std::vector<Metric>& metrics) {
+  std::vector<Metric> out;
+  for (const Metric& m : metrics) {
+    if (m.loss.has_value()) out.push_back(m);
+  }
+  return out;
+}
+
+void ExpectNear(double got, double want, double relative, const std::string& what) {
+  EXPECT_LE(std::abs(got - want), relative * std::abs(want))
+      << what << ": " << got << " vs " << want;
+}
+
+TEST(ClipGradNorm, TheGlobalNormIsTorchsClipGradNormOfTheStepsGradients) {
+  const TempDir dir("clip-norm");
+  const std::string plan = WritePlan(dir, "1f1b", 2, 1);
+  const std::vector<Metric> metrics = Train(dir, plan, "norm",
+                                            {"--transport", "inproc", "--clip-grad-norm", "0.001",
+                                             "--dump-grads", dir.path() + "/grads"});
+  ASSERT_EQ(metrics.size(), 8u);  // 4 steps x 2 ranks
+  // torch's own clip_grad_norm_ over both stages' dumped gradients of the first step.
+  std::vector<at::Tensor> grads;
+  for (int stage = 0; stage < 2; ++stage) {
+    const StatusOr<std::string> bytes = ReadFile(dir.path() + "/grads/" + GradientDumpName(stage));
+    ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+    const StatusOr<GradientDump> dump = DecodeGradientDump(*bytes);
+    ASSERT_TRUE(dump.ok()) << dump.status().message();
+    for (const NamedValues& g : dump->gradients) {
+      at::Tensor t = at::tensor(g.values).reshape(g.shape);
+      at::Tensor p = at::zeros_like(t);
+      p.mutable_grad() = t;
+      grads.push_back(p);
+    }
+  }
+  const double torch_norm = torch::nn::utils::clip_grad_norm_(grads, 1e9);
+  for (const Metric& m : metrics) {
+    if (m.step != 1) continue;
+    ASSERT_TRUE(m.norm.has_value());
+    ExpectNear(*m.norm, torch_norm, 1e-5, "rank " + std::to_string(m.rank) + "'s global norm");
+    EXPECT_TRUE(m.clipped) << "a threshold of 0.001 clips every step";
+  }
+  for (const Metric& m : metrics) EXPECT_TRUE(m.clipped) << "step " << m.step;
+}
+
+TEST(ClipGradNorm, EveryStrategyClipsTheSameStepsAndTrainsTheSame) {
+  const TempDir dir("clip-strategies");
+  // Four stages each: 1f1b and zb-h1 on 4 ranks, zbv on 2 ranks of 2 stages (over Gloo).
+  const std::vector<Metric> reference =
+      LossLines(Train(dir, WritePlan(dir, "1f1b", 4, 1), "1f1b",
+                      {"--transport", "inproc", "--clip-grad-norm", "0.2"}));
+  ASSERT_EQ(reference.size(), 4u);
+  int clipped = 0;
+  for (const Metric& m : reference) clipped += m.clipped ? 1 : 0;
+  ASSERT_GT(clipped, 0) << "no step clipped at 0.2: the case proves nothing";
+  ASSERT_LT(clipped, 4) << "every step clipped at 0.2: the case proves less";
+  struct Case {
+    std::string strategy;
+    int ranks;
+    int stages_per_rank;
+    std::string transport;
+  };
+  for (const Case& c : {Case{"zb-h1", 4, 1, "inproc"}, Case{"zbv", 2, 2, "gloo"}}) {
+    const std::vector<Metric> got =
+        LossLines(Train(dir, WritePlan(dir, c.strategy, c.ranks, c.stages_per_rank), c.strategy,
+                        {"--transport", c.transport, "--clip-grad-norm", "0.2"}));
+    ASSERT_EQ(got.size(), reference.size()) << c.strategy;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string where = c.strategy + ", step " + std::to_string(i + 1);
+      EXPECT_EQ(got[i].clipped, reference[i].clipped) << where;
+      ASSERT_TRUE(got[i].loss && reference[i].loss && got[i].norm && reference[i].norm) << where;
+      ExpectNear(*got[i].loss, *reference[i].loss, 1e-5, where + ", loss");
+      ExpectNear(*got[i].norm, *reference[i].norm, 1e-5, where + ", global norm");
+    }
+  }
+}
+
+// Stage 1's gradients are NaN in step 2: every rank skips step 2, and the run goes on from
+// step 1's parameters and AdamW state: its steps 3 and 4 are the clean run's steps 2 and 3.
+TEST(ClipGradNorm, ANonFiniteStepIsSkippedOnEveryRankAndLeavesNoTrace) {
+  const TempDir dir("nonfinite");
+  struct Case {
+    std::string strategy;
+    int ranks;
+    int stages_per_rank;
+  };
+  for (const Case& c : {Case{"1f1b", 4, 1}, Case{"zbv", 2, 2}}) {
+    const std::string plan = WritePlan(dir, c.strategy, c.ranks, c.stages_per_rank);
+    const std::vector<Metric> clean = LossLines(Train(
+        dir, plan, c.strategy + "-clean", {"--transport", "inproc", "--clip-grad-norm", "100"}));
+    const std::vector<Metric> all =
+        Train(dir, plan, c.strategy + "-nan",
+              {"--transport", "inproc", "--clip-grad-norm", "100", "--inject-nonfinite", "2:1"});
+    ASSERT_EQ(all.size(), size_t(4 * c.ranks)) << c.strategy;
+    for (const Metric& m : all) {
+      EXPECT_EQ(m.skipped, m.step == 2) << c.strategy << ", rank " << m.rank << ", step " << m.step;
+      EXPECT_EQ(m.norm.has_value(), m.step != 2) << "a NaN norm is written as null";
+    }
+    const std::vector<Metric> skipped = LossLines(all);
+    ASSERT_EQ(clean.size(), 4u);
+    ASSERT_EQ(skipped.size(), 4u);
+    ASSERT_TRUE(clean[1].loss && clean[2].loss && skipped[2].loss && skipped[3].loss);
+    EXPECT_EQ(*skipped[2].loss, *clean[1].loss) << c.strategy << ": step 3 after a skipped step 2";
+    EXPECT_EQ(*skipped[3].loss, *clean[2].loss) << c.strategy << ": step 4 after a skipped step 2";
+    EXPECT_NE(*skipped[3].loss, *skipped[2].loss) << c.strategy << ": training went on";
+  }
+}
+
+TEST(ClipGradNorm, BadValuesAreRefusedNamingTheFlagAndTheRange) {
+  const TempDir dir("clip-bad");
+  const std::string plan = WritePlan(dir, "1f1b", 2, 1);
+  struct Case {
+    std::vector<std::string> flags;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{"--clip-grad-norm", "0"}, "--clip-grad-norm: '0' is not a finite number greater than 0"},
+      {{"--clip-grad-norm", "-1"}, "--clip-grad-norm: '-1' is not a finite"},
+      {{"--clip-grad-norm", "nan"}, "--clip-grad-norm: 'nan' is not a finite"},
+      {{"--clip-grad-norm", "inf"}, "--clip-grad-norm: 'inf' is not a finite"},
+      {{"--clip-grad-norm", "x"}, "--clip-grad-norm: 'x' is not a finite"},
+      {{"--inject-nonfinite", "2"}, "--inject-nonfinite: '2' is not STEP:STAGE"},
+      {{"--inject-nonfinite", "0:1"}, "--inject-nonfinite: '0:1' is not STEP:STAGE (STEP from 1"},
+      {{"--inject-nonfinite", "2:1x"}, "--inject-nonfinite: '2:1x' is not STEP:STAGE"},
+      {{"--inject-nonfinite", "5:0"},
+       "--inject-nonfinite: step 5, stage 0 is outside the run (steps 1 to 4, stages 0 to 1)"},
+      {{"--inject-nonfinite", "1:2"},
+       "--inject-nonfinite: step 1, stage 2 is outside the run (steps 1 to 4, stages 0 to 1)"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"run", plan, "--transport", "inproc", "--steps", "3"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const CommandResult run = RunTorchTool(args);
+    EXPECT_NE(run.exit_code, 0) << c.flags.back();
+    EXPECT_NE(run.output.find(c.expected), std::string::npos) << run.output;
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::torch_ext
