@@ -12,7 +12,7 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
-#include "pipeplan/torch_ext/gradient_dump.h"
+#include "pipeplan/torch_ext/stage_dump.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 #include "torch_test_support.h"
 
@@ -125,15 +125,16 @@ StepResult RunOverGloo(const Plan& plan, const std::vector<std::string>& flags,
   EXPECT_EQ(run.exit_code, 0) << run.output;
   StepResult out;
   for (int s = 0; s < plan.request.topology.num_stages(); ++s) {
-    std::ifstream in(dir.path() + "/grads/" + GradientDumpName(s), std::ios::binary);
+    std::ifstream in(GradientDumpPath(dir.path() + "/grads", s), std::ios::binary);
     std::stringstream content;
     content << in.rdbuf();
-    const StatusOr<GradientDump> dump = DecodeGradientDump(content.str());
+    const StatusOr<c10::impl::GenericDict> dump = DecodeStageDump(content.str());
     EXPECT_TRUE(dump.ok()) << "stage " << s << ": " << dump.status().message();
     if (!dump.ok()) continue;
-    if (!std::isnan(dump->loss)) out.loss = dump->loss;
-    for (const NamedValues& g : dump->gradients) {
-      out.grads[s][g.name] = at::tensor(g.values).reshape(g.shape);
+    const double loss = dump->at("loss").toDouble();
+    if (!std::isnan(loss)) out.loss = loss;
+    for (const auto& g : dump->at("grads").toGenericDict()) {
+      out.grads[s][g.key().toStringRef()] = g.value().toTensor();
     }
   }
   return out;

@@ -16,7 +16,7 @@
 
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/torch_ext/gradient_dump.h"
+#include "pipeplan/torch_ext/stage_dump.h"
 #include "torch_test_support.h"
 
 namespace pipeplan::torch_ext {
@@ -116,14 +116,13 @@ TEST(ClipGradNorm, TheGlobalNormIsTorchsClipGradNormOfTheStepsGradients) {
   // torch's own clip_grad_norm_ over both stages' dumped gradients of the first step.
   std::vector<at::Tensor> grads;
   for (int stage = 0; stage < 2; ++stage) {
-    const StatusOr<std::string> bytes = ReadFile(dir.path() + "/grads/" + GradientDumpName(stage));
+    const StatusOr<std::string> bytes = ReadFile(GradientDumpPath(dir.path() + "/grads", stage));
     ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-    const StatusOr<GradientDump> dump = DecodeGradientDump(*bytes);
+    const StatusOr<c10::impl::GenericDict> dump = DecodeStageDump(*bytes);
     ASSERT_TRUE(dump.ok()) << dump.status().message();
-    for (const NamedValues& g : dump->gradients) {
-      at::Tensor t = at::tensor(g.values).reshape(g.shape);
-      at::Tensor p = at::zeros_like(t);
-      p.mutable_grad() = t;
+    for (const auto& g : dump->at("grads").toGenericDict()) {
+      at::Tensor p = at::zeros_like(g.value().toTensor());
+      p.mutable_grad() = g.value().toTensor();
       grads.push_back(p);
     }
   }

@@ -19,16 +19,22 @@ class Sgd final : public Optimizer {
 
   void Step() override {
     const c10::NoGradGuard no_grad;
+    ++steps_;
     for (at::Tensor& p : parameters_) {
       if (!p.grad().defined()) continue;
       p.add_(p.grad(), -options_.learning_rate);
       ClearGrad(p);
     }
   }
+  std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t /*index*/) const override {
+    return {};
+  }
+  int steps() const override { return steps_; }
 
  private:
   std::vector<at::Tensor> parameters_;
   OptimizerOptions options_;
+  int steps_ = 0;
 };
 
 class AdamW final : public Optimizer {
@@ -58,6 +64,11 @@ class AdamW final : public Optimizer {
       ClearGrad(p);
     }
   }
+  std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t index) const override {
+    if (index >= parameters_.size()) return {};
+    return {{"exp_avg", first_[index]}, {"exp_avg_sq", second_[index]}};
+  }
+  int steps() const override { return steps_; }
 
  private:
   std::vector<at::Tensor> parameters_;

@@ -147,7 +147,29 @@ Status TorchExecutor::BeginStep(const runtime::OpContext& /*context*/) {
   memory_.clear();
   live_.clear();
   losses_.clear();
+  if (!initial_parameters_reported_) {
+    initial_parameters_reported_ = true;
+    return ReportParameters(0);
+  }
   return Status::Ok();
+}
+
+Status TorchExecutor::ReportParameters(int step) {
+  if (!options_.on_parameters) return Status::Ok();
+  std::vector<StageParameters> all;
+  size_t index = 0;  // into parameters_, the optimizer's order
+  for (const auto& stage : stages_) {
+    StageParameters s{.stage = stage->stage(),
+                      .names = &stage->parameter_names(),
+                      .params = stage->parameters(),
+                      .optimizer_state = {},
+                      .optimizer_step = optimizer_->steps()};
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      s.optimizer_state.push_back(optimizer_->StateOf(index++));
+    }
+    all.push_back(std::move(s));
+  }
+  return options_.on_parameters(step, all);
 }
 
 Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
@@ -404,7 +426,7 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   }
   records_.push_back(record);
   live_.clear();
-  return Status::Ok();
+  return ReportParameters(context.step + 1);
 }
 
 bool TorchExecutor::ExchangesGradientState() const {

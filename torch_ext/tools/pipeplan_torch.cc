@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -37,8 +39,8 @@
 #include "pipeplan/simulation/timeline_metrics.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
-#include "pipeplan/torch_ext/gradient_dump.h"
 #include "pipeplan/torch_ext/nccl_transport.h"
+#include "pipeplan/torch_ext/stage_dump.h"
 #include "pipeplan/torch_ext/torch_executor.h"
 
 extern char** environ;
@@ -82,7 +84,10 @@ Options:
   --timeline FILE         write the median measured step (with the plan; times in
                           microseconds) for 'pipeplan diff' and 'pipeplan profile'
   --dump-grads DIR        write each stage's gradients of the first step, before the
-                          optimizer uses them (and the loss), as DIR/stage-S.grads
+                          optimizer uses them (and the loss), as DIR/stage-S.pt
+  --dump-params DIR       write each stage's parameters and optimizer state before the
+                          first step and after every step, as DIR/step-N/stage-S.pt
+                          (both: torch.load reads them; see docs/torch.md)
   -o, --output FILE       profile: where the Profile goes (.json, .pb or text)
   --layers-per-stage N    transformer blocks per stage (default 2)
   --hidden N              hidden size (default 64)
@@ -144,6 +149,7 @@ struct Options {
   double timeout = 60;
   std::optional<std::string> timeline;
   std::optional<std::string> dump_grads;
+  std::optional<std::string> dump_params;
   std::optional<std::string> output;
   ModelConfig model;
   std::string stage_modules;
@@ -164,6 +170,7 @@ const std::vector<FlagSpec>& Specs() {
                                               {"timeout"},
                                               {"timeline"},
                                               {"dump-grads"},
+                                              {"dump-params"},
                                               {"output", FlagKind::kValue, 'o'},
                                               {"layers-per-stage"},
                                               {"hidden"},
@@ -283,6 +290,7 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
   o.metrics = flags.GetString("metrics");
   o.timeline = flags.GetString("timeline");
   o.dump_grads = flags.GetString("dump-grads");
+  o.dump_params = flags.GetString("dump-params");
   o.output = flags.GetString("output");
   if (profile && !o.output) return InvalidArgument("profile needs -o PROFILE");
   if (!profile && o.output) return InvalidArgument("-o is for 'profile'; 'run' writes --timeline");
@@ -296,21 +304,33 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
 
 // ---- what every rank does --------------------------------------------------------------
 
-Status DumpGradients(const std::string& dir, double loss,
+NamedTensors Named(const std::vector<std::string>& names, const std::vector<at::Tensor>& tensors) {
+  NamedTensors named;
+  for (size_t i = 0; i < names.size() && i < tensors.size(); ++i) {
+    named.emplace_back(names[i], tensors[i]);
+  }
+  return named;
+}
+
+Status DumpGradients(const std::string& dir, int step, double loss,
                      const std::vector<StageGradients>& stages) {
   for (const StageGradients& stage : stages) {
-    GradientDump dump;
-    dump.stage = stage.stage;
-    dump.loss = loss;
-    for (size_t i = 0; i < stage.grads.size(); ++i) {
-      const at::Tensor g = stage.grads[i].to(at::kCPU).contiguous();
-      NamedValues values{(*stage.names)[i], g.sizes().vec(), {}};
-      values.values.assign(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
-      dump.gradients.push_back(std::move(values));
-    }
-    PIPEPLAN_RETURN_IF_ERROR(
-        app::WriteFileAtomic((std::filesystem::path(dir) / GradientDumpName(stage.stage)).string(),
-                             EncodeGradientDump(dump), /*create_parents=*/true));
+    PIPEPLAN_RETURN_IF_ERROR(app::WriteFileAtomic(
+        GradientDumpPath(dir, stage.stage),
+        EncodeGradientDump(stage.stage, step, loss, Named(*stage.names, stage.grads)),
+        /*create_parents=*/true));
+  }
+  return Status::Ok();
+}
+
+Status DumpParameters(const std::string& dir, int step,
+                      const std::vector<StageParameters>& stages) {
+  for (const StageParameters& stage : stages) {
+    PIPEPLAN_RETURN_IF_ERROR(app::WriteFileAtomic(
+        ParameterDumpPath(dir, step, stage.stage),
+        EncodeParameterDump(stage.stage, step, Named(*stage.names, stage.params),
+                            stage.optimizer_state, stage.optimizer_step),
+        /*create_parents=*/true));
   }
   return Status::Ok();
 }
@@ -334,7 +354,13 @@ StatusOr<RankExecutor> MakeExecutor(const Plan& plan, RankId rank, const Options
   if (o.dump_grads) {
     const std::string dir = *o.dump_grads;
     options.on_gradients = [dir](int step, double loss, const std::vector<StageGradients>& g) {
-      return step == 0 ? DumpGradients(dir, loss, g) : Status::Ok();
+      return step == 0 ? DumpGradients(dir, step + 1, loss, g) : Status::Ok();
+    };
+  }
+  if (o.dump_params) {
+    options.on_parameters = [dir = *o.dump_params](int step,
+                                                   const std::vector<StageParameters>& p) {
+      return DumpParameters(dir, step, p);
     };
   }
   PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<TorchExecutor> executor,
@@ -419,7 +445,32 @@ int LocalRank(int rank) {
   return local != nullptr ? std::atoi(local) : rank;
 }
 
+// A directory the run will write into: created now and written to once, so that a path that
+// cannot be written fails before the run rather than after its steps.
+Status CheckWritableDirectory(const std::string& dir, const std::string& flag) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return InvalidArgument(flag + ": cannot create '" + dir + "': " + error.message());
+  std::string probe = dir + "/.pipeplan-write-check-XXXXXX";
+  const int fd = mkstemp(probe.data());
+  if (fd < 0) {
+    return InvalidArgument(flag + ": cannot write in '" + dir + "': " + std::strerror(errno));
+  }
+  close(fd);
+  unlink(probe.c_str());
+  return Status::Ok();
+}
+
 Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
+  if (o.dump_grads) PIPEPLAN_RETURN_IF_ERROR(CheckWritableDirectory(*o.dump_grads, "--dump-grads"));
+  if (o.dump_params) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckWritableDirectory(*o.dump_params, "--dump-params"));
+  }
+  if (o.metrics) {
+    const std::filesystem::path parent = std::filesystem::path(*o.metrics).parent_path();
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckWritableDirectory(parent.empty() ? "." : parent.string(), "--metrics"));
+  }
   if (o.transport == TransportKind::kNccl) {
     PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--transport nccl"));
   }

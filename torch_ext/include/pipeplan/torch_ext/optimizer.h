@@ -5,7 +5,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/model/status.h"
@@ -33,6 +35,10 @@ class Optimizer {
   // buffers do, so a rank's memory at the start of a step is its parameters, gradients and
   // optimizer state.
   virtual void Step() = 0;
+  // The state kept for parameter `index` (in the order the optimizer was given them), under
+  // torch.optim's names (AdamW: exp_avg, exp_avg_sq; SGD: none), and the updates applied.
+  virtual std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t index) const = 0;
+  virtual int steps() const = 0;
 };
 
 std::unique_ptr<Optimizer> MakeOptimizer(std::vector<at::Tensor> parameters,

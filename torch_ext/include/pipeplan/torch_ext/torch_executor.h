@@ -42,6 +42,16 @@ struct NonfiniteInjection {
   int stage = 0;
 };
 
+// One stage's parameters after a step's optimizer update (or before the first step), with
+// the optimizer's state for each (optimizer.h's StateOf) and its update count.
+struct StageParameters {
+  int stage = 0;
+  const std::vector<std::string>* names = nullptr;
+  std::vector<at::Tensor> params;  // parallel to names; the live tensors (copy to keep)
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> optimizer_state;
+  int optimizer_step = 0;
+};
+
 struct TorchExecutorOptions {
   // The built-in model's sizes; with stage_modules, the shape of the data (the first stage's
   // input, the messages between stages, the last stage's output and target) and the seed.
@@ -62,6 +72,9 @@ struct TorchExecutorOptions {
   // step end with the gradient-state exchange (op_executor.h), and a step whose gradients are
   // not finite on some rank is then skipped on every rank: no optimizer step, grads zeroed.
   double clip_grad_norm = 0;
+  // Called with every local stage's parameters before the first step (step 0) and after each
+  // step's optimizer update (step s + 1; also when the step was skipped). An error fails it.
+  std::function<Status(int step, const std::vector<StageParameters>&)> on_parameters;
   std::optional<NonfiniteInjection> inject_nonfinite;
 };
 
@@ -119,6 +132,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   at::Tensor EmptyActivation() const;
   void LoadData();
   void InjectNonfinite(int step);
+  Status ReportParameters(int step);
 
   StageMap map_;
   RankId rank_;
@@ -134,6 +148,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   // the device; whether this rank's row holds this step's state.
   at::Tensor gradient_states_;
   bool own_state_written_ = false;
+  bool initial_parameters_reported_ = false;
   std::vector<StepRecord> records_;
   std::map<Key, Microbatch> live_;
   // The post-validation messages (one float each): one to send, one to receive, since a group
