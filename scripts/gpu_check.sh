@@ -5,7 +5,8 @@
 # Prints device, driver, torch, CUDA and NCCL versions; checks that the bundled programs load
 # (with this machine's torch, CUDA runtime and NCCL); then, with a CUDA device: runs the GPU
 # tests, profiles the built-in transformer on cuda:0 with CUDA-event timing (hidden 1024),
-# reports I + W against B, and calibrates, simulates and diffs a one-GPU plan; with two or more
+# reports I + W against B, calibrates, simulates and diffs a one-GPU plan, predicts peak memory
+# in bytes, splits a TorchScript stage, clips and skips a non-finite step; with two or more
 # GPUs the GPU tests also check gradients over NCCL against the CPU run, and 1f1b, zbv and
 # dualpipe-v run over NCCL with measured beside simulated step time. The dated Markdown block
 # of results goes to stdout and is appended to RESULTS.md.
@@ -188,7 +189,37 @@ else
   tail -5 "$work"/ts-*.log 2>/dev/null >>"$block"
 fi
 
-# 6. With two GPUs or more: 1f1b, zbv and dualpipe-v over NCCL, measured beside simulated.
+# 6. Clipping to a global norm and the non-finite skip on cuda:0: the gradient state is
+#    computed on the device; step 2 gets a NaN and must be skipped, leaving the parameters
+#    (dumped in torch.save's format) as step 1 left them.
+echo "### Clipping and the non-finite skip on cuda:0 (zbv, 1 rank x 2 stages, AdamW)" >>"$block"
+if "$pipeplan" plan --strategy zbv --ranks 1 --microbatches 4 -o "$work/clip.pb" >/dev/null &&
+   "$torch_tool" run "$work/clip.pb" --local-ranks 1 --transport nccl "${model[@]}" --steps 3 \
+     --warmup 0 --optimizer adamw --clip-grad-norm 0.01 --inject-nonfinite 2:1 \
+     --metrics "$work/clip.jsonl" --dump-params "$work/clip-params" >"$work/clip.log" 2>&1; then
+  "$python" - "$work/clip.jsonl" "$work/clip-params" >>"$block" <<'PY' || status=1
+import json, sys, torch
+metrics = [json.loads(line) for line in open(sys.argv[1])]
+def params(step, stage):
+    return torch.load(f"{sys.argv[2]}/step-{step}/stage-{stage}.pt", weights_only=True)
+print("| step | loss | global norm | clipped | skipped | parameters as after the step before |")
+print("| --- | --- | --- | --- | --- | --- |")
+ok = True
+for m in metrics:
+    same = all(torch.equal(params(m["step"] - 1, s)["params"][n], params(m["step"], s)["params"][n])
+               for s in (0, 1) for n in params(m["step"], s)["params"])
+    print(f"| {m['step']} | {m['loss']:.6f} | {m['global_grad_norm']} | {m['clipped']} | "
+          f"{m['skipped']} | {same} |")
+    ok = ok and m["skipped"] == (m["step"] == 2) and same == m["skipped"]
+print()
+sys.exit(0 if ok else 1)
+PY
+else
+  status=1
+  tail -5 "$work/clip.log" >>"$block"
+fi
+
+# 7. With two GPUs or more: 1f1b, zbv and dualpipe-v over NCCL, measured beside simulated.
 if (( gpus >= 2 )); then
   ranks=$(( gpus >= 4 ? 4 : 2 ))
   echo "### Over NCCL, $ranks GPUs, M = $((2 * ranks)): simulated (calibrated) vs measured" >>"$block"
