@@ -206,7 +206,7 @@ TEST(ClipGradNorm, BadValuesAreRefusedNamingTheFlagAndTheRange) {
     std::vector<std::string> flags;
     std::string expected;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {{"--clip-grad-norm", "0"}, "--clip-grad-norm: '0' is not a finite number greater than 0"},
       {{"--clip-grad-norm", "-1"}, "--clip-grad-norm: '-1' is not a finite"},
       {{"--clip-grad-norm", "nan"}, "--clip-grad-norm: 'nan' is not a finite"},
@@ -220,12 +220,20 @@ TEST(ClipGradNorm, BadValuesAreRefusedNamingTheFlagAndTheRange) {
       {{"--inject-nonfinite", "1:2"},
        "--inject-nonfinite: step 1, stage 2 is outside the run (steps 1 to 4, stages 0 to 1)"},
   };
+  // A directory under a regular file can never be made: refused before any step runs.
+  const std::string file = dir.path() + "/a-file";
+  std::ofstream(file) << "x";
+  for (const char* flag : {"--dump-grads", "--dump-params", "--metrics"}) {
+    const std::string target = file + (std::string(flag) == "--metrics" ? "/sub/m.jsonl" : "/sub");
+    cases.push_back({{flag, target}, std::string(flag) + ": cannot create '" + file + "/sub'"});
+  }
   for (const Case& c : cases) {
     std::vector<std::string> args = {"run", plan, "--transport", "inproc", "--steps", "3"};
     args.insert(args.end(), c.flags.begin(), c.flags.end());
     const CommandResult run = RunTorchTool(args);
     EXPECT_NE(run.exit_code, 0) << c.flags.back();
     EXPECT_NE(run.output.find(c.expected), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("median step"), std::string::npos) << "a step ran: " << run.output;
   }
 }
 

@@ -386,7 +386,8 @@ void PrintMemory(const Timeline& step) {
   }
 }
 
-// "gradients: 2 of 4 steps clipped, 1 skipped (global norm 0.52 to 3.1)" when exchanged.
+// "gradients: 2 of 4 steps clipped, 1 skipped (non-finite), ...": rank 0's records (every
+// rank decides alike).
 void PrintGradientSummary(const std::vector<StepRecord>& records) {
   int clipped = 0;
   int skipped = 0;
@@ -431,8 +432,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
                 TransportName(o.transport));
   std::cout << line;
   PrintMemory(median);
-  if (!records.empty() && !records.front().empty() &&
-      records.front().front().global_grad_norm.has_value()) {
+  if ((o.clip_grad_norm > 0 || o.inject_nonfinite) && !records.empty()) {
     PrintGradientSummary(records.front());
   }
   for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
