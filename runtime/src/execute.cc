@@ -1,5 +1,6 @@
 #include "pipeplan/runtime/execute.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -25,6 +26,12 @@ auto Guarded(Call&& call) -> decltype(call()) {
   } catch (...) {
     return Internal("the executor threw a non-standard exception");
   }
+}
+
+const Status& StatusOf(const Status& status) { return status; }
+template <typename T>
+Status StatusOf(const StatusOr<T>& result) {
+  return result.status();
 }
 
 class StepRunner {
@@ -62,26 +69,19 @@ class StepRunner {
     PIPEPLAN_RETURN_IF_ERROR(
         AtStepLevel(Guarded([&] { return executor_.BeginStep(Context(kNoAction)); })));
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(timer_.BeginStep(actions_.size())));
-    for (size_t i = 0; i < actions_.size();) {
-      if (options_.stop.stop_requested()) return Aborted("the step was stopped");
-      if (IsComm(actions_[i].kind)) {
-        const size_t end = prepared_.GroupEnd(i);
-        PIPEPLAN_RETURN_IF_ERROR(PostGroup(i, end));
-        i = end;
-        continue;
-      }
-      PIPEPLAN_RETURN_IF_ERROR(RunCompute(i));
-      ++i;
-    }
+    PIPEPLAN_RETURN_IF_ERROR(RunRange(0, actions_.size()));
     for (size_t i = 0; i < actions_.size(); ++i) {
       if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, kNoAction, Activity::kFinishing));
     }
+    const bool speculative = prepared_.validation() != kNoAction && !options_.last_step;
     if (executor_.ExchangesGradientState()) {
-      PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(ExchangeGradientState()));
+      PIPEPLAN_RETURN_IF_ERROR(
+          AtStepLevel(speculative ? PassGradientStateOn() : ExchangeGradientState()));
     }
     Publish(Activity::kEnding, kNoAction);
-    PIPEPLAN_RETURN_IF_ERROR(
-        AtStepLevel(Guarded([&] { return executor_.EndStep(Context(kNoAction)); })));
+    OpContext end = Context(kNoAction);
+    end.speculative = speculative;
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(Guarded([&] { return executor_.EndStep(end); })));
     StatusOr<std::vector<OpSpan>> timed = timer_.Resolve();
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(timed.status()));
     Record(*timed);
@@ -137,21 +137,11 @@ class StepRunner {
   Status ExchangeGradientState() {
     Publish(Activity::kExchanging, kNoAction);
     const RankId self = timeline_.rank;
-    const auto buffer = [&](RankId rank) -> StatusOr<std::span<std::byte>> {
-      StatusOr<std::span<std::byte>> found = Guarded([&]() -> StatusOr<std::span<std::byte>> {
-        return executor_.GradientStateBuffer(rank, Context(kNoAction));
-      });
-      if (!found.ok()) {
-        return found.status().WithContext("the gradient state of rank " +
-                                          std::to_string(rank.value));
-      }
-      return found;
-    };
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> own, buffer(self));
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> own, StateBuffer(self));
     std::vector<P2POp> ops;
     for (int r = 0; r < transport_.world_size(); ++r) {
       if (r == self.value) continue;
-      PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> theirs, buffer(RankId(r)));
+      PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> theirs, StateBuffer(RankId(r)));
       if (theirs.size() != own.size()) {
         return Internal("the executor's gradient-state buffers differ in size (" +
                         std::to_string(own.size()) + " and " + std::to_string(theirs.size()) +
@@ -160,6 +150,97 @@ class StepRunner {
       ops.push_back({P2PKind::kSend, RankId(r), own});
       ops.push_back({P2PKind::kRecv, RankId(r), theirs});
     }
+    return PostAndWait(ops);
+  }
+
+  // Runs actions [begin, end) in order: comm groups posted (a group cut at `end`), compute
+  // after its receives.
+  Status RunRange(size_t begin, size_t end) {
+    for (size_t i = begin; i < end;) {
+      if (options_.stop.stop_requested()) return Aborted("the step was stopped");
+      if (IsComm(actions_[i].kind)) {
+        for (size_t input : prepared_.InputsOf(i)) {  // a SEND_PV forwards what RECV_PV got
+          if (pending_[input]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(input, i, Activity::kWaiting));
+        }
+        const size_t group_end = std::min(prepared_.GroupEnd(i), end);
+        PIPEPLAN_RETURN_IF_ERROR(PostGroup(i, group_end));
+        i = group_end;
+        continue;
+      }
+      PIPEPLAN_RETURN_IF_ERROR(i == prepared_.validation() ? RunValidation(i) : RunCompute(i));
+      ++i;
+    }
+    return Status::Ok();
+  }
+
+  // A failed verdict: the stale messages still to come are taken (so that no sender's
+  // speculative send is left hanging), then everything before the PV runs again on the
+  // corrected weights. All ranks get the same verdict, so the senders replay too.
+  Status RunValidation(size_t index) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const Verdict verdict, RunTimed(index, [&] {
+                                return executor_.Validate(actions_[index], Context(index));
+                              }));
+    if (verdict == Verdict::kKept) return Status::Ok();
+    PIPEPLAN_RETURN_IF_ERROR(DrainRollbacks(index));
+    return RunRange(0, prepared_.replay_end());
+  }
+
+  Status DrainRollbacks(size_t validation) {
+    std::vector<P2POp> ops;
+    std::vector<size_t> drained;
+    for (size_t i = validation + 1; i < actions_.size(); ++i) {
+      const Action& action = actions_[i];
+      if (action.kind != ActionKind::kRecvForward || !action.rollback) continue;
+      StatusOr<std::span<std::byte>> buffer = Guarded([&]() -> StatusOr<std::span<std::byte>> {
+        return executor_.RecvBuffer(action, Context(i));
+      });
+      if (!buffer.ok()) return AtAction(i, buffer.status());
+      ops.push_back({P2PKind::kRecv, action.peer, *buffer});
+      drained.push_back(i);
+    }
+    if (ops.empty()) return Status::Ok();
+    auto handles = transport_.Post(ops);
+    if (!handles.ok()) return AtAction(validation, handles.status());
+    for (size_t k = 0; k < drained.size(); ++k) {
+      Publish(Activity::kWaiting, validation, drained[k]);
+      const Status status = (*handles)[k]->Wait(TimePoint::max());
+      if (!status.ok()) return AtAction(drained[k], status);
+    }
+    return Status::Ok();
+  }
+
+  // Post-validation's end of step: ranks 0..r-1's states arrive from rank r-1 and ranks 0..r's
+  // go on to rank r+1, so the last rank holds them all (the next step's PV chain brings them
+  // back). Waiting for the send costs nothing here: steps are opened by a barrier anyway.
+  Status PassGradientStateOn() {
+    Publish(Activity::kExchanging, kNoAction);
+    const int self = timeline_.rank.value;
+    std::vector<P2POp> receives;
+    for (int r = 0; r < self; ++r) {
+      PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> row, StateBuffer(RankId(r)));
+      receives.push_back({P2PKind::kRecv, RankId(self - 1), row});
+    }
+    PIPEPLAN_RETURN_IF_ERROR(PostAndWait(receives));
+    std::vector<P2POp> sends;
+    for (int r = 0; r <= self && self + 1 < transport_.world_size(); ++r) {
+      PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> row, StateBuffer(RankId(r)));
+      sends.push_back({P2PKind::kSend, RankId(self + 1), row});
+    }
+    if (sends.empty()) return StateBuffer(timeline_.rank).status();  // writes the own state
+    return PostAndWait(sends);
+  }
+
+  StatusOr<std::span<std::byte>> StateBuffer(RankId rank) {
+    StatusOr<std::span<std::byte>> found = Guarded([&]() -> StatusOr<std::span<std::byte>> {
+      return executor_.GradientStateBuffer(rank, Context(kNoAction));
+    });
+    if (!found.ok()) {
+      return found.status().WithContext("the gradient state of rank " + std::to_string(rank.value));
+    }
+    return found;
+  }
+
+  Status PostAndWait(const std::vector<P2POp>& ops) {
     if (ops.empty()) return Status::Ok();
     PIPEPLAN_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<PendingOp>> handles,
                               transport_.Post(ops));
@@ -177,6 +258,9 @@ class StepRunner {
       const bool send = action.kind == ActionKind::kSendForward ||
                         action.kind == ActionKind::kSendBackward ||
                         action.kind == ActionKind::kSendPostValidation;
+      // Posted again by a replay: the first message must have landed before its buffer is
+      // handed out again.
+      if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, i, Activity::kWaiting));
       Publish(Activity::kRunning, i);
       StatusOr<std::span<std::byte>> buffer = Guarded([&]() -> StatusOr<std::span<std::byte>> {
         return send ? executor_.SendBuffer(action, Context(i))
@@ -193,14 +277,21 @@ class StepRunner {
   }
 
   Status RunCompute(size_t index) {
+    return RunTimed(index, [&] { return executor_.Run(actions_[index], Context(index)); });
+  }
+
+  // Waits the receives compute action `index` consumes, then times `call` as that action.
+  template <typename Call>
+  auto RunTimed(size_t index, Call&& call) -> decltype(call()) {
     for (size_t input : prepared_.InputsOf(index)) {
       if (pending_[input]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(input, index, Activity::kWaiting));
     }
     Publish(Activity::kRunning, index);
     PIPEPLAN_RETURN_IF_ERROR(AtAction(index, timer_.ComputeBegins(index)));
-    const Status status = Guarded([&] { return executor_.Run(actions_[index], Context(index)); });
-    if (!status.ok()) return AtAction(index, status);
-    return AtAction(index, timer_.ComputeEnded(index));
+    auto result = Guarded(call);
+    if (!result.ok()) return AtAction(index, StatusOf(result));
+    PIPEPLAN_RETURN_IF_ERROR(AtAction(index, timer_.ComputeEnded(index)));
+    return result;
   }
 
   Status WaitTransfer(size_t transfer, size_t waiter, Activity activity) {
@@ -244,16 +335,64 @@ class StepRunner {
   RankTimeline timeline_;
 };
 
+bool IsValidationComm(ActionKind kind) {
+  return kind == ActionKind::kRecvPostValidation || kind == ActionKind::kSendPostValidation;
+}
+
+// A failed post-validation replays every forward sent before the sender's PV; its receiver
+// knows to take the stale message first only where the receive is tagged rollback.
+Status CheckReplayable(const Plan& plan) {
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    const std::vector<Action>& actions = plan.programs[r].actions;
+    const auto pv = std::find_if(actions.begin(), actions.end(), [](const Action& a) {
+      return a.kind == ActionKind::kPostValidation;
+    });
+    auto replay_end = pv;
+    while (replay_end != actions.begin() && IsValidationComm(std::prev(replay_end)->kind)) {
+      --replay_end;
+    }
+    for (auto it = actions.begin(); pv != actions.end() && it != pv; ++it) {
+      const size_t index = static_cast<size_t>(it - actions.begin());
+      if (it < replay_end && IsValidationComm(it->kind)) {
+        return FailedPrecondition(Where(static_cast<int>(r), index, *it) +
+                                  ": must come right before its rank's PV, since a failed "
+                                  "validation runs every action before them again");
+      }
+      if (it->kind != ActionKind::kSendForward) continue;
+      const int peer = it->peer.value;
+      const bool tagged = peer >= 0 && peer < static_cast<int>(plan.programs.size()) &&
+                          std::any_of(plan.programs[peer].actions.begin(),
+                                      plan.programs[peer].actions.end(), [&](const Action& a) {
+                                        return a.kind == ActionKind::kRecvForward && a.rollback &&
+                                               a.stage.value == it->stage.value + 1 &&
+                                               a.microbatch == it->microbatch;
+                                      });
+      if (!tagged) {
+        return FailedPrecondition(
+            Where(static_cast<int>(r), index, *it) +
+            ": sent before this rank's PV to a receive not tagged rollback, so a failed "
+            "validation could not be replayed");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CheckBeforeLaunch(const Plan& plan) {
   Status status = ValidatePlan(plan);
+  if (status.ok()) status = CheckReplayable(plan);
   if (status.ok()) return status;
   return FailedPrecondition("refusing to launch an invalid plan: " + status.message());
 }
 
 PreparedProgram::PreparedProgram(const RankProgram& program)
-    : program_(&program), inputs_(program.actions.size()), group_end_(program.actions.size()) {
+    : program_(&program),
+      validation_(kNoAction),
+      replay_end_(kNoAction),
+      inputs_(program.actions.size()),
+      group_end_(program.actions.size()) {
   const std::vector<Action>& actions = program.actions;
   std::unordered_map<uint64_t, size_t> unconsumed;  // receive key -> its index
   std::vector<size_t> validation_inputs;            // RECV_PV before the next PV
@@ -263,9 +402,12 @@ PreparedProgram::PreparedProgram(const RankProgram& program)
       unconsumed[CommKey(action.kind, action.stage, action.microbatch)] = i;
     } else if (action.kind == ActionKind::kRecvPostValidation) {
       validation_inputs.push_back(i);
+    } else if (action.kind == ActionKind::kSendPostValidation) {
+      inputs_[i] = validation_inputs;  // forwards the state it received
     } else if (action.kind == ActionKind::kPostValidation) {
       inputs_[i] = std::move(validation_inputs);
       validation_inputs.clear();
+      validation_ = i;
     } else if (IsCompute(action.kind)) {
       auto consume = [&](const Action& part) {
         const std::optional<ActionKind> input = InputReceiveOf(part.kind);
@@ -284,8 +426,16 @@ PreparedProgram::PreparedProgram(const RankProgram& program)
   }
   for (size_t i = actions.size(); i-- > 0;) {
     const bool comm = IsComm(actions[i].kind);
-    const bool next_comm = i + 1 < actions.size() && IsComm(actions[i + 1].kind);
-    group_end_[i] = comm ? (next_comm ? group_end_[i + 1] : i + 1) : i;
+    // A SEND_PV opens a group of its own: it waits for its RECV_PV.
+    const bool next_joins =
+        i + 1 < actions.size() && IsComm(actions[i + 1].kind) && inputs_[i + 1].empty();
+    group_end_[i] = comm ? (next_joins ? group_end_[i + 1] : i + 1) : i;
+  }
+  replay_end_ = validation_;
+  while (replay_end_ != kNoAction && replay_end_ > 0 &&
+         (actions[replay_end_ - 1].kind == ActionKind::kRecvPostValidation ||
+          actions[replay_end_ - 1].kind == ActionKind::kSendPostValidation)) {
+    --replay_end_;
   }
 }
 

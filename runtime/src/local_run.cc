@@ -111,6 +111,7 @@ class LocalRun {
     std::vector<Timeline> measured;
     for (int step = 0; step < options_.warmup + options_.steps; ++step) {
       step_options_.step = step;
+      step_options_.last_step = step + 1 == options_.warmup + options_.steps;
       const TimePoint begin = Clock::now();
       start_.arrive_and_wait();
       finish_.arrive_and_wait();

@@ -49,6 +49,7 @@ StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExe
       }
     }
     step_options.step = step;
+    step_options.last_step = step + 1 == options.warmup + options.steps;
     step_options.epoch = Clock::now();
     StatusOr<RankTimeline> timeline = ExecuteStep(program, executor, transport, step_options);
     if (!timeline.ok()) {

@@ -172,6 +172,11 @@ Status SyntheticExecutor::Run(const Action& action, const OpContext& context) {
   return Status::Ok();
 }
 
+StatusOr<Verdict> SyntheticExecutor::Validate(const Action& pv, const OpContext& context) {
+  PIPEPLAN_RETURN_IF_ERROR(Run(pv, context));
+  return context.step == options_.fail_validation_at ? Verdict::kRedone : Verdict::kKept;
+}
+
 Status SyntheticExecutor::EndStep(const OpContext& /*context*/) { return Status::Ok(); }
 
 std::vector<OpSpan> SyntheticExecutor::TakeOpSpans() { return std::move(spans_); }

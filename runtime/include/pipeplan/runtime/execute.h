@@ -1,6 +1,7 @@
 // Executing one rank's program for one step (docs/runtime.md): consecutive comm actions are posted
 // as one group at their slot; a RECV is waited right before the compute that consumes it; a SEND
 // completes in the background and is waited at the end of the step; every action is timed.
+// A failed post-validation drains the stale messages and runs the actions before the PV again.
 // The plan must have passed validation and the deadlock dry run (CheckBeforeLaunch).
 #pragma once
 
@@ -19,7 +20,8 @@
 namespace pipeplan::runtime {
 
 // Refuses a plan that is invalid or would deadlock, naming the problem (validator message,
-// or the cycle of waiting ranks).
+// or the cycle of waiting ranks), or one whose failed post-validation could not be replayed
+// (a forward sent before its rank's PV to a receive not tagged rollback).
 Status CheckBeforeLaunch(const Plan& plan);
 
 // One rank's program with what the step loop needs precomputed: the comm groups and, for
@@ -33,9 +35,15 @@ class PreparedProgram {
   const std::vector<size_t>& InputsOf(size_t index) const { return inputs_[index]; }
   // One past the last comm action of the group that starts at `index`.
   size_t GroupEnd(size_t index) const { return group_end_[index]; }
+  // The PV action, or kNoAction. The actions before replay_end() are those a failed validation
+  // runs again; from there to the PV come its RECV_PV and SEND_PV.
+  size_t validation() const { return validation_; }
+  size_t replay_end() const { return replay_end_; }
 
  private:
   const RankProgram* program_;
+  size_t validation_;
+  size_t replay_end_;
   std::vector<std::vector<size_t>> inputs_;
   std::vector<size_t> group_end_;
 };
@@ -48,6 +56,9 @@ struct StepOptions {
   OpTimer* timer = nullptr;          // times the ops; null: the host clock (HostOpTimer)
   // Requested on failure (and by whoever watches): the executor's calls see it and return.
   std::stop_source stop;
+  // The run's last step ends with the synchronous gradient-state exchange even with
+  // post-validation: no later PV would judge a speculative update.
+  bool last_step = false;
 };
 
 // Runs one step of `program`. On failure the error names the rank and the action; the

@@ -1,7 +1,8 @@
 // OpExecutor: what runs the compute of one rank (a synthetic hold, LibTorch stages, ...).
 // The runtime drives it through one step: BeginStep, then every compute action (F, B, I, W,
 // F&B overlap) and post-validation in the plan's order, then (when the executor asks for it)
-// the exchange of every rank's gradient state, then EndStep (the optimizer step).
+// the exchange of every rank's gradient state, then EndStep (the optimizer step). With
+// post-validation that step may be speculative and undone at the next step's PV (Validate).
 // The executor owns every message buffer; same-rank stage hand-offs never reach the runtime.
 #pragma once
 
@@ -24,6 +25,16 @@ struct OpContext {
   int step = 0;
   size_t action_index = 0;  // index in the rank's program; kNoAction for BeginStep and EndStep
   std::stop_token stop;
+  // EndStep only: the next step's PV judges this update (Validate), so it may be made before
+  // every rank's gradient state is known.
+  bool speculative = false;
+};
+
+// What a post-validation decided (OpExecutor::Validate).
+enum class Verdict : uint8_t {
+  kKept,    // the previous step's update stands; the step goes on
+  kRedone,  // the update was undone and redone or skipped: the forwards run so far in this
+            // step used weights that no longer hold and must run again
 };
 
 // Start and end of one op, as the executor measured it (e.g. CUDA events).
@@ -67,6 +78,16 @@ class OpExecutor {
   // buffers (device memory where the transport needs it) and their format. Default: none.
   virtual bool ExchangesGradientState() const { return false; }
   virtual StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank, const OpContext& context);
+  // Post-validation (plans with PV). When the executor exchanges gradient state, every step but
+  // the run's last ends with it going along the ranks instead: rank r receives the buffers of
+  // ranks 0..r-1 from rank r-1, asks for its own (which writes it) and sends those of ranks
+  // 0..r to rank r+1; EndStep then runs `speculative`. The next step's RECV_PV and SEND_PV carry
+  // the last rank's complete state back to rank 0 (SendBuffer, RecvBuffer) and PV asks for the
+  // verdict. On kRedone the executor has undone that update bit for bit, redone or skipped it,
+  // and forgotten every forward of this step (their buffers stay valid until EndStep); the
+  // runtime then takes the stale message of every receive tagged rollback that is still to
+  // come, and runs the actions before the PV again. Default: Run(pv), then kKept.
+  virtual StatusOr<Verdict> Validate(const Action& pv, const OpContext& context);
   // Op times the executor measured itself during the step just ended; they replace the
   // runtime's host-clock times for those actions: around Run for compute, from post to the
   // transport's completion for a transfer (where the executor knows when its data landed).
@@ -77,6 +98,11 @@ class OpExecutor {
   // then counts bytes. Default: not measured.
   virtual std::vector<OpMemory> TakeOpMemory() { return {}; }
 };
+
+inline StatusOr<Verdict> OpExecutor::Validate(const Action& pv, const OpContext& context) {
+  PIPEPLAN_RETURN_IF_ERROR(Run(pv, context));
+  return Verdict::kKept;
+}
 
 inline StatusOr<std::span<std::byte>> OpExecutor::GradientStateBuffer(
     RankId /*rank*/, const OpContext& /*context*/) {

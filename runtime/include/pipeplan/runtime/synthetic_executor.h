@@ -24,6 +24,9 @@ namespace pipeplan::runtime {
 struct SyntheticOptions {
   double seconds_per_unit = 0.001;  // wall-clock seconds per unit of the plan's costs
   size_t message_bytes = 64;        // size of every message (at least the 40-byte header)
+  // The step (from 0) whose post-validation fails, as a clipped or skipped step's would: the
+  // runtime drains the stale messages and runs the forwards before the PV again. -1: none.
+  int fail_validation_at = -1;
 };
 
 class SyntheticExecutor final : public OpExecutor {
@@ -36,6 +39,7 @@ class SyntheticExecutor final : public OpExecutor {
   StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override;
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override;
   Status EndStep(const OpContext& context) override;
+  StatusOr<Verdict> Validate(const Action& pv, const OpContext& context) override;
   std::vector<OpSpan> TakeOpSpans() override;
 
  private:
