@@ -1,5 +1,6 @@
 // pipeplan run: execute a plan with the runtime (every rank a thread of this process), time
 // every action, and compare the measured step with the simulated one.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -27,6 +28,7 @@ constexpr std::string_view kHelp =
     R"(usage: pipeplan run PLAN [--executor synthetic] [--transport inproc] [--steps N]
                      [--warmup K] [--time-scale S] [--timeout SEC] [--timeline FILE]
                      [--html FILE] [--inject-fault KIND@RANK:ACTION[:STEP]]
+                     [--inject-validation-failure STEP]
 
 Executes a plan file with the pipeplan runtime, every rank as a thread of this process, and
 times every action. Prints the measured step time (median over the measured steps) next to
@@ -59,6 +61,12 @@ Options:
                         action, or truncate (half the bytes: a malformed message) on a
                         send; ACTION is the index in the rank's program, STEP counts
                         warm-up steps from 0
+  --inject-validation-failure STEP
+                        testing aid for plans with post-validation: the PV of step STEP
+                        (from 1, warm-up steps included) fails, as a clipped or skipped
+                        step's would: every rank takes the stale messages of its receives
+                        tagged rollback and runs the forwards before its PV again. The
+                        step's time is printed beside the others'
   -h, --help            show this help
 
 Examples:
@@ -66,6 +74,8 @@ Examples:
   pipeplan run plan.pb
   pipeplan run plan.pb --steps 10 --time-scale 0.002 --timeline measured.pb --html run.html
   pipeplan run plan.pb --timeout 1 --inject-fault stall@2:7
+  pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --post-validation -o zbv.pb
+  pipeplan run zbv.pb --inject-validation-failure 3
 )";
 
 constexpr double kAutoOpSeconds = 0.003;
@@ -79,6 +89,7 @@ struct RunOptions {
   std::optional<std::string> timeline;
   std::optional<std::string> html;
   std::optional<runtime::Fault> fault;
+  std::optional<int> failed_validation;  // the step, from 0
 };
 
 StatusOr<RunOptions> ParseRunOptions(const app::Flags& flags) {
@@ -112,6 +123,16 @@ StatusOr<RunOptions> ParseRunOptions(const app::Flags& flags) {
     if (!parsed.ok()) return parsed.status().WithContext("--inject-fault");
     options.fault = *parsed;
   }
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> failed,
+                            flags.GetInt("inject-validation-failure", 1));
+  if (failed) {
+    const int total = options.warmup + options.steps;
+    if (*failed > total) {
+      return InvalidArgument("--inject-validation-failure: step " + std::to_string(*failed) +
+                             " is outside the run (steps 1 to " + std::to_string(total) + ")");
+    }
+    options.failed_validation = *failed - 1;
+  }
   return options;
 }
 
@@ -139,7 +160,7 @@ std::string Significant(double value) {
 }
 
 StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& options,
-                                         double time_scale) {
+                                         double time_scale, std::vector<double>& seconds) {
   runtime::LocalRunOptions run;
   run.steps = options.steps;
   run.warmup = options.warmup;
@@ -148,10 +169,39 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
   const int total = options.steps + options.warmup;
   run.on_step = [&](const runtime::StepReport& report) {
     std::cerr << "step " << report.step + 1 << "/" << total << (report.warmup ? " (warm-up)" : "")
-              << ": " << Milliseconds(report.seconds) << "\n";
+              << ": " << Milliseconds(report.seconds)
+              << (report.step == options.failed_validation ? " (validation failed: replayed)" : "")
+              << "\n";
+    seconds.push_back(report.seconds);
   };
-  return runtime::RunSyntheticInProcess(
-      plan, runtime::SyntheticOptions{.seconds_per_unit = time_scale}, run, options.fault);
+  const runtime::SyntheticOptions synthetic{
+      .seconds_per_unit = time_scale, .fail_validation_at = options.failed_validation.value_or(-1)};
+  return runtime::RunSyntheticInProcess(plan, synthetic, run, options.fault);
+}
+
+bool HasPostValidation(const Plan& plan) {
+  for (const RankProgram& program : plan.programs) {
+    for (const Action& action : program.actions) {
+      if (action.kind == ActionKind::kPostValidation) return true;
+    }
+  }
+  return false;
+}
+
+// "step 3 (failed validation): 14.2 ms; the other steps: median 12.0 ms".
+void PrintFailedValidation(int step, const std::vector<double>& seconds) {
+  if (step < 0 || step >= static_cast<int>(seconds.size())) return;
+  std::vector<double> others;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    if (static_cast<int>(i) != step) others.push_back(seconds[i]);
+  }
+  std::cout << "step " << step + 1 << " (failed validation, forwards before each PV replayed): "
+            << Milliseconds(seconds[step]);
+  if (!others.empty()) {
+    std::sort(others.begin(), others.end());
+    std::cout << "; the other steps: median " << Milliseconds(others[others.size() / 2]);
+  }
+  std::cout << "\n";
 }
 
 Status ExecuteRun(const RunOptions& options) {
@@ -166,6 +216,11 @@ Status ExecuteRun(const RunOptions& options) {
           "--local-ranks P); here every rank is a thread of this process");
     }
   }
+  if (options.failed_validation && !HasPostValidation(plan)) {
+    return InvalidArgument(
+        "--inject-validation-failure: the plan has no post-validation (plan a zero-bubble "
+        "strategy with --post-validation)");
+  }
   const double time_scale = options.time_scale.value_or(AutoTimeScale(plan));
   const Topology& t = plan.request.topology;
   std::cout << options.plan_path << ": "
@@ -176,7 +231,9 @@ Status ExecuteRun(const RunOptions& options) {
             << (options.time_scale ? "" : " (auto: the mean compute action lasts 3 ms)") << "\n"
             << std::flush;
 
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps, RunSteps(plan, options, time_scale));
+  std::vector<double> seconds;  // every step's wall time, warm-up included
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
+                            RunSteps(plan, options, time_scale, seconds));
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline simulated, Simulate(plan));
   const Timeline& measured = MedianStep(steps);
   PIPEPLAN_ASSIGN_OR_RETURN(const TimelineDiff diff, DiffTimelines(plan, simulated, measured));
@@ -198,8 +255,9 @@ Status ExecuteRun(const RunOptions& options) {
 
   std::cout << "steps: " << options.warmup << " warm-up + " << options.steps
             << " measured; median step " << Milliseconds(measured.metrics.makespan * time_scale)
-            << "\n\n"
-            << RenderDiffText(plan, diff, {});
+            << "\n";
+  if (options.failed_validation) PrintFailedValidation(*options.failed_validation, seconds);
+  std::cout << "\n" << RenderDiffText(plan, diff, {});
   for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
 }
@@ -217,7 +275,8 @@ int RunRunCommand(const std::vector<std::string>& args) {
                                                       {"timeout"},
                                                       {"timeline"},
                                                       {"html"},
-                                                      {"inject-fault"}},
+                                                      {"inject-fault"},
+                                                      {"inject-validation-failure"}},
                                                      ParseRunOptions,
                                                      ExecuteRun};
   return app::RunCommand(kSpec, args);

@@ -100,10 +100,20 @@ Status CheckFault(const Plan& plan, const Fault& fault, int total_steps) {
   return Status::Ok();
 }
 
-Status FaultInjectingExecutor::Run(const Action& action, const OpContext& context) {
-  if (!armed_ || context.step != fault_.step || context.action_index != fault_.action_index) {
-    return inner_->Run(action, context);
+bool FaultInjectingExecutor::Hits(const OpContext& context) const {
+  return armed_ && context.step == fault_.step && context.action_index == fault_.action_index;
+}
+
+// A fault on the PV strikes as on any compute action; otherwise the verdict is the inner one.
+StatusOr<Verdict> FaultInjectingExecutor::Validate(const Action& pv, const OpContext& context) {
+  if (Hits(context) && fault_.kind != FaultKind::kTruncate) {
+    PIPEPLAN_RETURN_IF_ERROR(Run(pv, context));
   }
+  return inner_->Validate(pv, context);
+}
+
+Status FaultInjectingExecutor::Run(const Action& action, const OpContext& context) {
+  if (!Hits(context)) return inner_->Run(action, context);
   switch (fault_.kind) {
     case FaultKind::kFail:
       return Internal("injected failure");

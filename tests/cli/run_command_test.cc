@@ -248,5 +248,40 @@ TEST(CliRun, RejectsBadFlagsAsUsageErrors) {
   EXPECT_NE(crash.err.find("a crash needs one process per rank"), std::string::npos) << crash.err;
 }
 
+// The synthetic runtime fails step 3's post-validation: every rank drains and replays, the
+// run ends well, and the step's time is printed beside the others'.
+TEST(CliRun, AFailedValidationIsReplayedAndItsStepTimedBesideTheOthers) {
+  ScratchDir dir;
+  const RunResult plan = RunPipeplan({"plan", "--strategy", "zbv", "--ranks", "2", "--microbatches",
+                                      "4", "--post-validation", "-o", "zbv.pb"},
+                                     dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const RunResult run =
+      RunPipeplan(With({"run", "zbv.pb", "--inject-validation-failure", "3"}, kFast), dir.path());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("step 3/4: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(" (validation failed: replayed)\n"), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("step 3 (failed validation, forwards before each PV replayed): "),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("; the other steps: median "), std::string::npos) << run.out;
+
+  PlanInto(dir, "1f1b", "plain.pb");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"run", "zbv.pb", "--inject-validation-failure", "0"}, "--inject-validation-failure"},
+      {{"run", "zbv.pb", "--inject-validation-failure", "x"}, "--inject-validation-failure"},
+      {{"run", "zbv.pb", "--steps", "2", "--warmup", "1", "--inject-validation-failure", "4"},
+       "--inject-validation-failure: step 4 is outside the run (steps 1 to 3)"},
+      {{"run", "plain.pb", "--inject-validation-failure", "1"},
+       "--inject-validation-failure: the plan has no post-validation"},
+  };
+  for (const auto& [args, message] : refused) {
+    const RunResult bad = RunPipeplan(args, dir.path());
+    EXPECT_NE(bad.exit_code, 0) << message;
+    EXPECT_NE(bad.err.find("pipeplan run: error: " + message), std::string::npos) << bad.err;
+    EXPECT_EQ(bad.err.find("step 1/"), std::string::npos) << "a step ran: " << bad.err;
+  }
+}
+
 }  // namespace
 }  // namespace pipeplan::cli_test

@@ -2,16 +2,19 @@
 // (--clip-grad-norm, --inject-nonfinite, --metrics): the norm is torch's clip_grad_norm_ of
 // the step's gradients; every strategy clips in the same steps and trains the same; a NaN
 // step is skipped on every rank and the run goes on as if it had never been; bad values are
-// refused naming the flag.
+// refused naming the flag. With post-validation the update is speculative, judged at the next
+// step's PV, and the parameters after every step equal the synchronous 1f1b run's.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 #include <torch/nn/utils/clip_grad.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/formats/proto_io.h"
@@ -35,6 +38,8 @@ struct Metric {
   std::optional<double> norm;
   bool clipped = false;
   bool skipped = false;
+  bool rolled_back = false;
+  int replayed_forwards = 0;
 };
 
 std::optional<double> NumberOrNull(simdjson::ondemand::value value) {
@@ -60,21 +65,24 @@ std::vector<Metric> ReadMetrics(const std::string& path) {
     m.norm = NumberOrNull(doc["global_grad_norm"].value());
     m.clipped = bool(doc["clipped"]);
     m.skipped = bool(doc["skipped"]);
+    m.rolled_back = bool(doc["rolled_back"]);
+    m.replayed_forwards = int(int64_t(doc["replayed_forwards"]));
     metrics.push_back(m);
   }
   return metrics;
 }
 
 std::string WritePlan(const TempDir& dir, const std::string& strategy, int ranks,
-                      int stages_per_rank) {
+                      int stages_per_rank, bool post_validation = false) {
   PlanRequest request;
   request.strategy = strategy;
   request.topology.ranks = ranks;
   request.topology.stages_per_rank = stages_per_rank;
   request.topology.microbatches = 8;
+  request.options.post_validation = post_validation;
   const StatusOr<Plan> plan = BuildPlan(request);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
-  const std::string path = dir.path() + "/" + strategy + ".pb";
+  const std::string path = dir.path() + "/" + strategy + (post_validation ? "-pv" : "") + ".pb";
   std::ofstream(path, std::ios::binary) << SerializePlan(*plan, ProtoFormat::kBinary).value();
   return path;
 }
@@ -104,6 +112,53 @@ std::vector<Metric> LossLines(const std::vector<Metric>& metrics) {
 void ExpectNear(double got, double want, double relative, const std::string& what) {
   EXPECT_LE(std::abs(got - want), relative * std::abs(want))
       << what << ": " << got << " vs " << want;
+}
+
+// What --dump-params wrote for (step, stage): every parameter, every optimizer state tensor
+// and the update count, by name.
+std::vector<std::pair<std::string, at::Tensor>> Dumped(const std::string& dir, int step,
+                                                       int stage) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const StatusOr<std::string> bytes = ReadFile(ParameterDumpPath(dir, step, stage));
+  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+  if (!bytes.ok()) return out;
+  const StatusOr<c10::impl::GenericDict> dump = DecodeStageDump(*bytes);
+  EXPECT_TRUE(dump.ok()) << dump.status().message();
+  if (!dump.ok()) return out;
+  for (const auto& p : dump->at("params").toGenericDict()) {
+    out.emplace_back(p.key().toStringRef(), p.value().toTensor());
+  }
+  for (const auto& p : dump->at("optimizer_state").toGenericDict()) {
+    for (const auto& t : p.value().toGenericDict()) {
+      out.emplace_back(p.key().toStringRef() + "." + t.key().toStringRef(), t.value().toTensor());
+    }
+  }
+  out.emplace_back("optimizer_step", at::scalar_tensor(dump->at("optimizer_step").toInt()));
+  return out;
+}
+
+// Every tensor of `got` within `relative` of `want` (max |difference| over max |want|), or
+// bit for bit at 0.
+void ExpectSameDump(const std::string& got_dir, const std::string& want_dir, int got_step,
+                    int want_step, int stages, double relative, const std::string& what) {
+  for (int stage = 0; stage < stages; ++stage) {
+    const auto got = Dumped(got_dir, got_step, stage);
+    const auto want = Dumped(want_dir, want_step, stage);
+    ASSERT_EQ(got.size(), want.size()) << what << ", stage " << stage;
+    ASSERT_FALSE(got.empty()) << what << ", stage " << stage;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string where = what + ", stage " + std::to_string(stage) + ", " + got[i].first;
+      ASSERT_EQ(got[i].first, want[i].first) << where;
+      if (relative == 0) {
+        EXPECT_TRUE(at::equal(got[i].second, want[i].second)) << where << " differs";
+        continue;
+      }
+      const at::Tensor a = got[i].second.to(at::kDouble);
+      const at::Tensor b = want[i].second.to(at::kDouble);
+      const double scale = std::max(b.abs().max().item<double>(), 1e-30);
+      EXPECT_LE((a - b).abs().max().item<double>() / scale, relative) << where;
+    }
+  }
 }
 
 TEST(ClipGradNorm, TheGlobalNormIsTorchsClipGradNormOfTheStepsGradients) {
@@ -196,6 +251,94 @@ TEST(ClipGradNorm, ANonFiniteStepIsSkippedOnEveryRankAndLeavesNoTrace) {
     EXPECT_EQ(*skipped[2].loss, *clean[1].loss) << c.strategy << ": step 3 after a skipped step 2";
     EXPECT_EQ(*skipped[3].loss, *clean[2].loss) << c.strategy << ": step 4 after a skipped step 2";
     EXPECT_NE(*skipped[3].loss, *skipped[2].loss) << c.strategy << ": training went on";
+  }
+}
+
+// The acceptance of post-validation at run time: zbv (2 ranks x 2 stages, over Gloo), zb-h1
+// and zb-h2 (4 ranks) with PV end every step with the parameters and AdamW state of the
+// synchronous 1f1b run, clip in the same steps with the same global norm, and the steps whose
+// speculative update had to be redone replayed forwards; also at a threshold every step clips.
+TEST(PostValidation, SpeculativeStepsEndAsTheSynchronousReferenceDoes) {
+  const TempDir dir("pv-equal");
+  for (const char* threshold : {"0.2", "0.001"}) {
+    const std::string ref_dir = dir.path() + "/ref-" + threshold;
+    const std::vector<Metric> reference = LossLines(
+        Train(dir, WritePlan(dir, "1f1b", 4, 1), std::string("1f1b-") + threshold,
+              {"--transport", "inproc", "--clip-grad-norm", threshold, "--dump-params", ref_dir}));
+    ASSERT_EQ(reference.size(), 4u);
+    int clipped = 0;
+    for (const Metric& m : reference) clipped += m.clipped ? 1 : 0;
+    if (std::string(threshold) == "0.2") {
+      ASSERT_GT(clipped, 0) << "no step clipped at 0.2: the case proves nothing";
+      ASSERT_LT(clipped, 4) << "every step clipped at 0.2: the case proves less";
+    } else {
+      ASSERT_EQ(clipped, 4) << "0.001 clips every step";
+    }
+    struct Case {
+      std::string strategy;
+      int ranks;
+      int stages_per_rank;
+      std::string transport;
+    };
+    std::vector<Case> cases = {{"zbv", 2, 2, "gloo"}};
+    if (std::string(threshold) == "0.2") {
+      cases.push_back({"zb-h1", 4, 1, "inproc"});
+      cases.push_back({"zb-h2", 4, 1, "inproc"});
+    }
+    for (const Case& c : cases) {
+      const std::string name = c.strategy + "-pv-" + threshold;
+      const std::string got_dir = dir.path() + "/" + name;
+      const std::vector<Metric> all = Train(
+          dir, WritePlan(dir, c.strategy, c.ranks, c.stages_per_rank, true), name,
+          {"--transport", c.transport, "--clip-grad-norm", threshold, "--dump-params", got_dir});
+      const std::vector<Metric> got = LossLines(all);
+      ASSERT_EQ(got.size(), reference.size()) << name;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const std::string where = name + ", step " + std::to_string(i + 1);
+        EXPECT_EQ(got[i].clipped, reference[i].clipped) << where;
+        ASSERT_TRUE(got[i].norm && reference[i].norm) << where;
+        ExpectNear(*got[i].norm, *reference[i].norm, 1e-5, where + ", global norm");
+        ExpectSameDump(got_dir, ref_dir, int(i) + 1, int(i) + 1, 4, 1e-4, where);
+      }
+      // A clipped step but the last (which ends synchronously) was redone at the next PV,
+      // whose forwards before it ran again; one that did not clip was kept.
+      for (int step = 1; step <= 3; ++step) {
+        int replayed = 0;
+        for (const Metric& m : all) replayed += m.step == step ? m.replayed_forwards : 0;
+        EXPECT_EQ(replayed > 0, reference[step - 1].clipped) << name << ", step " << step;
+      }
+    }
+  }
+}
+
+// A NaN in stage 1's gradients at step 2 under zbv with PV: rank 0 (stages 0 and 3, whose own
+// state was finite) updated speculatively and rolls back; every rank reports step 2 skipped;
+// the parameters and AdamW state after step 2 are those after step 1, bit for bit; steps 3
+// and 4 are the synchronous run's that skips step 2.
+TEST(PostValidation, ANonFiniteStepIsRolledBackBitForBit) {
+  const TempDir dir("pv-nan");
+  const std::vector<std::string> flags = {"--clip-grad-norm", "100", "--inject-nonfinite", "2:1"};
+  const std::string ref_dir = dir.path() + "/ref";
+  std::vector<std::string> ref_flags = {"--transport", "inproc", "--dump-params", ref_dir};
+  ref_flags.insert(ref_flags.end(), flags.begin(), flags.end());
+  Train(dir, WritePlan(dir, "1f1b", 4, 1), "ref", ref_flags);
+  const std::string got_dir = dir.path() + "/zbv";
+  std::vector<std::string> got_flags = {"--transport", "inproc", "--dump-params", got_dir};
+  got_flags.insert(got_flags.end(), flags.begin(), flags.end());
+  const std::vector<Metric> all = Train(dir, WritePlan(dir, "zbv", 2, 2, true), "zbv", got_flags);
+  ASSERT_EQ(all.size(), 8u);
+  int replayed = 0;
+  for (const Metric& m : all) {
+    const std::string where = "rank " + std::to_string(m.rank) + ", step " + std::to_string(m.step);
+    EXPECT_EQ(m.skipped, m.step == 2) << where;
+    EXPECT_EQ(m.rolled_back, m.step == 2 && m.rank == 0) << where;
+    if (m.step == 2) replayed += m.replayed_forwards;
+  }
+  EXPECT_GT(replayed, 0) << "the forwards run on the speculative weights were not replayed";
+  ExpectSameDump(got_dir, got_dir, 2, 1, 4, 0, "zbv, after step 2 vs after step 1");
+  for (int step = 2; step <= 4; ++step) {
+    ExpectSameDump(got_dir, ref_dir, step, step, 4, 1e-4,
+                   "zbv vs 1f1b, step " + std::to_string(step));
   }
 }
 

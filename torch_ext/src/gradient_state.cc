@@ -30,9 +30,11 @@ GlobalGradientState SumGradientStates(const at::Tensor& table) {
   return {.norm = std::sqrt(squared), .finite = finite};
 }
 
+bool NeedsClipping(double max_norm, double norm) { return max_norm / (norm + 1e-6) < 1.0; }
+
 bool ClipGradients(const std::vector<at::Tensor>& parameters, double max_norm, double norm) {
+  if (!NeedsClipping(max_norm, norm)) return false;
   const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient >= 1.0) return false;
   for (const at::Tensor& p : parameters) {
     if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
   }

@@ -31,6 +31,11 @@ class Sgd final : public Optimizer {
   }
   int steps() const override { return steps_; }
 
+ protected:
+  const std::vector<at::Tensor>& parameters() const override { return parameters_; }
+  std::vector<at::Tensor> StateTensors() const override { return {}; }
+  void set_steps(int steps) override { steps_ = steps; }
+
  private:
   std::vector<at::Tensor> parameters_;
   OptimizerOptions options_;
@@ -70,6 +75,15 @@ class AdamW final : public Optimizer {
   }
   int steps() const override { return steps_; }
 
+ protected:
+  const std::vector<at::Tensor>& parameters() const override { return parameters_; }
+  std::vector<at::Tensor> StateTensors() const override {
+    std::vector<at::Tensor> all = first_;
+    all.insert(all.end(), second_.begin(), second_.end());
+    return all;
+  }
+  void set_steps(int steps) override { steps_ = steps; }
+
  private:
   std::vector<at::Tensor> parameters_;
   OptimizerOptions options_;
@@ -78,7 +92,53 @@ class AdamW final : public Optimizer {
   int steps_ = 0;
 };
 
+int64_t Bytes(const std::vector<at::Tensor>& tensors) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) {
+    if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
+  }
+  return bytes;
+}
+
 }  // namespace
+
+int64_t OptimizerSnapshot::bytes() const { return Bytes(params) + Bytes(grads) + Bytes(state); }
+
+OptimizerSnapshot Optimizer::Save() const {
+  const c10::NoGradGuard no_grad;
+  OptimizerSnapshot snapshot;
+  snapshot.steps = steps();
+  for (const at::Tensor& p : parameters()) {
+    snapshot.params.push_back(p.detach().clone());
+    snapshot.grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+  for (const at::Tensor& t : StateTensors()) snapshot.state.push_back(t.clone());
+  return snapshot;
+}
+
+void Optimizer::Restore(const OptimizerSnapshot& snapshot) {
+  const c10::NoGradGuard no_grad;
+  const std::vector<at::Tensor>& live = parameters();
+  for (size_t i = 0; i < live.size() && i < snapshot.params.size(); ++i) {
+    at::Tensor p = live[i];
+    p.copy_(snapshot.params[i]);
+    if (snapshot.grads[i].defined()) {
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(snapshot.grads[i]);
+      } else {
+        p.mutable_grad() = snapshot.grads[i].clone();
+      }
+    } else if (p.grad().defined()) {
+      p.mutable_grad() = at::Tensor();
+    }
+  }
+  const std::vector<at::Tensor> state = StateTensors();
+  for (size_t i = 0; i < state.size() && i < snapshot.state.size(); ++i) {
+    at::Tensor t = state[i];
+    t.copy_(snapshot.state[i]);
+  }
+  set_steps(snapshot.steps);
+}
 
 StatusOr<OptimizerKind> ParseOptimizerKind(std::string_view name) {
   if (name == "sgd") return OptimizerKind::kSgd;

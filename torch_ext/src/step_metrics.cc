@@ -32,7 +32,8 @@ std::string StepMetricsJsonLines(const std::vector<std::vector<StepRecord>>& by_
           ", \"rank\": " + std::to_string(rank) + ", \"loss\": " + Number(r.loss) +
           ", \"global_grad_norm\": " + (r.global_grad_norm ? Number(*r.global_grad_norm) : "null") +
           ", \"clipped\": " + Bool(r.clipped) + ", \"skipped\": " + Bool(r.skipped) +
-          ", \"rolled_back\": false, \"replayed_forwards\": 0}\n";
+          ", \"rolled_back\": " + Bool(r.rolled_back) +
+          ", \"replayed_forwards\": " + std::to_string(r.replayed_forwards) + "}\n";
     }
   }
   return out;
@@ -42,9 +43,9 @@ std::string EncodeStepRecords(const std::vector<StepRecord>& records) {
   std::string out;
   for (const StepRecord& r : records) {
     char line[160];
-    std::snprintf(line, sizeof line, "%d %a %d %a %d %d\n", r.step, r.loss,
+    std::snprintf(line, sizeof line, "%d %a %d %a %d %d %d %d\n", r.step, r.loss,
                   r.global_grad_norm ? 1 : 0, r.global_grad_norm.value_or(0.0), r.clipped ? 1 : 0,
-                  r.skipped ? 1 : 0);
+                  r.skipped ? 1 : 0, r.rolled_back ? 1 : 0, r.replayed_forwards);
     out += line;
   }
   return out;
@@ -59,14 +60,16 @@ std::optional<std::vector<StepRecord>> DecodeStepRecords(const std::string& text
     int has_norm = 0;
     int clipped = 0;
     int skipped = 0;
+    int rolled_back = 0;
     double norm = 0;
-    if (std::sscanf(line.c_str(), "%d %la %d %la %d %d", &r.step, &r.loss, &has_norm, &norm,
-                    &clipped, &skipped) != 6) {
+    if (std::sscanf(line.c_str(), "%d %la %d %la %d %d %d %d", &r.step, &r.loss, &has_norm, &norm,
+                    &clipped, &skipped, &rolled_back, &r.replayed_forwards) != 8) {
       return std::nullopt;
     }
     if (has_norm != 0) r.global_grad_norm = norm;
     r.clipped = clipped != 0;
     r.skipped = skipped != 0;
+    r.rolled_back = rolled_back != 0;
     records.push_back(r);
   }
   return records;

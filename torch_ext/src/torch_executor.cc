@@ -97,12 +97,9 @@ TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorO
     parameters_.insert(parameters_.end(), stage->parameters().begin(), stage->parameters().end());
   }
   optimizer_ = MakeOptimizer(parameters_, options.optimizer);
-  if (ExchangesGradientState()) {
-    gradient_states_ = at::zeros({plan.request.topology.ranks, kGradientStateValues},
-                                 at::TensorOptions().dtype(at::kDouble).device(device_));
-  }
-  validation_sent_ = at::zeros({1}, at::TensorOptions().device(device_));
-  validation_received_ = at::zeros({1}, at::TensorOptions().device(device_));
+  const auto table = at::TensorOptions().dtype(at::kDouble).device(device_);
+  gradient_states_ = at::zeros({plan.request.topology.ranks, kGradientStateValues}, table);
+  validation_table_ = at::zeros_like(gradient_states_);
   LoadData();
 }
 
@@ -147,6 +144,7 @@ Status TorchExecutor::BeginStep(const runtime::OpContext& /*context*/) {
   memory_.clear();
   live_.clear();
   losses_.clear();
+  forwards_this_step_ = 0;
   if (!initial_parameters_reported_) {
     initial_parameters_reported_ = true;
     return ReportParameters(0);
@@ -176,6 +174,7 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
   StageModule* model = Local(stage);
   if (model == nullptr) return InvalidArgument(Name(stage, mb) + " is not on this rank");
   Microbatch& state = live_[{stage.value, mb.value}];
+  ++forwards_this_step_;
   at::Tensor input;
   if (map_.IsFirst(stage)) {
     input = inputs_.at(mb.value);
@@ -292,6 +291,11 @@ Status TorchExecutor::Run(const Action& action, const runtime::OpContext& contex
 std::vector<runtime::OpMemory> TorchExecutor::TakeOpMemory() { return std::exchange(memory_, {}); }
 
 Status TorchExecutor::Compute(const Action& action, const runtime::OpContext& context) {
+  // The first backward after a failed verdict: the replay is over, and with it the transfers
+  // of the discarded forwards.
+  if (action.kind != ActionKind::kForward && action.kind != ActionKind::kPostValidation) {
+    forgotten_.clear();
+  }
   switch (action.kind) {
     case ActionKind::kForward:
       return Forward(action.stage, action.microbatch);
@@ -308,9 +312,7 @@ Status TorchExecutor::Compute(const Action& action, const runtime::OpContext& co
       }
       return Status::Ok();
     case ActionKind::kPostValidation:
-      // The validation state (one float) travels as its own message; nothing to compute
-      // on this model, which has no inf/nan check to make.
-      return Status::Ok();
+      return Status::Ok();  // Validate judges; the verdict is not an op to time on its own
     case ActionKind::kSendForward:
     case ActionKind::kRecvForward:
     case ActionKind::kSendBackward:
@@ -343,7 +345,9 @@ StatusOr<std::span<std::byte>> TorchExecutor::SendBuffer(const Action& send,
       return BytesOf(state->input_grad);
     }
     case ActionKind::kSendPostValidation:
-      return BytesOf(validation_sent_);
+      // The last rank's own table is complete (the end of the previous step brought every
+      // rank's state along the ranks to it); the others pass on what they received.
+      return BytesOf(rank_.value + 1 == map_.num_ranks() ? gradient_states_ : validation_table_);
     default:
       return InvalidArgument(std::string(KindToken(send.kind)) + " is not a send");
   }
@@ -375,7 +379,7 @@ StatusOr<std::span<std::byte>> TorchExecutor::AllocateReceive(const Action& recv
       return BytesOf(state->received_grad);
     }
     case ActionKind::kRecvPostValidation:
-      return BytesOf(validation_received_);
+      return BytesOf(validation_table_);
     default:
       return InvalidArgument(std::string(KindToken(recv.kind)) + " is not a receive");
   }
@@ -402,21 +406,25 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
     }
     PIPEPLAN_RETURN_IF_ERROR(options_.on_gradients(context.step, last_loss_, all));
   }
+  if (speculation_) {
+    return FailedPrecondition("the step ended before its PV judged the previous step's update");
+  }
   StepRecord record;
   record.step = context.step;
   record.loss = last_loss_;
-  if (ExchangesGradientState()) {
-    if (!own_state_written_) {
-      return FailedPrecondition("the step ended without the gradient-state exchange");
-    }
-    own_state_written_ = false;
-    const GlobalGradientState global = SumGradientStates(gradient_states_);
-    record.global_grad_norm = global.norm;
-    record.skipped = !global.finite;
-    if (!record.skipped && options_.clip_grad_norm > 0) {
-      record.clipped = ClipGradients(parameters_, options_.clip_grad_norm, global.norm);
-    }
+  live_.clear();
+  forgotten_.clear();
+  if (!ExchangesGradientState()) {
+    optimizer_->Step();
+    records_.push_back(record);
+    return ReportParameters(context.step + 1);
   }
+  if (!own_state_written_) {
+    return FailedPrecondition("the step ended without the gradient-state exchange");
+  }
+  own_state_written_ = false;
+  if (context.speculative) return Speculate(record);
+  Decide(record, SumGradientStates(gradient_states_));
   if (record.skipped) {
     for (const at::Tensor& p : parameters_) {
       if (p.grad().defined()) p.grad().zero_();
@@ -425,8 +433,76 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
     optimizer_->Step();
   }
   records_.push_back(record);
-  live_.clear();
   return ReportParameters(context.step + 1);
+}
+
+void TorchExecutor::Decide(StepRecord& record, const GlobalGradientState& global) {
+  record.global_grad_norm = global.norm;
+  record.skipped = !global.finite;
+  record.clipped = !record.skipped && options_.clip_grad_norm > 0 &&
+                   ClipGradients(parameters_, options_.clip_grad_norm, global.norm);
+}
+
+// Ranks 0..r's state is known here (the last rank knows every rank's): when it already
+// demands clipping or a skip the update waits for the verdict; otherwise it is made now, from
+// a copy unless this is the last rank, whose decision is already the verdict.
+Status TorchExecutor::Speculate(StepRecord record) {
+  const GlobalGradientState known =
+      SumGradientStates(gradient_states_.narrow(0, 0, rank_.value + 1));
+  Speculation speculation{.record = record, .stepped = false, .undo = std::nullopt};
+  const bool clip =
+      options_.clip_grad_norm > 0 && NeedsClipping(options_.clip_grad_norm, known.norm);
+  if (known.finite && !clip) {
+    if (rank_.value + 1 < map_.num_ranks()) {
+      speculation.undo = optimizer_->Save();
+      undo_bytes_ = std::max(undo_bytes_, speculation.undo->bytes());
+    }
+    optimizer_->Step();
+    speculation.stepped = true;
+  }
+  speculation_ = std::move(speculation);
+  return Status::Ok();
+}
+
+StatusOr<runtime::Verdict> TorchExecutor::Validate(const Action& pv,
+                                                   const runtime::OpContext& context) {
+  PIPEPLAN_RETURN_IF_ERROR(Run(pv, context));
+  if (!speculation_) return runtime::Verdict::kKept;  // the first step, or nothing exchanged
+  Speculation speculation = *std::exchange(speculation_, std::nullopt);
+  StepRecord& record = speculation.record;
+  const bool last = rank_.value + 1 == map_.num_ranks();
+  const GlobalGradientState global = SumGradientStates(last ? gradient_states_ : validation_table_);
+  const bool exact = global.finite && !(options_.clip_grad_norm > 0 &&
+                                        NeedsClipping(options_.clip_grad_norm, global.norm));
+  if (exact != speculation.stepped && (exact || last)) {
+    return Internal("the verdict of step " + std::to_string(record.step + 1) +
+                    " contradicts what this rank knew at its end");
+  }
+  if (exact) {
+    record.global_grad_norm = global.norm;
+    records_.push_back(record);
+    PIPEPLAN_RETURN_IF_ERROR(ReportParameters(record.step + 1));
+    return runtime::Verdict::kKept;
+  }
+  const MemoryMeter::Scope scope(meter_.get());
+  if (speculation.stepped) {
+    optimizer_->Restore(*speculation.undo);
+    record.rolled_back = true;
+  }
+  Decide(record, global);
+  if (record.skipped) {
+    for (const at::Tensor& p : parameters_) {
+      if (p.grad().defined()) p.grad().zero_();
+    }
+  } else {
+    optimizer_->Step();
+  }
+  record.replayed_forwards = forwards_this_step_;
+  forgotten_ = std::exchange(live_, {});
+  losses_.clear();
+  records_.push_back(record);
+  PIPEPLAN_RETURN_IF_ERROR(ReportParameters(record.step + 1));
+  return runtime::Verdict::kRedone;
 }
 
 bool TorchExecutor::ExchangesGradientState() const {

@@ -107,10 +107,15 @@ Options:
   --clip-grad-norm X      clip the gradients to the global L2 norm X (over every stage, as
                           torch.nn.utils.clip_grad_norm_): each step ends with every
                           rank's gradient state exchanged, and a step whose gradients are
-                          not finite is skipped on every rank (default: no clipping)
+                          not finite is skipped on every rank (default: no clipping). A
+                          plan with post-validation (plan --post-validation) updates
+                          speculatively instead: the next step's PV judges the update, and
+                          one that had to clip or skip is undone exactly and redone, the
+                          forwards run on it replayed
   --metrics FILE          write per step and rank (warm-up included) the loss, the global
-                          gradient norm and whether the step clipped or was skipped, as
-                          JSON Lines
+                          gradient norm, whether the step clipped or was skipped and, with
+                          post-validation, rolled back and how many forwards it replayed,
+                          as JSON Lines
   --inject-nonfinite S:K  testing aid: stage K's gradients become NaN in step S (from 1,
                           warm-up steps included); the step is then skipped
   --threads N             intra-op threads per process (default 1)
@@ -387,8 +392,9 @@ void PrintMemory(const Timeline& step) {
 }
 
 // "gradients: 2 of 4 steps clipped, 1 skipped (non-finite), ...": rank 0's records (every
-// rank decides alike).
-void PrintGradientSummary(const std::vector<StepRecord>& records) {
+// rank decides alike); with post-validation, what the verdicts undid over all ranks.
+void PrintGradientSummary(const std::vector<std::vector<StepRecord>>& by_rank) {
+  const std::vector<StepRecord>& records = by_rank.front();
   int clipped = 0;
   int skipped = 0;
   for (const StepRecord& r : records) {
@@ -397,6 +403,18 @@ void PrintGradientSummary(const std::vector<StepRecord>& records) {
   }
   std::cout << "gradients: " << clipped << " of " << records.size() << " steps clipped, " << skipped
             << " skipped (non-finite), by the global gradient norm over every rank\n";
+  int rolled_back = 0;
+  int replayed = 0;
+  for (const std::vector<StepRecord>& rank : by_rank) {
+    for (const StepRecord& r : rank) {
+      rolled_back += r.rolled_back ? 1 : 0;
+      replayed += r.replayed_forwards;
+    }
+  }
+  if (rolled_back + replayed > 0) {
+    std::cout << "post-validation: " << rolled_back << " speculative rank updates rolled back, "
+              << replayed << " forwards replayed on the corrected weights\n";
+  }
 }
 
 // Writes the timeline, profile and metrics the run asked for, then prints a summary.
@@ -433,7 +451,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
   std::cout << line;
   PrintMemory(median);
   if ((o.clip_grad_norm > 0 || o.inject_nonfinite) && !records.empty()) {
-    PrintGradientSummary(records.front());
+    PrintGradientSummary(records);
   }
   for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();

@@ -48,6 +48,7 @@ class FaultInjectingExecutor final : public OpExecutor {
     return inner_->RecvBuffer(recv, context);
   }
   Status EndStep(const OpContext& context) override { return inner_->EndStep(context); }
+  StatusOr<Verdict> Validate(const Action& pv, const OpContext& context) override;
   bool ExchangesGradientState() const override { return inner_->ExchangesGradientState(); }
   StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
                                                      const OpContext& context) override {
@@ -56,6 +57,7 @@ class FaultInjectingExecutor final : public OpExecutor {
   std::vector<OpSpan> TakeOpSpans() override { return inner_->TakeOpSpans(); }
 
  private:
+  bool Hits(const OpContext& context) const;
   std::unique_ptr<OpExecutor> inner_;
   bool armed_;
   Fault fault_;

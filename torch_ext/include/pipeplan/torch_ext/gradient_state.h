@@ -26,6 +26,10 @@ struct GlobalGradientState {
 // every rank gets the same bits.
 GlobalGradientState SumGradientStates(const at::Tensor& table);
 
+// Whether torch.nn.utils.clip_grad_norm_'s rule scales gradients of this norm: when
+// max_norm / (norm + 1e-6) is below 1.
+bool NeedsClipping(double max_norm, double norm);
+
 // torch.nn.utils.clip_grad_norm_'s rule: scales every gradient by max_norm / (norm + 1e-6)
 // when that is below 1. Returns whether it did.
 bool ClipGradients(const std::vector<at::Tensor>& parameters, double max_norm, double norm);

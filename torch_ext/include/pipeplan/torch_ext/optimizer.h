@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,6 +28,16 @@ struct OptimizerOptions {
   double epsilon = 1e-8;
 };
 
+// Everything Optimizer::Step reads and writes, copied, so that a step can be undone bit for
+// bit (an algebraic inverse of AdamW's update would not be exact in floating point).
+struct OptimizerSnapshot {
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> grads;  // undefined where a parameter had none
+  std::vector<at::Tensor> state;
+  int steps = 0;
+  int64_t bytes() const;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -39,6 +50,16 @@ class Optimizer {
   // torch.optim's names (AdamW: exp_avg, exp_avg_sq; SGD: none), and the updates applied.
   virtual std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t index) const = 0;
   virtual int steps() const = 0;
+
+  OptimizerSnapshot Save() const;
+  // Puts the parameters, grads, state and update count back in place (the tensors keep their
+  // identity, so autograd graphs and views of them stay valid).
+  void Restore(const OptimizerSnapshot& snapshot);
+
+ protected:
+  virtual const std::vector<at::Tensor>& parameters() const = 0;
+  virtual std::vector<at::Tensor> StateTensors() const = 0;  // live, in a fixed order
+  virtual void set_steps(int steps) = 0;
 };
 
 std::unique_ptr<Optimizer> MakeOptimizer(std::vector<at::Tensor> parameters,

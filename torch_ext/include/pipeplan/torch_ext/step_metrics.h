@@ -8,13 +8,16 @@
 
 namespace pipeplan::torch_ext {
 
-// What EndStep did in one step (warm-up steps included).
+// What one step's optimizer update did (warm-up steps included): decided at EndStep, or with
+// post-validation at the next step's PV.
 struct StepRecord {
   int step = 0;     // from 0
   double loss = 0;  // the step's loss on the rank holding the last stage; NaN elsewhere
   std::optional<double> global_grad_norm;  // with the gradient-state exchange
   bool clipped = false;
-  bool skipped = false;  // the gradients were not finite: no optimizer step
+  bool skipped = false;       // the gradients were not finite: no optimizer step
+  bool rolled_back = false;   // this rank's speculative update was undone at the PV
+  int replayed_forwards = 0;  // forwards of the next step run again after the verdict
 };
 
 // One line per record: {"step": N (from 1), "warmup": bool, "rank": r, "loss": x|null,

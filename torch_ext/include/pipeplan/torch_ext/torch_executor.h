@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/topology.h"
 #include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/torch_ext/gradient_state.h"
 #include "pipeplan/torch_ext/graph_cut.h"
 #include "pipeplan/torch_ext/memory_meter.h"
 #include "pipeplan/torch_ext/optimizer.h"
@@ -71,6 +73,10 @@ struct TorchExecutorOptions {
   // torch.nn.utils.clip_grad_norm_'s rule (gradient_state.h). It, or an injection, makes the
   // step end with the gradient-state exchange (op_executor.h), and a step whose gradients are
   // not finite on some rank is then skipped on every rank: no optimizer step, grads zeroed.
+  // With post-validation in the plan the update is speculative instead (Validate): made at
+  // the end of the step when ranks 0..r's state allows it, judged at the next step's PV, and
+  // undone from an exact copy (parameters, grads, optimizer state) when it must be redone
+  // with clipping or skipped.
   double clip_grad_norm = 0;
   // Called with every local stage's parameters before the first step (step 0) and after each
   // step's optimizer update (step s + 1; also when the step was skipped). An error fails it.
@@ -91,6 +97,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv,
                                             const runtime::OpContext& context) override;
   Status EndStep(const runtime::OpContext& context) override;
+  StatusOr<runtime::Verdict> Validate(const Action& pv, const runtime::OpContext& context) override;
   bool ExchangesGradientState() const override;
   StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
                                                      const runtime::OpContext& context) override;
@@ -100,8 +107,10 @@ class TorchExecutor final : public runtime::OpExecutor {
 
   // The loss of the last step ended (NaN unless this rank holds the last stage).
   double last_loss() const { return last_loss_; }
-  // One record per step ended, in order.
+  // One record per step whose update is decided, in order.
   const std::vector<StepRecord>& step_records() const { return records_; }
+  // The most bytes an undo copy of a speculative update held (post-validation; 0 without).
+  int64_t undo_bytes() const { return undo_bytes_; }
 
  private:
   // What one (stage, microbatch) keeps between its F, backward and W.
@@ -133,6 +142,15 @@ class TorchExecutor final : public runtime::OpExecutor {
   void LoadData();
   void InjectNonfinite(int step);
   Status ReportParameters(int step);
+  Status Speculate(StepRecord record);
+  void Decide(StepRecord& record, const GlobalGradientState& global);
+
+  // A speculative update waiting for its verdict.
+  struct Speculation {
+    StepRecord record;
+    bool stepped = false;                   // ranks 0..r's state allowed the update
+    std::optional<OptimizerSnapshot> undo;  // before it, where another rank may still object
+  };
 
   StageMap map_;
   RankId rank_;
@@ -151,10 +169,15 @@ class TorchExecutor final : public runtime::OpExecutor {
   bool initial_parameters_reported_ = false;
   std::vector<StepRecord> records_;
   std::map<Key, Microbatch> live_;
-  // The post-validation messages (one float each): one to send, one to receive, since a group
-  // may hold both and NCCL must not read and write one buffer at once.
-  at::Tensor validation_sent_;
-  at::Tensor validation_received_;
+  // Forwards a failed verdict discarded: kept until the replay is over, since their messages'
+  // buffers must outlive the transfers.
+  std::map<Key, Microbatch> forgotten_;
+  int forwards_this_step_ = 0;
+  std::optional<Speculation> speculation_;
+  int64_t undo_bytes_ = 0;
+  // The post-validation message: the last rank's complete gradient-state table, received and
+  // passed on (the runtime posts SEND_PV once RECV_PV has landed).
+  at::Tensor validation_table_;
   std::vector<at::Tensor> losses_;
   // The data loader's part, made once when the executor is built and the same every step: each
   // microbatch's input (this rank holds the first stage) and target (the last), on the device,
