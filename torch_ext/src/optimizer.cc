@@ -10,20 +10,16 @@
 namespace pipeplan::torch_ext {
 namespace {
 
-void ClearGrad(at::Tensor& parameter) { parameter.mutable_grad().zero_(); }
-
 class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<at::Tensor> parameters, const OptimizerOptions& options)
       : parameters_(std::move(parameters)), options_(options) {}
 
-  void Step() override {
+  void Update() override {
     const c10::NoGradGuard no_grad;
     ++steps_;
     for (at::Tensor& p : parameters_) {
-      if (!p.grad().defined()) continue;
-      p.add_(p.grad(), -options_.learning_rate);
-      ClearGrad(p);
+      if (p.grad().defined()) p.add_(p.grad(), -options_.learning_rate);
     }
   }
   std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t /*index*/) const override {
@@ -52,7 +48,7 @@ class AdamW final : public Optimizer {
     }
   }
 
-  void Step() override {
+  void Update() override {
     const c10::NoGradGuard no_grad;
     ++steps_;
     const double correction1 = 1.0 - std::pow(options_.beta1, steps_);
@@ -66,7 +62,6 @@ class AdamW final : public Optimizer {
       second_[i].mul_(options_.beta2).addcmul_(g, g, 1.0 - options_.beta2);
       const at::Tensor denom = (second_[i] / correction2).sqrt_().add_(options_.epsilon);
       p.addcdiv_(first_[i], denom, -options_.learning_rate / correction1);
-      ClearGrad(p);
     }
   }
   std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t index) const override {
@@ -102,16 +97,19 @@ int64_t Bytes(const std::vector<at::Tensor>& tensors) {
 
 }  // namespace
 
-int64_t OptimizerSnapshot::bytes() const { return Bytes(params) + Bytes(grads) + Bytes(state); }
+int64_t OptimizerSnapshot::bytes() const { return Bytes(params) + Bytes(state); }
+
+void Optimizer::ZeroGrads() {
+  for (const at::Tensor& p : parameters()) {
+    if (p.grad().defined()) p.grad().zero_();
+  }
+}
 
 OptimizerSnapshot Optimizer::Save() const {
   const c10::NoGradGuard no_grad;
   OptimizerSnapshot snapshot;
   snapshot.steps = steps();
-  for (const at::Tensor& p : parameters()) {
-    snapshot.params.push_back(p.detach().clone());
-    snapshot.grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
-  }
+  for (const at::Tensor& p : parameters()) snapshot.params.push_back(p.detach().clone());
   for (const at::Tensor& t : StateTensors()) snapshot.state.push_back(t.clone());
   return snapshot;
 }
@@ -122,15 +120,6 @@ void Optimizer::Restore(const OptimizerSnapshot& snapshot) {
   for (size_t i = 0; i < live.size() && i < snapshot.params.size(); ++i) {
     at::Tensor p = live[i];
     p.copy_(snapshot.params[i]);
-    if (snapshot.grads[i].defined()) {
-      if (p.grad().defined()) {
-        p.mutable_grad().copy_(snapshot.grads[i]);
-      } else {
-        p.mutable_grad() = snapshot.grads[i].clone();
-      }
-    } else if (p.grad().defined()) {
-      p.mutable_grad() = at::Tensor();
-    }
   }
   const std::vector<at::Tensor> state = StateTensors();
   for (size_t i = 0; i < state.size() && i < snapshot.state.size(); ++i) {

@@ -426,9 +426,7 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   if (context.speculative) return Speculate(record);
   Decide(record, SumGradientStates(gradient_states_));
   if (record.skipped) {
-    for (const at::Tensor& p : parameters_) {
-      if (p.grad().defined()) p.grad().zero_();
-    }
+    optimizer_->ZeroGrads();
   } else {
     optimizer_->Step();
   }
@@ -457,7 +455,7 @@ Status TorchExecutor::Speculate(StepRecord record) {
       speculation.undo = optimizer_->Save();
       undo_bytes_ = std::max(undo_bytes_, speculation.undo->bytes());
     }
-    optimizer_->Step();
+    optimizer_->Update();  // the grads stay until the verdict: a redo needs them
     speculation.stepped = true;
   }
   speculation_ = std::move(speculation);
@@ -479,6 +477,7 @@ StatusOr<runtime::Verdict> TorchExecutor::Validate(const Action& pv,
                     " contradicts what this rank knew at its end");
   }
   if (exact) {
+    optimizer_->ZeroGrads();
     record.global_grad_norm = global.norm;
     records_.push_back(record);
     PIPEPLAN_RETURN_IF_ERROR(ReportParameters(record.step + 1));
@@ -491,14 +490,17 @@ StatusOr<runtime::Verdict> TorchExecutor::Validate(const Action& pv,
   }
   Decide(record, global);
   if (record.skipped) {
-    for (const at::Tensor& p : parameters_) {
-      if (p.grad().defined()) p.grad().zero_();
-    }
+    optimizer_->ZeroGrads();
   } else {
     optimizer_->Step();
   }
   record.replayed_forwards = forwards_this_step_;
-  forgotten_ = std::exchange(live_, {});
+  // The discarded forwards' graphs go now; only their messages' buffers wait for the replay.
+  for (auto& [key, state] : std::exchange(live_, {})) {
+    Microbatch& kept = forgotten_[key];
+    kept.output = std::move(state.output);
+    kept.received_input = std::move(state.received_input);
+  }
   losses_.clear();
   records_.push_back(record);
   PIPEPLAN_RETURN_IF_ERROR(ReportParameters(record.step + 1));

@@ -392,8 +392,10 @@ void PrintMemory(const Timeline& step) {
 }
 
 // "gradients: 2 of 4 steps clipped, 1 skipped (non-finite), ...": rank 0's records (every
-// rank decides alike); with post-validation, what the verdicts undid over all ranks.
-void PrintGradientSummary(const std::vector<std::vector<StepRecord>>& by_rank) {
+// rank decides alike); with post-validation, what the verdicts undid over all ranks and the
+// most each rank's undo copy held (`undo_bytes`, by rank: where this process knows them).
+void PrintGradientSummary(const std::vector<std::vector<StepRecord>>& by_rank,
+                          const std::vector<int64_t>& undo_bytes) {
   const std::vector<StepRecord>& records = by_rank.front();
   int clipped = 0;
   int skipped = 0;
@@ -415,12 +417,21 @@ void PrintGradientSummary(const std::vector<std::vector<StepRecord>>& by_rank) {
     std::cout << "post-validation: " << rolled_back << " speculative rank updates rolled back, "
               << replayed << " forwards replayed on the corrected weights\n";
   }
+  if (std::any_of(undo_bytes.begin(), undo_bytes.end(), [](int64_t b) { return b > 0; })) {
+    std::cout << "post-validation: undo copy of a speculative update (parameters and optimizer "
+                 "state), by rank:";
+    for (size_t r = 0; r < undo_bytes.size(); ++r) {
+      std::cout << (r == 0 ? " " : ", ") << app::FormatBytes(static_cast<double>(undo_bytes[r]));
+    }
+    std::cout << "\n";
+  }
 }
 
 // Writes the timeline, profile and metrics the run asked for, then prints a summary.
 // `records[r]` is rank r's step records.
 Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps,
-              const std::vector<std::vector<StepRecord>>& records) {
+              const std::vector<std::vector<StepRecord>>& records,
+              const std::vector<int64_t>& undo_bytes) {
   const Timeline& median = MedianStep(steps);
   std::vector<app::OutputFile> files;
   if (o.timeline) {
@@ -451,7 +462,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
   std::cout << line;
   PrintMemory(median);
   if ((o.clip_grad_norm > 0 || o.inject_nonfinite) && !records.empty()) {
-    PrintGradientSummary(records);
+    PrintGradientSummary(records, undo_bytes);
   }
   for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   return Status::Ok();
@@ -544,9 +555,13 @@ Status RunInProcess(const Plan& plan, const Options& o) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
                             runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run));
   std::vector<std::vector<StepRecord>> records;
+  std::vector<int64_t> undo_bytes;
   records.reserve(executors.size());
-  for (const RankExecutor& executor : executors) records.push_back(executor.torch->step_records());
-  return Report(plan, o, steps, records);
+  for (const RankExecutor& executor : executors) {
+    records.push_back(executor.torch->step_records());
+    undo_bytes.push_back(executor.torch->undo_bytes());
+  }
+  return Report(plan, o, steps, records, undo_bytes);
 }
 
 std::chrono::milliseconds TimeoutOf(const Options& o) {
@@ -681,7 +696,7 @@ Status RunAsRank(const Plan& plan, const Options& o) {
       PIPEPLAN_ASSIGN_OR_RETURN(
           const std::vector<std::vector<StepRecord>> records,
           GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
-      return Report(plan, o, steps, records);
+      return Report(plan, o, steps, records, /*undo_bytes=*/{});
     }();
   }
   PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));

@@ -28,11 +28,11 @@ struct OptimizerOptions {
   double epsilon = 1e-8;
 };
 
-// Everything Optimizer::Step reads and writes, copied, so that a step can be undone bit for
-// bit (an algebraic inverse of AdamW's update would not be exact in floating point).
+// What Optimizer::Update writes, copied, so that an update can be undone bit for bit (an
+// algebraic inverse of AdamW's would not be exact in floating point): the parameters, the
+// optimizer's state and its update count. The grads need no copy: Update leaves them alone.
 struct OptimizerSnapshot {
   std::vector<at::Tensor> params;
-  std::vector<at::Tensor> grads;  // undefined where a parameter had none
   std::vector<at::Tensor> state;
   int steps = 0;
   int64_t bytes() const;
@@ -45,14 +45,21 @@ class Optimizer {
   // zeroes the grads in place: they stay allocated from step to step, as Megatron's gradient
   // buffers do, so a rank's memory at the start of a step is its parameters, gradients and
   // optimizer state.
-  virtual void Step() = 0;
+  void Step() {
+    Update();
+    ZeroGrads();
+  }
+  // The update alone: the grads keep their values (a speculative update may have to be redone
+  // from them).
+  virtual void Update() = 0;
+  void ZeroGrads();
   // The state kept for parameter `index` (in the order the optimizer was given them), under
   // torch.optim's names (AdamW: exp_avg, exp_avg_sq; SGD: none), and the updates applied.
   virtual std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t index) const = 0;
   virtual int steps() const = 0;
 
   OptimizerSnapshot Save() const;
-  // Puts the parameters, grads, state and update count back in place (the tensors keep their
+  // Puts the parameters, state and update count back in place (the tensors keep their
   // identity, so autograd graphs and views of them stay valid).
   void Restore(const OptimizerSnapshot& snapshot);
 

@@ -75,7 +75,7 @@ struct TorchExecutorOptions {
   // not finite on some rank is then skipped on every rank: no optimizer step, grads zeroed.
   // With post-validation in the plan the update is speculative instead (Validate): made at
   // the end of the step when ranks 0..r's state allows it, judged at the next step's PV, and
-  // undone from an exact copy (parameters, grads, optimizer state) when it must be redone
+  // undone from an exact copy (parameters, optimizer state) when it must be redone
   // with clipping or skipped.
   double clip_grad_norm = 0;
   // Called with every local stage's parameters before the first step (step 0) and after each
@@ -169,8 +169,8 @@ class TorchExecutor final : public runtime::OpExecutor {
   bool initial_parameters_reported_ = false;
   std::vector<StepRecord> records_;
   std::map<Key, Microbatch> live_;
-  // Forwards a failed verdict discarded: kept until the replay is over, since their messages'
-  // buffers must outlive the transfers.
+  // The message buffers of forwards a failed verdict discarded (their graphs are freed at
+  // once): kept until the replay is over, since they must outlive the transfers.
   std::map<Key, Microbatch> forgotten_;
   int forwards_this_step_ = 0;
   std::optional<Speculation> speculation_;
