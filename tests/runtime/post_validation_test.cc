@@ -106,6 +106,7 @@ RecordedRun RunRecorded(const Plan& plan, int steps, int fail_at, bool exchanges
   }
   auto transports = MakeInProcTransports(world);
   std::vector<Transport*> raw;
+  raw.reserve(transports.size());
   for (auto& t : transports) raw.push_back(t.get());
   LocalRunOptions options;
   options.steps = steps;

@@ -118,13 +118,11 @@ void Optimizer::Restore(const OptimizerSnapshot& snapshot) {
   const c10::NoGradGuard no_grad;
   const std::vector<at::Tensor>& live = parameters();
   for (size_t i = 0; i < live.size() && i < snapshot.params.size(); ++i) {
-    at::Tensor p = live[i];
-    p.copy_(snapshot.params[i]);
+    live[i].detach().copy_(snapshot.params[i]);
   }
   const std::vector<at::Tensor> state = StateTensors();
   for (size_t i = 0; i < state.size() && i < snapshot.state.size(); ++i) {
-    at::Tensor t = state[i];
-    t.copy_(snapshot.state[i]);
+    state[i].copy_(snapshot.state[i]);
   }
   set_steps(snapshot.steps);
 }
