@@ -126,8 +126,12 @@ class StepRunner {
 
   void Record(const std::vector<OpSpan>& spans) {
     for (const OpSpan& span : spans) {
-      if (span.action_index < actions_.size()) {
-        timeline_.actions[span.action_index] = {Since(span.start), Since(span.end), span.thread};
+      if (span.action_index >= actions_.size()) continue;
+      const ActionTiming timing{Since(span.start), Since(span.end), span.thread};
+      if (span.discarded) {
+        timeline_.discarded.push_back({span.action_index, timing});
+      } else {
+        timeline_.actions[span.action_index] = timing;
       }
     }
   }
@@ -182,6 +186,7 @@ class StepRunner {
                               }));
     if (verdict == Verdict::kKept) return Status::Ok();
     PIPEPLAN_RETURN_IF_ERROR(DrainRollbacks(index));
+    timer_.Replaying(prepared_.replay_end());
     return RunRange(0, prepared_.replay_end());
   }
 

@@ -6,11 +6,22 @@ namespace pipeplan::runtime {
 
 Status HostOpTimer::BeginStep(size_t actions) {
   marks_.assign(actions, Mark{});
+  replay_end_ = 0;
+  discarded_.clear();
   return Status::Ok();
 }
 
+// A replay marks each action before the PV once more, so each first span is kept once.
+void HostOpTimer::Retire(size_t index) {
+  if (index >= replay_end_ || !marks_[index].marked) return;
+  OpSpan first = marks_[index].span;
+  first.discarded = true;
+  discarded_.push_back(first);
+}
+
 Status HostOpTimer::ComputeBegins(size_t index) {
-  marks_[index] = {true, {index, Clock::now(), {}, kComputeThread}};
+  Retire(index);
+  marks_[index] = {true, {index, Clock::now(), {}, kComputeThread, false}};
   return Status::Ok();
 }
 
@@ -25,7 +36,10 @@ Status HostOpTimer::GroupPosting(size_t /*begin*/, size_t /*end*/) {
 }
 
 Status HostOpTimer::GroupPosted(size_t begin, size_t end) {
-  for (size_t i = begin; i < end; ++i) marks_[i] = {true, {i, posting_, posting_, kCommThread}};
+  for (size_t i = begin; i < end; ++i) {
+    Retire(i);
+    marks_[i] = {true, {i, posting_, posting_, kCommThread, false}};
+  }
   return Status::Ok();
 }
 
@@ -39,6 +53,7 @@ StatusOr<std::vector<OpSpan>> HostOpTimer::Resolve() {
   for (const Mark& mark : marks_) {
     if (mark.marked) spans.push_back(mark.span);
   }
+  spans.insert(spans.end(), discarded_.begin(), discarded_.end());
   return spans;
 }
 

@@ -256,9 +256,14 @@ TEST(CliRun, AFailedValidationIsReplayedAndItsStepTimedBesideTheOthers) {
                                       "4", "--post-validation", "-o", "zbv.pb"},
                                      dir.path());
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
-  const RunResult run =
-      RunPipeplan(With({"run", "zbv.pb", "--inject-validation-failure", "3"}, kFast), dir.path());
+  const RunResult run = RunPipeplan(
+      With({"run", "zbv.pb", "--inject-validation-failure", "3", "--html", "run.html"}, kFast),
+      dir.path());
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("the table below, --timeline and --html show step 3"), std::string::npos)
+      << run.out;
+  // The report shows the failing step, its discarded first runs hatched.
+  EXPECT_NE(dir.Read("run.html").find("class=\"pp-discarded\""), std::string::npos);
   EXPECT_NE(run.err.find("step 3/4: "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find(" (validation failed: replayed)\n"), std::string::npos) << run.err;
   EXPECT_NE(run.out.find("step 3 (failed validation, forwards before each PV replayed): "),

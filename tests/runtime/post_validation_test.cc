@@ -94,6 +94,7 @@ PlanRequest Request(const std::string& strategy, int ranks, int stages_per_rank)
 struct RecordedRun {
   std::vector<std::unique_ptr<Recording>> executors;
   Status status;
+  std::vector<Timeline> steps;
 };
 
 RecordedRun RunRecorded(const Plan& plan, int steps, int fail_at, bool exchanges) {
@@ -112,7 +113,9 @@ RecordedRun RunRecorded(const Plan& plan, int steps, int fail_at, bool exchanges
   options.steps = steps;
   options.warmup = 0;
   options.timeout_seconds = 30;
-  run.status = RunLocal(plan, executors, raw, options).status();
+  StatusOr<std::vector<Timeline>> steps_run = RunLocal(plan, executors, raw, options);
+  run.status = steps_run.status();
+  if (steps_run.ok()) run.steps = *std::move(steps_run);
   return run;
 }
 
@@ -187,6 +190,16 @@ TEST(PostValidationRun, AFailedVerdictReplaysTheForwardsBeforeThePvAndLeavesNoMe
           EXPECT_EQ(run.executors[r]->forwards()[step], all + (step == fail_at ? before_pv : 0))
               << request.strategy << ", rank " << r << ", step " << step << ", failing step "
               << fail_at;
+          // The timeline keeps the first run of every action the replay ran again.
+          const std::vector<DiscardedRun>& discarded = run.steps[step].ranks[r].discarded;
+          EXPECT_EQ(discarded.size(), step == fail_at ? prepared.replay_end() : 0u)
+              << request.strategy << ", rank " << r << ", step " << step;
+          for (const DiscardedRun& first : discarded) {
+            EXPECT_LT(first.action_index, prepared.replay_end());
+            EXPECT_LE(first.timing.end,
+                      run.steps[step].ranks[r].actions[first.action_index].start + 1e-9)
+                << "the first run of action " << first.action_index << " ends before its replay";
+          }
         }
       }
     }

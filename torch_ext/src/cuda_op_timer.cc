@@ -86,7 +86,7 @@ class CudaEventTimer final : public runtime::OpTimer {
     for (size_t i = 0; i < marks_.size(); ++i) {
       const Mark& mark = marks_[i];
       if (mark.thread < 0) continue;
-      OpSpan span{i, mark.host_begin, mark.host_end, mark.thread};
+      OpSpan span{i, mark.host_begin, mark.host_end, mark.thread, false};
       if (mark.begin != nullptr && mark.end != nullptr) {
         PIPEPLAN_ASSIGN_OR_RETURN(span.start, HostTimeOf(mark.begin));
         PIPEPLAN_ASSIGN_OR_RETURN(span.end, HostTimeOf(mark.end));

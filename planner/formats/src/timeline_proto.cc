@@ -1,5 +1,6 @@
 // Timeline (and timeline files, which may carry their plan) <-> pipeplan.v1.
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,14 +11,23 @@
 namespace pipeplan {
 namespace proto_convert {
 
+namespace {
+
+void ToProto(const ActionTiming& timing, v1::ActionTiming* out) {
+  out->set_start(timing.start);
+  out->set_end(timing.end);
+  out->set_thread(timing.thread);
+}
+
+ActionTiming FromProto(const v1::ActionTiming& timing) {
+  return {.start = timing.start(), .end = timing.end(), .thread = timing.thread()};
+}
+
+}  // namespace
+
 void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
   out->set_rank(rank.rank.value);
-  for (const ActionTiming& timing : rank.actions) {
-    v1::ActionTiming* entry = out->add_actions();
-    entry->set_start(timing.start);
-    entry->set_end(timing.end);
-    entry->set_thread(timing.thread);
-  }
+  for (const ActionTiming& timing : rank.actions) ToProto(timing, out->add_actions());
   out->set_busy(rank.busy);
   out->set_first_start(rank.first_start);
   out->set_last_end(rank.last_end);
@@ -36,6 +46,11 @@ void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
     entry->set_end(memory.end);
     entry->set_peak(memory.peak);
   }
+  for (const DiscardedRun& run : rank.discarded) {
+    v1::DiscardedRun* entry = out->add_discarded();
+    entry->set_action_index(run.action_index);
+    ToProto(run.timing, entry->mutable_timing());
+  }
 }
 
 void ToProto(const Timeline& timeline, v1::Timeline* out) {
@@ -53,10 +68,7 @@ void ToProto(const Timeline& timeline, v1::Timeline* out) {
 RankTimeline FromProto(const v1::RankTimeline& proto) {
   RankTimeline rank;
   rank.rank = RankId(proto.rank());
-  for (const v1::ActionTiming& timing : proto.actions()) {
-    rank.actions.push_back(
-        {.start = timing.start(), .end = timing.end(), .thread = timing.thread()});
-  }
+  for (const v1::ActionTiming& timing : proto.actions()) rank.actions.push_back(FromProto(timing));
   rank.busy = proto.busy();
   rank.first_start = proto.first_start();
   rank.last_end = proto.last_end();
@@ -68,6 +80,10 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
   for (const v1::ActionMemory& memory : proto.action_memory()) {
     rank.action_memory.push_back(
         {.start = memory.start(), .end = memory.end(), .peak = memory.peak()});
+  }
+  for (const v1::DiscardedRun& run : proto.discarded()) {
+    rank.discarded.push_back({.action_index = static_cast<size_t>(run.action_index()),
+                              .timing = FromProto(run.timing())});
   }
   return rank;
 }
@@ -96,6 +112,14 @@ StatusOr<RankTimeline> CheckedRank(const v1::RankTimeline& proto, const std::str
         return FieldError(Element(Child(path, "action_memory"), a),
                           "memory must be a finite number >= 0, got " + FormatNumber(value));
       }
+    }
+  }
+  for (int d = 0; d < proto.discarded_size(); ++d) {
+    if (proto.discarded(d).action_index() >= static_cast<uint64_t>(proto.actions_size())) {
+      return FieldError(Child(Element(Child(path, "discarded"), d), "action_index"),
+                        std::to_string(proto.discarded(d).action_index()) +
+                            " is not an action of this rank (it has " +
+                            std::to_string(proto.actions_size()) + ")");
     }
   }
   RankTimeline rank = FromProto(proto);

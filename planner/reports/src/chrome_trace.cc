@@ -83,13 +83,17 @@ std::string ActionArgs(const Action& action) {
   return args;
 }
 
-std::string CompleteEvent(const Action& action, const ActionTiming& timing, int pid, int tid) {
+// `discarded`: a first run a failed post-validation replaced ("0F3 (discarded)", category
+// "discarded").
+std::string CompleteEvent(const Action& action, const ActionTiming& timing, int pid, int tid,
+                          bool discarded) {
   // Viewers reject negative durations; a negative one can only come from a broken timeline.
   const double duration = std::max(0.0, timing.end - timing.start);
   std::string event = "{\"name\":\"";
   event += JsonEscape(ToString(action));
+  if (discarded) event += " (discarded)";
   event += "\",\"cat\":\"";
-  event += KindToken(action.kind);
+  event += discarded ? std::string_view("discarded") : KindToken(action.kind);
   event += "\",\"ph\":\"X\",\"pid\":";
   event += std::to_string(pid);
   event += ",\"tid\":";
@@ -158,7 +162,14 @@ void AddRank(const RankProgram& program, const RankTimeline& rank_timeline, int 
     const Action& action = program.actions[i];
     int tid = kComputeTid;  // compute and PV run on the compute stream
     if (IsComm(action.kind)) tid = kCommTid + lanes[next_comm++];
-    writer.Add(CompleteEvent(action, rank_timeline.actions[i], pid, tid));
+    writer.Add(CompleteEvent(action, rank_timeline.actions[i], pid, tid, /*discarded=*/false));
+  }
+  // Compute only: a discarded transfer's window would need a lane of its own.
+  for (const DiscardedRun& run : rank_timeline.discarded) {
+    if (run.action_index >= program.actions.size()) continue;
+    const Action& action = program.actions[run.action_index];
+    if (IsComm(action.kind)) continue;
+    writer.Add(CompleteEvent(action, run.timing, pid, kComputeTid, /*discarded=*/true));
   }
 }
 

@@ -204,10 +204,17 @@ struct Layout {
 struct Presence {
   std::array<bool, kNumPaints> paints = {};
   std::array<bool, kNumFlows> flows = {};
+  bool discarded = false;  // first runs a failed post-validation replaced (measured)
 };
 
-Presence FindPresence(const Plan& plan) {
+// The fill of a discarded run: grey hatching, defined once in the SVG's <defs>.
+constexpr std::string_view kDiscardedFill = "url(#pp-hatch)";
+
+Presence FindPresence(const Plan& plan, const Timeline& timeline) {
   Presence presence;
+  for (const RankTimeline& rank : timeline.ranks) {
+    presence.discarded = presence.discarded || !rank.discarded.empty();
+  }
   for (const RankProgram& program : plan.programs) {
     for (const Action& action : program.actions) {
       if (const std::optional<Paint> paint = PaintOf(action.kind)) {
@@ -237,6 +244,9 @@ std::vector<LegendItem> LegendItems(const Presence& presence) {
   }
   for (size_t f = 0; f < kNumFlows; ++f) {
     if (presence.flows[f]) items.push_back({kFlowFills[f], kFlowLegends[f], true});
+  }
+  if (presence.discarded) {
+    items.push_back({kDiscardedFill, "discarded: ran on weights a failed post-validation undid"});
   }
   if (HasAnyFlow(presence)) {
     items.push_back({"", "under each row: send in flight (upper), recv waiting (lower)"});
@@ -477,6 +487,33 @@ void DrawActions(const Plan& plan, const Timeline& timeline, const Layout& layou
     }
   }
 
+  // First runs a failed post-validation replaced: compute only (their transfers were drained
+  // or sent again, which the replay's own marks show).
+  std::string discarded;
+  for (size_t r = 0; r < plan.programs.size() && r < timeline.ranks.size(); ++r) {
+    const std::vector<Action>& actions = plan.programs[r].actions;
+    for (const DiscardedRun& run : timeline.ranks[r].discarded) {
+      if (run.action_index >= actions.size() || !PaintOf(actions[run.action_index].kind)) continue;
+      if (!std::isfinite(run.timing.start) || !std::isfinite(run.timing.end)) continue;
+      const double x = layout.scale.X(run.timing.start);
+      const double w =
+          std::max(0.0, (run.timing.end - run.timing.start) * layout.scale.px_per_unit);
+      AppendRect(discarded, x, layout.RowY(r), w, layout.row_height);
+      discarded += "><title>";
+      discarded += XmlEscape(ToString(actions[run.action_index]));
+      discarded += " [";
+      discarded += Time(run.timing.start);
+      discarded += ", ";
+      discarded += Time(run.timing.end);
+      discarded +=
+          "] discarded: a failed post-validation undid its weights; run again</title></rect>\n";
+    }
+  }
+  AppendGroup(svg,
+              "class=\"pp-discarded\" fill=\"" + std::string(kDiscardedFill) +
+                  "\" stroke=\"#999\" stroke-width=\"0.5\"",
+              discarded);
+
   const std::string_view stroke = SeparatorWidth(plan, timeline, layout.scale);
   for (size_t p = 0; p < kNumPaints; ++p) {
     AppendGroup(svg, FillAttributes(kPaintStyles[p].css_class, kPaintStyles[p].fill, stroke),
@@ -591,7 +628,7 @@ void DrawTitle(const SvgOptions& options, std::string& svg) {
 
 std::string RenderSvgTimeline(const Plan& plan, const Timeline& timeline,
                               const SvgOptions& options) {
-  const Presence presence = FindPresence(plan);
+  const Presence presence = FindPresence(plan, timeline);
   const std::vector<LegendItem> legend = LegendItems(presence);
   const Layout layout = MakeLayout(plan, timeline, options, legend, HasAnyFlow(presence));
 
@@ -606,6 +643,12 @@ std::string RenderSvgTimeline(const Plan& plan, const Timeline& timeline,
          "\" font-family=\"Helvetica, Arial, sans-serif\" class=\"pp-timeline\">\n";
   if (!options.title.empty()) svg += "<title>" + XmlEscape(options.title) + "</title>\n";
   svg += "<rect class=\"pp-bg\" width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  if (presence.discarded) {
+    svg +=
+        "<defs><pattern id=\"pp-hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+        "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#e4e4e4\"/>"
+        "<rect width=\"2\" height=\"6\" fill=\"#9a9a9a\"/></pattern></defs>\n";
+  }
   DrawTitle(options, svg);
   DrawRows(layout, svg);
   DrawAxis(layout, svg);

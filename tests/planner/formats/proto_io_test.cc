@@ -93,18 +93,20 @@ Plan MakePlan() {
 Timeline MakeTimeline() {
   Timeline timeline;
   timeline.source = TimelineSource::kMeasured;
-  timeline.ranks.push_back({.rank = RankId(0),
-                            .actions = {{.start = 0, .end = 0.1}, {.start = 0.1, .end = 0.1 + 0.2}},
-                            .busy = 0.3,
-                            .first_start = 0,
-                            .last_end = 0.30000000000000004,
-                            .peak_activation_memory = 2,
-                            .peak_memory = 3.5,
-                            .memory = {{.time = 0, .bytes = 1.5}, {.time = 0.1, .bytes = 3.5}},
-                            .clock = OpClock::kProfilerDevice,
-                            .memory_unit = MemoryUnit::kBytes,
-                            .action_memory = {{.start = 1, .end = 2.5, .peak = 4},
-                                              {.start = 2.5, .end = 2, .peak = 2.5}}});
+  timeline.ranks.push_back(
+      {.rank = RankId(0),
+       .actions = {{.start = 0, .end = 0.1}, {.start = 0.1, .end = 0.1 + 0.2}},
+       .busy = 0.3,
+       .first_start = 0,
+       .last_end = 0.30000000000000004,
+       .peak_activation_memory = 2,
+       .peak_memory = 3.5,
+       .memory = {{.time = 0, .bytes = 1.5}, {.time = 0.1, .bytes = 3.5}},
+       .clock = OpClock::kProfilerDevice,
+       .memory_unit = MemoryUnit::kBytes,
+       .action_memory = {{.start = 1, .end = 2.5, .peak = 4},
+                         {.start = 2.5, .end = 2, .peak = 2.5}},
+       .discarded = {{.action_index = 1, .timing = {.start = 0.05, .end = 0.08, .thread = 1}}}});
   timeline.ranks.push_back({.rank = RankId(1),
                             .actions = {{.start = 1.0 / 3, .end = 2.0 / 3}},
                             .busy = 1.0 / 3,
@@ -113,7 +115,8 @@ Timeline MakeTimeline() {
                             .peak_activation_memory = 1,
                             .peak_memory = 2.5,
                             .memory = {},
-                            .action_memory = {}});
+                            .action_memory = {},
+                            .discarded = {}});
   timeline.metrics = {.makespan = 2.0 / 3,
                       .zb_bubble_rate = 0.1,
                       .bubble_fraction_max = 0.5,
@@ -651,6 +654,10 @@ INSTANTIATE_TEST_SUITE_P(
         ParseErrorCase{"TextProfileSourcePastUnicode", Parsed::kProfile, ProtoFormat::kText,
                        "source: \"\\364\\220\\200\\200\"\n",
                        "profile file: source: not valid UTF-8 (protobuf strings must be UTF-8)"},
+        ParseErrorCase{"TimelineDiscardedRunOfNoAction", Parsed::kTimeline, ProtoFormat::kText,
+                       "ranks { rank: 0 actions { end: 1 } discarded { action_index: 1 } }\n",
+                       "timeline file: ranks[0].discarded[0].action_index: 1 is not an action of "
+                       "this rank (it has 1)"},
         ParseErrorCase{"TimelineUnknownSource", Parsed::kTimeline, ProtoFormat::kText,
                        "source: 5\n", "timeline file: source: unknown timeline source 5"},
         ParseErrorCase{"TimelineFileNegativeTimeScale", Parsed::kTimelineFile, ProtoFormat::kText,

@@ -326,6 +326,26 @@ TEST(ChromeTraceTest, OneCompleteEventPerActionInProgramOrder) {
   }
 }
 
+// A measured step whose post-validation failed: the first run of a replayed compute action
+// is an event of its own on the compute track; a discarded transfer is left out.
+TEST(ChromeTraceTest, ADiscardedFirstRunIsAnEventOfItsOwn) {
+  Fixture f = MakeFixture();
+  ASSERT_FALSE(IsComm(f.plan.programs[0].actions[0].kind));
+  ASSERT_TRUE(IsComm(f.plan.programs[0].actions[1].kind));
+  f.timeline.ranks[0].discarded.push_back({.action_index = 0, .timing = {.start = 0, .end = 0.5}});
+  f.timeline.ranks[0].discarded.push_back(
+      {.action_index = 1, .timing = {.start = 0.5, .end = 0.6, .thread = kCommThread}});
+  const Json trace = ParseOrFail(ExportChromeTrace(f.plan, f.timeline));
+  const std::vector<const Json*> events = EventsWithPhase(trace, "X");
+  ASSERT_EQ(events.size(), CountActions(f.plan) + 1);
+  const Json& discarded = *events[f.plan.programs[0].actions.size()];
+  EXPECT_EQ(StringOf(discarded, "name"), ToString(f.plan.programs[0].actions[0]) + " (discarded)");
+  EXPECT_EQ(StringOf(discarded, "cat"), "discarded");
+  EXPECT_EQ(NumberOf(discarded, "pid"), 0);
+  EXPECT_EQ(NumberOf(discarded, "tid"), 0);
+  EXPECT_DOUBLE_EQ(NumberOf(discarded, "dur"), 0.5);
+}
+
 TEST(ChromeTraceTest, ProcessAndThreadMetadata) {
   const Fixture f = MakeFixture();
   const Json trace = ParseOrFail(ExportChromeTrace(f.plan, f.timeline));

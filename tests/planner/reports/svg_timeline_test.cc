@@ -179,6 +179,31 @@ TEST(SvgTimelineTest, OneBoxPerComputeActionScaledByTime) {
   EXPECT_EQ(kRow0 + kRowPitch, 51);
 }
 
+// A measured step whose post-validation failed: rank 0's F0 first ran at [0, 0.5] and was
+// replayed at [0, 1]; the first run is a hatched box with its own tooltip and a legend entry.
+TEST(SvgTimelineTest, ADiscardedFirstRunIsHatchedWithItsOwnTooltipAndLegend) {
+  Fixture f = MakeFixture();
+  const std::string plain = RenderSvgTimeline(f.plan, f.timeline, TestOptions());
+  EXPECT_EQ(plain.find("pp-hatch"), std::string::npos) << "no pattern without a discarded run";
+  f.timeline.ranks[0].discarded.push_back(
+      {.action_index = 0, .timing = {.start = 0, .end = 0.5, .thread = kComputeThread}});
+  // A discarded transfer is not drawn (the replay's marks show its transfer).
+  f.timeline.ranks[0].discarded.push_back(
+      {.action_index = 1, .timing = {.start = 0.5, .end = 0.6, .thread = kCommThread}});
+  const std::string svg = RenderSvgTimeline(f.plan, f.timeline, TestOptions());
+  EXPECT_NE(svg.find("<defs><pattern id=\"pp-hatch\""), std::string::npos);
+  const std::vector<Element> discarded = Elements(GroupBody(svg, "pp-discarded"), "rect");
+  ASSERT_EQ(discarded.size(), 1u);
+  ExpectBox(discarded[0], {"64", "10", "50", "28"});
+  EXPECT_EQ(discarded[0].title,
+            "0F0 [0, 0.5] discarded: a failed post-validation undid its weights; run again");
+  EXPECT_NE(svg.find("fill=\"url(#pp-hatch)\""), std::string::npos);
+  EXPECT_NE(svg.find("discarded: ran on weights a failed post-validation undid</text>"),
+            std::string::npos);
+  // The replay keeps its own box.
+  EXPECT_EQ(Elements(GroupBody(svg, "pp-F"), "rect").size(), 3u);
+}
+
 TEST(SvgTimelineTest, OverlapIsOneCellSplitInTwoHalves) {
   const Fixture f = MakeFixture();
   const std::string svg = RenderSvgTimeline(f.plan, f.timeline, TestOptions());

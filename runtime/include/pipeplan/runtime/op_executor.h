@@ -43,6 +43,7 @@ struct OpSpan {
   TimePoint start;
   TimePoint end;
   int thread = kComputeThread;  // the stream it ran on (timeline.h)
+  bool discarded = false;       // a first run a failed post-validation replaced (timeline.h)
 };
 
 // Bytes the executor's allocator held around one compute action or receive: when it began,

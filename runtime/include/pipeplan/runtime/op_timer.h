@@ -35,6 +35,10 @@ class OpTimer {
   virtual Status GroupPosted(size_t begin, size_t end) = 0;
   // The transport's own word on when transfer `index` completed (PendingOp::completed_at).
   virtual void Landed(size_t index, TimePoint completed) = 0;
+  // A failed post-validation is about to run actions [0, end) again. A timer that can keeps
+  // each one's first span, flagged discarded, when it is marked again (default: the replay's
+  // spans replace them).
+  virtual void Replaying(size_t /*end*/) {}
   // Every op marked this step: compute from its begin to its end, a transfer from its group's
   // post until it landed.
   virtual StatusOr<std::vector<OpSpan>> Resolve() = 0;
@@ -51,6 +55,7 @@ class HostOpTimer final : public OpTimer {
   Status GroupPosting(size_t begin, size_t end) override;
   Status GroupPosted(size_t begin, size_t end) override;
   void Landed(size_t index, TimePoint completed) override;
+  void Replaying(size_t end) override { replay_end_ = end; }
   StatusOr<std::vector<OpSpan>> Resolve() override;
 
  private:
@@ -58,8 +63,13 @@ class HostOpTimer final : public OpTimer {
     bool marked = false;
     OpSpan span;
   };
+  // Before action `index` is marked again in a replay: keeps its first span.
+  void Retire(size_t index);
+
   std::vector<Mark> marks_;  // by action index
   TimePoint posting_;
+  size_t replay_end_ = 0;
+  std::vector<OpSpan> discarded_;
 };
 
 }  // namespace pipeplan::runtime

@@ -2,6 +2,7 @@
 // memory, and the step metrics. The simulator and the runtime both write this type.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "pipeplan/model/ids.h"
@@ -33,6 +34,16 @@ struct ActionTiming {
   bool operator==(const ActionTiming&) const = default;
 };
 
+// The first run of an action that a failed post-validation ran again (measured timelines):
+// it computed, or carried, what weights that were then undone produced. The rank's
+// `actions[action_index]` holds the replay.
+struct DiscardedRun {
+  size_t action_index = 0;
+  ActionTiming timing;
+
+  bool operator==(const DiscardedRun&) const = default;
+};
+
 struct MemorySample {
   double time = 0.0;
   double bytes = 0.0;  // static + activations held at `time`
@@ -62,6 +73,7 @@ struct RankTimeline {
   OpClock clock = OpClock::kUnrecorded;  // measured timelines: what timed the ops
   MemoryUnit memory_unit = MemoryUnit::kModel;
   std::vector<ActionMemory> action_memory;  // measured: empty, or index-aligned with actions
+  std::vector<DiscardedRun> discarded;      // measured: runs a failed validation replaced
 
   bool operator==(const RankTimeline&) const = default;
 };
