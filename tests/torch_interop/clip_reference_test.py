@@ -1,8 +1,8 @@
 """pipeplan-torch's gradient clipping and non-finite skip against torch's own, in Python: the
 dumps (`--dump-grads`, `--dump-params`, torch.save's format) load with torch.load; the global
 norm is torch.nn.utils.clip_grad_norm_'s; one clipped AdamW step equals torch.optim.AdamW on
-the clipped gradients; a skipped step leaves parameters and AdamW state bit for bit as they
-were."""
+the clipped gradients, also when made speculatively, rolled back and redone at the next step's
+post-validation; a skipped step leaves parameters and AdamW state bit for bit as they were."""
 
 import json
 import os
@@ -45,16 +45,32 @@ class ClipReferenceTest(unittest.TestCase):
         return os.path.join(self.tmp.name, *parts)
 
     def test_one_clipped_step_is_torchs_clip_grad_norm_then_adamw(self):
+        self.check_first_step(self.plan, steps=1, stages=2, max_norm=MAX_NORM)
+
+    def test_a_speculative_step_redone_at_post_validation_is_the_same(self):
+        plan = self.path("zbv-pv.pb")
+        support.run_pipeplan("plan", "--strategy", "zbv", "--ranks", "2", "--microbatches", "4",
+                             "--post-validation", "-o", plan)
+        # 0.25 lies between rank 0's own norm (stages 0 and 3: about 0.19) and the global one
+        # (about 0.28): rank 0 updates at the end of step 1, and rolls back at step 2's PV.
+        metrics = self.check_first_step(plan, steps=2, stages=4, max_norm=0.25)
+        first = {m["rank"]: m for m in metrics if m["step"] == 1}
+        self.assertTrue(first[0]["rolled_back"])
+        self.assertGreater(first[0]["replayed_forwards"], 0)
+        self.assertFalse(first[1]["rolled_back"])
+
+    def check_first_step(self, plan, steps, stages, max_norm):
+        """Step 1's update against torch's clip_grad_norm_ then AdamW; returns the metrics."""
         import torch
-        run_tool(self.plan, "--transport", "inproc", "--steps", "1", "--warmup", "0",
-                 "--optimizer", "adamw", "--lr", LR, "--clip-grad-norm", MAX_NORM,
+        run_tool(plan, "--transport", "inproc", "--steps", steps, "--warmup", "0",
+                 "--optimizer", "adamw", "--lr", LR, "--clip-grad-norm", max_norm,
                  "--dump-grads", self.path("grads"), "--dump-params", self.path("params"),
                  "--metrics", self.path("metrics.jsonl"))
         with open(self.path("metrics.jsonl"), encoding="utf-8") as lines:
             metrics = [json.loads(line) for line in lines]
-        self.assertEqual(len(metrics), 2)
+        self.assertEqual(len(metrics), 2 * steps)
         params, names = [], []
-        for stage in (0, 1):
+        for stage in range(stages):
             before = load(self.path("params", "step-0", f"stage-{stage}.pt"))
             grads = load(self.path("grads", f"stage-{stage}.pt"))
             self.assertEqual((before["stage"], before["step"], before["optimizer_step"]),
@@ -64,15 +80,17 @@ class ClipReferenceTest(unittest.TestCase):
                 p.grad = grads["grads"][name].clone()
                 params.append(p)
                 names.append((stage, name))
-        norm = torch.nn.utils.clip_grad_norm_(params, MAX_NORM).item()
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
         for m in metrics:
+            if m["step"] != 1:
+                continue
             self.assertTrue(m["clipped"])
             self.assertAlmostEqual(m["global_grad_norm"] / norm, 1.0, delta=1e-5)
         optimizer = torch.optim.AdamW(params, lr=LR, betas=(0.9, 0.999), eps=1e-8,
                                       weight_decay=0.0)
         optimizer.step()
         after = {stage: load(self.path("params", "step-1", f"stage-{stage}.pt"))
-                 for stage in (0, 1)}
+                 for stage in range(stages)}
         for p, (stage, name) in zip(params, names):
             got = after[stage]["params"][name]
             error = ((got - p.detach()).abs().max() / p.detach().abs().max().clamp_min(1e-12))
@@ -85,6 +103,7 @@ class ClipReferenceTest(unittest.TestCase):
                 self.assertLessEqual(((mine - theirs).abs().max() / scale).item(), 1e-4,
                                      f"stage {stage} {name} {key}")
             self.assertEqual(after[stage]["optimizer_step"], 1)
+        return metrics
 
     def test_a_skipped_step_leaves_parameters_and_adamw_state_bit_for_bit(self):
         import torch
