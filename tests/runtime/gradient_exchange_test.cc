@@ -24,44 +24,24 @@ using testing::BuildOrFail;
 
 // A synthetic rank whose state is (its rank, the step). EndStep records what it received;
 // `stall_step` >= 0 makes its last compute action of that step block until stopped.
-class Exchanging final : public OpExecutor {
+class Exchanging final : public testing::SyntheticWithState {
  public:
-  Exchanging(const Plan& plan, RankId rank, int world, int stall_step = -1)
-      : inner_(plan, rank, {.seconds_per_unit = 1e-5}),
-        rank_(rank),
-        states_(world),
+  Exchanging(const Plan& plan, RankId rank, int stall_step = -1)
+      : SyntheticWithState(plan, rank, {.seconds_per_unit = 1e-5}),
         last_action_(LastCompute(plan.programs[rank.value])),
         stall_step_(stall_step) {}
 
-  Status BeginStep(const OpContext& context) override { return inner_.BeginStep(context); }
   Status Run(const Action& action, const OpContext& context) override {
     if (context.step == stall_step_ && context.action_index == last_action_) {
       while (!context.stop.stop_requested())
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return Aborted("stopped");
     }
-    return inner_.Run(action, context);
-  }
-  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override {
-    return inner_.SendBuffer(send, context);
-  }
-  StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override {
-    return inner_.RecvBuffer(recv, context);
-  }
-  bool ExchangesGradientState() const override { return true; }
-  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
-                                                     const OpContext& context) override {
-    if (rank.value < 0 || rank.value >= static_cast<int>(states_.size())) {
-      return InvalidArgument("no rank " + std::to_string(rank.value));
-    }
-    std::array<double, 2>& state = states_[rank.value];
-    state = rank == rank_ ? std::array<double, 2>{double(rank_.value), double(context.step)}
-                          : std::array<double, 2>{-1, -1};
-    return std::span<std::byte>(std::as_writable_bytes(std::span(state)));
+    return SyntheticWithState::Run(action, context);
   }
   Status EndStep(const OpContext& context) override {
-    seen_.push_back(states_);
-    return inner_.EndStep(context);
+    seen_.push_back(states());
+    return SyntheticWithState::EndStep(context);
   }
 
   static size_t LastCompute(const RankProgram& program) {
@@ -76,21 +56,13 @@ class Exchanging final : public OpExecutor {
   const std::vector<std::vector<std::array<double, 2>>>& seen() const { return seen_; }
 
  private:
-  SyntheticExecutor inner_;
-  RankId rank_;
-  std::vector<std::array<double, 2>> states_;
   size_t last_action_;
   int stall_step_;
   std::vector<std::vector<std::array<double, 2>>> seen_;
 };
 
 PlanRequest Request(const std::string& strategy, int ranks, int stages_per_rank) {
-  PlanRequest request;
-  request.strategy = strategy;
-  request.topology.ranks = ranks;
-  request.topology.stages_per_rank = stages_per_rank;
-  request.topology.microbatches = 2 * ranks;
-  return request;
+  return testing::SmallRequest(strategy, ranks, stages_per_rank, /*post_validation=*/false);
 }
 
 struct ExchangeRun {
@@ -105,11 +77,12 @@ std::unique_ptr<ExchangeRun> RunExchanging(const Plan& plan, int stalled_rank = 
   std::vector<OpExecutor*> executors;
   for (int r = 0; r < world; ++r) {
     run->executors.push_back(
-        std::make_unique<Exchanging>(plan, RankId(r), world, r == stalled_rank ? 1 : -1));
+        std::make_unique<Exchanging>(plan, RankId(r), r == stalled_rank ? 1 : -1));
     executors.push_back(run->executors.back().get());
   }
   auto transports = MakeInProcTransports(world);
   std::vector<Transport*> raw;
+  raw.reserve(transports.size());
   for (auto& t : transports) raw.push_back(t.get());
   LocalRunOptions options;
   options.steps = 2;

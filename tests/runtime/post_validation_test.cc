@@ -21,48 +21,26 @@ namespace {
 
 using testing::BuildOrFail;
 
-// The synthetic executor (which checks that every message consumed is the one expected, of
-// this step), counting the forwards of each step and recording the gradient state EndStep
-// finds: (rank, step) per rank, -1 where none came.
-class Recording final : public OpExecutor {
+// A synthetic rank (testing::SyntheticWithState) counting the forwards of each step and
+// recording the gradient state EndStep finds; its PV fails at step `fail_at`.
+class Recording final : public testing::SyntheticWithState {
  public:
   Recording(const Plan& plan, RankId rank, int fail_at, bool exchanges)
-      : inner_(plan, rank, {.seconds_per_unit = 1e-5, .fail_validation_at = fail_at}),
-        rank_(rank),
-        exchanges_(exchanges),
-        states_(plan.request.topology.ranks) {}
+      : SyntheticWithState(plan, rank, {.seconds_per_unit = 1e-5, .fail_validation_at = fail_at}),
+        exchanges_(exchanges) {}
 
   Status BeginStep(const OpContext& context) override {
     forwards_.push_back(0);
-    std::fill(states_.begin(), states_.end(), std::array<double, 2>{-1, -1});
-    return inner_.BeginStep(context);
+    return SyntheticWithState::BeginStep(context);
   }
   Status Run(const Action& action, const OpContext& context) override {
     if (action.kind == ActionKind::kForward) ++forwards_.back();
-    return inner_.Run(action, context);
-  }
-  StatusOr<Verdict> Validate(const Action& pv, const OpContext& context) override {
-    return inner_.Validate(pv, context);
-  }
-  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override {
-    return inner_.SendBuffer(send, context);
-  }
-  StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override {
-    return inner_.RecvBuffer(recv, context);
+    return SyntheticWithState::Run(action, context);
   }
   bool ExchangesGradientState() const override { return exchanges_; }
-  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
-                                                     const OpContext& context) override {
-    if (rank.value < 0 || rank.value >= static_cast<int>(states_.size())) {
-      return InvalidArgument("no rank " + std::to_string(rank.value));
-    }
-    std::array<double, 2>& state = states_[rank.value];
-    if (rank == rank_) state = {double(rank_.value), double(context.step)};
-    return std::span<std::byte>(std::as_writable_bytes(std::span(state)));
-  }
   Status EndStep(const OpContext& context) override {
-    ends_.push_back({context.speculative, states_});
-    return inner_.EndStep(context);
+    ends_.push_back({context.speculative, states()});
+    return SyntheticWithState::EndStep(context);
   }
 
   struct End {
@@ -73,22 +51,13 @@ class Recording final : public OpExecutor {
   const std::vector<End>& ends() const { return ends_; }
 
  private:
-  SyntheticExecutor inner_;
-  RankId rank_;
   bool exchanges_;
-  std::vector<std::array<double, 2>> states_;
   std::vector<int> forwards_;  // per step
   std::vector<End> ends_;
 };
 
 PlanRequest Request(const std::string& strategy, int ranks, int stages_per_rank) {
-  PlanRequest request;
-  request.strategy = strategy;
-  request.topology.ranks = ranks;
-  request.topology.stages_per_rank = stages_per_rank;
-  request.topology.microbatches = 2 * ranks;
-  request.options.post_validation = true;
-  return request;
+  return testing::SmallRequest(strategy, ranks, stages_per_rank, /*post_validation=*/true);
 }
 
 struct RecordedRun {

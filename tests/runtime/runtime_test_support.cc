@@ -1,5 +1,7 @@
 #include "runtime_test_support.h"
 
+#include <algorithm>
+
 #include "pipeplan/passes/post_validation.h"
 
 namespace pipeplan::runtime::testing {
@@ -57,6 +59,36 @@ Plan BuildOrFail(const PlanRequest& request) {
   StatusOr<Plan> plan = BuildPlan(request);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return plan.ok() ? *plan : Plan{};
+}
+
+PlanRequest SmallRequest(const std::string& strategy, int ranks, int stages_per_rank,
+                         bool post_validation) {
+  PlanRequest request;
+  request.strategy = strategy;
+  request.topology.ranks = ranks;
+  request.topology.stages_per_rank = stages_per_rank;
+  request.topology.microbatches = 2 * ranks;
+  request.options.post_validation = post_validation;
+  return request;
+}
+
+SyntheticWithState::SyntheticWithState(const Plan& plan, RankId rank,
+                                       const SyntheticOptions& options)
+    : inner_(plan, rank, options), rank_(rank), states_(plan.request.topology.ranks) {}
+
+Status SyntheticWithState::BeginStep(const OpContext& context) {
+  std::fill(states_.begin(), states_.end(), std::array<double, 2>{-1, -1});
+  return inner_.BeginStep(context);
+}
+
+StatusOr<std::span<std::byte>> SyntheticWithState::GradientStateBuffer(RankId rank,
+                                                                       const OpContext& context) {
+  if (rank.value < 0 || rank.value >= static_cast<int>(states_.size())) {
+    return InvalidArgument("no rank " + std::to_string(rank.value));
+  }
+  std::array<double, 2>& state = states_[rank.value];
+  if (rank == rank_) state = {double(rank_.value), double(context.step)};
+  return std::span<std::byte>(std::as_writable_bytes(std::span(state)));
 }
 
 }  // namespace pipeplan::runtime::testing

@@ -4,10 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "pipeplan/planner/planner.h"
+#include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/runtime/synthetic_executor.h"
 #include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan::runtime::testing {
@@ -31,5 +36,45 @@ Action Comm(ActionKind kind, int stage, int mb, int peer);
 
 // The plan, or an empty one after a test failure naming why it did not plan.
 Plan BuildOrFail(const PlanRequest& request);
+
+// `strategy` at P ranks of V stages, M = 2P, default costs.
+PlanRequest SmallRequest(const std::string& strategy, int ranks, int stages_per_rank,
+                         bool post_validation);
+
+// The synthetic executor (every consumed message checked to be the one expected) with a
+// gradient state of (its rank, the step): each step starts with every rank's row at -1, and
+// asking for its own buffer writes it. Tests derive to observe or disturb a rank.
+class SyntheticWithState : public OpExecutor {
+ public:
+  SyntheticWithState(const Plan& plan, RankId rank, const SyntheticOptions& options);
+
+  Status BeginStep(const OpContext& context) override;
+  Status Run(const Action& action, const OpContext& context) override {
+    return inner_.Run(action, context);
+  }
+  StatusOr<Verdict> Validate(const Action& pv, const OpContext& context) override {
+    return inner_.Validate(pv, context);
+  }
+  StatusOr<std::span<std::byte>> SendBuffer(const Action& send, const OpContext& context) override {
+    return inner_.SendBuffer(send, context);
+  }
+  StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override {
+    return inner_.RecvBuffer(recv, context);
+  }
+  Status EndStep(const OpContext& context) override { return inner_.EndStep(context); }
+  bool ExchangesGradientState() const override { return true; }
+  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
+                                                     const OpContext& context) override;
+
+ protected:
+  RankId rank() const { return rank_; }
+  // Every rank's row, as the exchange left them.
+  const std::vector<std::array<double, 2>>& states() const { return states_; }
+
+ private:
+  SyntheticExecutor inner_;
+  RankId rank_;
+  std::vector<std::array<double, 2>> states_;
+};
 
 }  // namespace pipeplan::runtime::testing

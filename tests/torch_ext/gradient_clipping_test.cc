@@ -254,10 +254,11 @@ TEST(ClipGradNorm, ANonFiniteStepIsSkippedOnEveryRankAndLeavesNoTrace) {
   }
 }
 
-// The acceptance of post-validation at run time: zbv (2 ranks x 2 stages, over Gloo), zb-h1
-// and zb-h2 (4 ranks) with PV end every step with the parameters and AdamW state of the
-// synchronous 1f1b run, clip in the same steps with the same global norm, and the steps whose
-// speculative update had to be redone replayed forwards; also at a threshold every step clips.
+// The acceptance of post-validation at run time: zbv (2 ranks x 2 stages), zb-h1 and zb-h2 (4
+// ranks), each rank a process over Gloo, with PV end every step with the parameters and AdamW state
+// of the synchronous 1f1b run, clip in the same steps with the same global norm, and the steps
+// whose speculative update had to be redone replayed forwards; also at a threshold every step
+// clips.
 TEST(PostValidation, SpeculativeStepsEndAsTheSynchronousReferenceDoes) {
   const TempDir dir("pv-equal");
   for (const char* threshold : {"0.2", "0.001"}) {
@@ -282,8 +283,8 @@ TEST(PostValidation, SpeculativeStepsEndAsTheSynchronousReferenceDoes) {
     };
     std::vector<Case> cases = {{"zbv", 2, 2, "gloo"}};
     if (std::string(threshold) == "0.2") {
-      cases.push_back({"zb-h1", 4, 1, "inproc"});
-      cases.push_back({"zb-h2", 4, 1, "inproc"});
+      cases.push_back({"zb-h1", 4, 1, "gloo"});
+      cases.push_back({"zb-h2", 4, 1, "gloo"});
     }
     for (const Case& c : cases) {
       const std::string name = c.strategy + "-pv-" + threshold;
