@@ -28,6 +28,10 @@ auto Guarded(Call&& call) -> decltype(call()) {
   }
 }
 
+bool IsValidationComm(ActionKind kind) {
+  return kind == ActionKind::kRecvPostValidation || kind == ActionKind::kSendPostValidation;
+}
+
 const Status& StatusOf(const Status& status) { return status; }
 template <typename T>
 Status StatusOf(const StatusOr<T>& result) {
@@ -340,41 +344,32 @@ class StepRunner {
   RankTimeline timeline_;
 };
 
-bool IsValidationComm(ActionKind kind) {
-  return kind == ActionKind::kRecvPostValidation || kind == ActionKind::kSendPostValidation;
-}
-
 // A failed post-validation replays every forward sent before the sender's PV; its receiver
 // knows to take the stale message first only where the receive is tagged rollback.
 Status CheckReplayable(const Plan& plan) {
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     const std::vector<Action>& actions = plan.programs[r].actions;
-    const auto pv = std::find_if(actions.begin(), actions.end(), [](const Action& a) {
-      return a.kind == ActionKind::kPostValidation;
-    });
-    auto replay_end = pv;
-    while (replay_end != actions.begin() && IsValidationComm(std::prev(replay_end)->kind)) {
-      --replay_end;
-    }
-    for (auto it = actions.begin(); pv != actions.end() && it != pv; ++it) {
-      const size_t index = static_cast<size_t>(it - actions.begin());
-      if (it < replay_end && IsValidationComm(it->kind)) {
-        return FailedPrecondition(Where(static_cast<int>(r), index, *it) +
+    const PreparedProgram prepared(plan.programs[r]);
+    if (prepared.validation() == kNoAction) continue;
+    for (size_t index = 0; index < prepared.validation(); ++index) {
+      const Action& action = actions[index];
+      if (index < prepared.replay_end() && IsValidationComm(action.kind)) {
+        return FailedPrecondition(Where(static_cast<int>(r), index, action) +
                                   ": must come right before its rank's PV, since a failed "
                                   "validation runs every action before them again");
       }
-      if (it->kind != ActionKind::kSendForward) continue;
-      const int peer = it->peer.value;
+      if (action.kind != ActionKind::kSendForward) continue;
+      const int peer = action.peer.value;
       const bool tagged = peer >= 0 && peer < static_cast<int>(plan.programs.size()) &&
                           std::any_of(plan.programs[peer].actions.begin(),
                                       plan.programs[peer].actions.end(), [&](const Action& a) {
                                         return a.kind == ActionKind::kRecvForward && a.rollback &&
-                                               a.stage.value == it->stage.value + 1 &&
-                                               a.microbatch == it->microbatch;
+                                               a.stage.value == action.stage.value + 1 &&
+                                               a.microbatch == action.microbatch;
                                       });
       if (!tagged) {
         return FailedPrecondition(
-            Where(static_cast<int>(r), index, *it) +
+            Where(static_cast<int>(r), index, action) +
             ": sent before this rank's PV to a receive not tagged rollback, so a failed "
             "validation could not be replayed");
       }
@@ -438,8 +433,7 @@ PreparedProgram::PreparedProgram(const RankProgram& program)
   }
   replay_end_ = validation_;
   while (replay_end_ != kNoAction && replay_end_ > 0 &&
-         (actions[replay_end_ - 1].kind == ActionKind::kRecvPostValidation ||
-          actions[replay_end_ - 1].kind == ActionKind::kSendPostValidation)) {
+         IsValidationComm(actions[replay_end_ - 1].kind)) {
     --replay_end_;
   }
 }
