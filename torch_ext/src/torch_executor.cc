@@ -424,33 +424,34 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   }
   own_state_written_ = false;
   if (context.speculative) return Speculate(record);
-  Decide(record, SumGradientStates(gradient_states_));
+  Update(record, SumGradientStates(gradient_states_));
+  records_.push_back(record);
+  return ReportParameters(context.step + 1);
+}
+
+bool TorchExecutor::UpdatesAsIs(const GlobalGradientState& state) const {
+  return state.finite &&
+         !(options_.clip_grad_norm > 0 && NeedsClipping(options_.clip_grad_norm, state.norm));
+}
+
+void TorchExecutor::Update(StepRecord& record, const GlobalGradientState& global) {
+  record.global_grad_norm = global.norm;
+  record.skipped = !global.finite;
+  record.clipped = !record.skipped && options_.clip_grad_norm > 0 &&
+                   ClipGradients(parameters_, options_.clip_grad_norm, global.norm);
   if (record.skipped) {
     optimizer_->ZeroGrads();
   } else {
     optimizer_->Step();
   }
-  records_.push_back(record);
-  return ReportParameters(context.step + 1);
-}
-
-void TorchExecutor::Decide(StepRecord& record, const GlobalGradientState& global) {
-  record.global_grad_norm = global.norm;
-  record.skipped = !global.finite;
-  record.clipped = !record.skipped && options_.clip_grad_norm > 0 &&
-                   ClipGradients(parameters_, options_.clip_grad_norm, global.norm);
 }
 
 // Ranks 0..r's state is known here (the last rank knows every rank's): when it already
 // demands clipping or a skip the update waits for the verdict; otherwise it is made now, from
 // a copy unless this is the last rank, whose decision is already the verdict.
 Status TorchExecutor::Speculate(StepRecord record) {
-  const GlobalGradientState known =
-      SumGradientStates(gradient_states_.narrow(0, 0, rank_.value + 1));
   Speculation speculation{.record = record, .stepped = false, .undo = std::nullopt};
-  const bool clip =
-      options_.clip_grad_norm > 0 && NeedsClipping(options_.clip_grad_norm, known.norm);
-  if (known.finite && !clip) {
+  if (UpdatesAsIs(SumGradientStates(gradient_states_.narrow(0, 0, rank_.value + 1)))) {
     if (rank_.value + 1 < map_.num_ranks()) {
       speculation.undo = optimizer_->Save();
       undo_bytes_ = std::max(undo_bytes_, speculation.undo->bytes());
@@ -470,8 +471,7 @@ StatusOr<runtime::Verdict> TorchExecutor::Validate(const Action& pv,
   StepRecord& record = speculation.record;
   const bool last = rank_.value + 1 == map_.num_ranks();
   const GlobalGradientState global = SumGradientStates(last ? gradient_states_ : validation_table_);
-  const bool exact = global.finite && !(options_.clip_grad_norm > 0 &&
-                                        NeedsClipping(options_.clip_grad_norm, global.norm));
+  const bool exact = UpdatesAsIs(global);
   if (exact != speculation.stepped && (exact || last)) {
     return Internal("the verdict of step " + std::to_string(record.step + 1) +
                     " contradicts what this rank knew at its end");
@@ -488,12 +488,7 @@ StatusOr<runtime::Verdict> TorchExecutor::Validate(const Action& pv,
     optimizer_->Restore(*speculation.undo);
     record.rolled_back = true;
   }
-  Decide(record, global);
-  if (record.skipped) {
-    optimizer_->ZeroGrads();
-  } else {
-    optimizer_->Step();
-  }
+  Update(record, global);
   record.replayed_forwards = forwards_this_step_;
   // The discarded forwards' graphs go now; only their messages' buffers wait for the replay.
   for (auto& [key, state] : std::exchange(live_, {})) {

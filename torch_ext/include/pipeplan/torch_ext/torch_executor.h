@@ -143,7 +143,10 @@ class TorchExecutor final : public runtime::OpExecutor {
   void InjectNonfinite(int step);
   Status ReportParameters(int step);
   Status Speculate(StepRecord record);
-  void Decide(StepRecord& record, const GlobalGradientState& global);
+  // Whether the update needs neither clipping nor a skip for this state.
+  bool UpdatesAsIs(const GlobalGradientState& state) const;
+  // The update the global state decides: clipped, skipped (grads zeroed) or as is.
+  void Update(StepRecord& record, const GlobalGradientState& global);
 
   // A speculative update waiting for its verdict.
   struct Speculation {
