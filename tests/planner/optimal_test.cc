@@ -246,6 +246,31 @@ TEST_F(OptimalTest, CertifiesSmallRequestsWithThePapersCosts) {
   CheckGrid({"1.5B paper", 18522, 18086, 9337, 601});
 }
 
+// V-Half and V-Min are optimal at unit costs under their own peak ((P+2)//2 and (P+4)//3
+// microbatch activations per rank): the solver proves that no order of the same V placement
+// within that memory ends sooner. This derives the figure controllable_memory_test only shows
+// to be 6M plus an idle that does not grow with M (v-half 6M + 5 at P = 3 and 4; v-min 6M + 5
+// at P = 3 and 6M + 11 at P = 4).
+TEST_F(OptimalTest, ControllableMemoryIsOptimalAtUnitCosts) {
+  for (const std::string strategy : {"v-half", "v-min"}) {
+    for (int ranks : {3, 4}) {
+      for (int microbatches : {2 * ranks, 3 * ranks}) {
+        SCOPED_TRACE(strategy + " P=" + std::to_string(ranks) +
+                     " M=" + std::to_string(microbatches));
+        const double heuristic = testing::SimulateOrDie(testing::BuildOrDie(MakeRequest(
+                                                            strategy, ranks, microbatches, 2)))
+                                     .metrics.makespan;
+        PlanRequest request = MakeRequest("optimal-v", ranks, microbatches, 2);
+        request.memory.limit = strategy == "v-half" ? (ranks + 2) / 2 : (ranks + 4) / 3;
+        const StatusOr<OptimalPlan> solved = Solve(request);
+        ASSERT_TRUE(solved.ok()) << solved.status().message();
+        EXPECT_EQ(solved->plan.provenance.solver_status, "optimal");
+        EXPECT_DOUBLE_EQ(solved->timeline.metrics.makespan, heuristic);
+      }
+    }
+  }
+}
+
 // Tight memory limits: the solver's order is proven optimal and strictly faster than every
 // heuristic of the catalogue with the same placement (figures in docs/planning.md).
 TEST_F(OptimalTest, StrictlyBeatsTheCatalogueUnderTightMemory) {
