@@ -32,14 +32,14 @@ void Ok(const RunResult& result) { ASSERT_EQ(result.exit_code, 0) << result.err 
 
 // The synthetic executor holds F for 1 and B for 2 units of 5 ms each. A measured duration is
 // never shorter than its hold (the executor ends at or after its deadline), so the lower bounds
-// hold on every attempt, and they alone catch F and B swapped (B would be half its bound).
-// Above we allow twice the hold: a unit mix-up is off by 1000x, and a busy machine (a
-// sanitizer build with both cores taken: +56% on 2026-11-24) delays every op of a run by
-// scheduler slices. A miss above is tried again on a fresh run, up to three runs. How close a
-// measured step comes to the model is runtime_fidelity_test's bar, not this one's.
+// hold on every run, and they alone catch F and B swapped (B would be half its bound). Above,
+// the bound only catches a unit mix-up (off by 1000x): 20x the hold, far above what a loaded
+// machine adds (+56% for a sanitizer build with both cores taken, 2026-11-24). How close a
+// measured step comes to the model is the timing suites' bar (runtime_fidelity_test), not a
+// unit test's.
 TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
-  constexpr double kUs = 5000;  // microseconds per unit
-  constexpr int kAttempts = 3;
+  constexpr double kUs = 5000;       // microseconds per unit
+  constexpr double kUnitMixUp = 20;  // a figure this many times its hold is in the wrong unit
   ScratchDir dir;
   const std::vector<std::string> plan_flags = {"--strategy",     "1f1b", "--ranks",   "2",
                                                "--microbatches", "8",    "--forward", "1",
@@ -49,58 +49,48 @@ TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
   plan.insert(plan.end(), {"-o", "plan.pb"});
   Ok(RunPipeplan(plan, dir.path()));
 
-  CostModel costs;
-  bool within = false;
-  for (int attempt = 1; attempt <= kAttempts && !within; ++attempt) {
-    SCOPED_TRACE("attempt " + std::to_string(attempt));
-    for (const char* timeline : {"run1.pb", "run2.json"}) {
-      Ok(RunPipeplan({"run", "plan.pb", "--executor", "synthetic", "--time-scale", "0.005",
-                      "--steps", "3", "--warmup", "1", "--timeline", timeline},
-                     dir.path()));
-    }
-    // The timeline file records the time scale its times are in.
-    const StatusOr<TimelineFile> file =
-        ParseTimelineFile(dir.Read("run1.pb"), ProtoFormat::kBinary);
-    ASSERT_TRUE(file.ok()) << file.status().message();
-    EXPECT_EQ(file->seconds_per_unit, 0.005);
-
-    const RunResult profile =
-        RunPipeplan({"profile", "run1.pb", "run2.json", "-o", "profile.json"}, dir.path());
-    Ok(profile);
-    EXPECT_TRUE(
-        profile.out.starts_with("times in us: median (p90 - p10 as a share of the "
-                                "median); - = not measured\n\nstage  "))
-        << profile.out;
-    // Column widths follow the figures, so only the order of the headings is fixed.
-    EXPECT_NE(profile.out.find("\nboundary  clean transfers  late receives"), std::string::npos)
-        << profile.out;
-    EXPECT_NE(profile.out.find("wrote profile (2 stages, 2 steps, source \"measured\") to "
-                               "profile.json\n"),
-              std::string::npos)
-        << profile.out;
-
-    const RunResult calibrate =
-        RunPipeplan({"calibrate", "profile.json", "-o", "costs.txtpb"}, dir.path());
-    Ok(calibrate);
-    EXPECT_NE(calibrate.out.find("costs in us per stage"), std::string::npos) << calibrate.out;
-    EXPECT_NE(calibrate.out.find("* I and W not measured: I = 0.5 B (--input-share), W = B - I"),
-              std::string::npos)
-        << calibrate.out;
-    EXPECT_NE(calibrate.out.find("wrote per-stage cost model to costs.txtpb\n"), std::string::npos);
-
-    costs = ReadCosts(dir, "costs.txtpb");
-    ASSERT_EQ(costs.stages.size(), 2u);
-    within = true;
-    for (const StageCosts& stage : costs.stages) {
-      EXPECT_GE(stage.forward, 1 * kUs * 0.999);
-      EXPECT_GE(stage.backward, 2 * kUs * 0.999);
-      EXPECT_DOUBLE_EQ(stage.backward_input, stage.backward / 2);
-      within = within && stage.forward <= 1 * kUs * 2 && stage.backward <= 2 * kUs * 2;
-    }
+  for (const char* timeline : {"run1.pb", "run2.json"}) {
+    Ok(RunPipeplan({"run", "plan.pb", "--executor", "synthetic", "--time-scale", "0.005", "--steps",
+                    "3", "--warmup", "1", "--timeline", timeline},
+                   dir.path()));
   }
+  // The timeline file records the time scale its times are in.
+  const StatusOr<TimelineFile> file = ParseTimelineFile(dir.Read("run1.pb"), ProtoFormat::kBinary);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->seconds_per_unit, 0.005);
+
+  const RunResult profile =
+      RunPipeplan({"profile", "run1.pb", "run2.json", "-o", "profile.json"}, dir.path());
+  Ok(profile);
+  EXPECT_TRUE(
+      profile.out.starts_with("times in us: median (p90 - p10 as a share of the "
+                              "median); - = not measured\n\nstage  "))
+      << profile.out;
+  // Column widths follow the figures, so only the order of the headings is fixed.
+  EXPECT_NE(profile.out.find("\nboundary  clean transfers  late receives"), std::string::npos)
+      << profile.out;
+  EXPECT_NE(profile.out.find("wrote profile (2 stages, 2 steps, source \"measured\") to "
+                             "profile.json\n"),
+            std::string::npos)
+      << profile.out;
+
+  const RunResult calibrate =
+      RunPipeplan({"calibrate", "profile.json", "-o", "costs.txtpb"}, dir.path());
+  Ok(calibrate);
+  EXPECT_NE(calibrate.out.find("costs in us per stage"), std::string::npos) << calibrate.out;
+  EXPECT_NE(calibrate.out.find("* I and W not measured: I = 0.5 B (--input-share), W = B - I"),
+            std::string::npos)
+      << calibrate.out;
+  EXPECT_NE(calibrate.out.find("wrote per-stage cost model to costs.txtpb\n"), std::string::npos);
+
+  const CostModel costs = ReadCosts(dir, "costs.txtpb");
+  ASSERT_EQ(costs.stages.size(), 2u);
   for (const StageCosts& stage : costs.stages) {
-    EXPECT_LE(stage.forward, 1 * kUs * 2) << "after " << kAttempts << " runs";
-    EXPECT_LE(stage.backward, 2 * kUs * 2) << "after " << kAttempts << " runs";
+    EXPECT_GE(stage.forward, 1 * kUs * 0.999);
+    EXPECT_GE(stage.backward, 2 * kUs * 0.999);
+    EXPECT_DOUBLE_EQ(stage.backward_input, stage.backward / 2);
+    EXPECT_LE(stage.forward, 1 * kUs * kUnitMixUp);
+    EXPECT_LE(stage.backward, 2 * kUs * kUnitMixUp);
   }
 
   // The planner reads the calibrated file; the plan's simulated step is the held one,
@@ -112,7 +102,7 @@ TEST(CliProfile, SyntheticRunCalibratesToTheHeldCostsTimesTheTimeScale) {
   const RunResult simulate = RunPipeplan({"simulate", "calibrated.pb", "--json"}, dir.path());
   Ok(simulate);
   EXPECT_GE(Makespan(simulate.out), 27 * kUs * 0.999);
-  EXPECT_LE(Makespan(simulate.out), 27 * kUs * 2.5);
+  EXPECT_LE(Makespan(simulate.out), 27 * kUs * kUnitMixUp);
 }
 
 // The simulator holds every action for exactly its cost and every clean transfer for exactly
