@@ -5,15 +5,18 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "matmul_flops.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/runtime/fault_injection.h"
+#include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 #include "torch_test_support.h"
 
@@ -114,6 +117,51 @@ TEST(TransformerStage, IsDeterministicPerSeedAndStage) {
     EXPECT_TRUE(at::equal(a.parameters()[i], b.parameters()[i]));
   }
   EXPECT_FALSE(at::equal(a.parameters()[2], c.parameters()[2]));  // a qkv weight
+}
+
+// A rank that dies between steps never reaches the next step's barrier: the ranks waiting
+// there name it rather than only time out. Three ranks over Gloo, threads of this process.
+TEST(PeerFailure, AStepBarrierNamesTheRankThatNeverCame) {
+  constexpr int kRanks = 3;
+  const int port = FreeLocalPort();
+  ASSERT_NE(port, 0);
+  std::vector<StatusOr<GlooConnection>> connections;
+  for (int r = 0; r < kRanks; ++r) connections.emplace_back(Internal("not connected"));
+  {
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < kRanks; ++r) {
+      threads.emplace_back([&, r] {
+        connections[r] = ConnectGloo(
+            {.port = port, .rank = r, .world_size = kRanks, .timeout = std::chrono::seconds(20)});
+      });
+    }
+  }
+  for (const auto& connection : connections) {
+    ASSERT_TRUE(connection.ok()) << connection.status().message();
+  }
+  const auto meet = [&](const std::vector<int>& ranks, const std::string& name,
+                        std::chrono::milliseconds timeout) {
+    std::vector<Status> results(kRanks, Status::Ok());
+    std::vector<std::jthread> threads;
+    for (const int r : ranks) {
+      threads.emplace_back(
+          [&, r] { results[r] = connections[r]->coordinator->Barrier(name, timeout); });
+    }
+    threads.clear();  // joins
+    return results;
+  };
+
+  const std::vector<Status> without_one = meet({0, 2}, "step-2", std::chrono::milliseconds(300));
+  for (const int r : {0, 2}) {
+    EXPECT_EQ(without_one[r].code(), StatusCode::kDeadlineExceeded) << "rank " << r;
+    EXPECT_EQ(without_one[r].message(),
+              "barrier 'step-2' failed: rank 1 did not reach it within 0.3 s (exited or stuck; "
+              "every other rank arrived)")
+        << "rank " << r;
+  }
+  for (const Status& status : meet({0, 1, 2}, "step-3", std::chrono::seconds(20))) {
+    EXPECT_TRUE(status.ok()) << status.message();
+  }
 }
 
 // Rank 1 exits mid-step (its process dies); rank 0, waiting on it, must fail within the

@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -62,6 +64,12 @@ int PayloadTag(int64_t sequence, size_t bytes) {
 
 at::Tensor ByteTensor(std::span<std::byte> bytes) {
   return at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, at::kByte);
+}
+
+std::string Seconds(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(duration.count()) / 1000);
+  return text;
 }
 
 std::string What(const std::exception& e) {
@@ -318,16 +326,19 @@ Status GlooPendingOp::Wait(TimePoint deadline) {
 
 class StoreCoordinator final : public Coordinator {
  public:
-  StoreCoordinator(c10::intrusive_ptr<c10d::Store> store, int world)
-      : store_(std::move(store)), world_(world) {}
+  StoreCoordinator(c10::intrusive_ptr<c10d::Store> store, int rank, int world)
+      : store_(std::move(store)), rank_(rank), world_(world) {}
 
+  // Each rank also leaves its own mark, so that a barrier that fails can name the ranks that
+  // never came (a rank that died between steps) instead of only timing out.
   Status Barrier(const std::string& name, std::chrono::milliseconds timeout) override {
     const std::string key = "pipeplan/barrier/" + name;
     try {
+      store_->set(key + "/rank/" + std::to_string(rank_), std::vector<uint8_t>{1});
       if (store_->add(key, 1) == world_) store_->set(key + "/open", std::vector<uint8_t>{1});
       store_->wait({key + "/open"}, timeout);
     } catch (const std::exception& e) {
-      return DeadlineExceeded("barrier '" + name + "' failed: " + What(e));
+      return DeadlineExceeded("barrier '" + name + "' failed: " + WhyNotOpen(key, timeout, e));
     }
     return Status::Ok();
   }
@@ -369,7 +380,27 @@ class StoreCoordinator final : public Coordinator {
   }
 
  private:
+  // The ranks that left no mark at the barrier `key`, or that the store itself is gone.
+  std::string WhyNotOpen(const std::string& key, std::chrono::milliseconds timeout,
+                         const std::exception& error) {
+    std::vector<int> missing;
+    try {
+      for (int r = 0; r < world_; ++r) {
+        if (!store_->check({key + "/rank/" + std::to_string(r)})) missing.push_back(r);
+      }
+    } catch (const std::exception&) {
+      return "lost the rendezvous store (rank 0 hosts it: did rank 0 exit?): " + What(error);
+    }
+    if (missing.empty()) return What(error);
+    std::string ranks;
+    for (const int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    return std::string(missing.size() == 1 ? "rank " : "ranks ") + ranks +
+           " did not reach it within " + Seconds(timeout) +
+           " (exited or stuck; every other rank arrived)";
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
+  int rank_;
   int world_;
 };
 
@@ -453,7 +484,7 @@ StatusOr<GlooConnection> ConnectGloo(const Rendezvous& r) {
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, r.rank, r.world_size, gloo_options);
     GlooConnection connection;
     connection.transport = std::make_unique<GlooTransport>(store, group, r.rank, r.world_size);
-    connection.coordinator = std::make_unique<StoreCoordinator>(store, r.world_size);
+    connection.coordinator = std::make_unique<StoreCoordinator>(store, r.rank, r.world_size);
     return connection;
   } catch (const std::exception& e) {
     return Internal("rank " + std::to_string(r.rank) + " could not join the rendezvous at " +
