@@ -9,7 +9,6 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -21,6 +20,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 #include <vector>
+
+#include "pipeplan/model/text_format.h"
 
 namespace pipeplan::torch_ext {
 namespace {
@@ -64,12 +65,6 @@ int PayloadTag(int64_t sequence, size_t bytes) {
 
 at::Tensor ByteTensor(std::span<std::byte> bytes) {
   return at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, at::kByte);
-}
-
-std::string Seconds(std::chrono::milliseconds duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g s", static_cast<double>(duration.count()) / 1000);
-  return text;
 }
 
 std::string What(const std::exception& e) {
@@ -389,14 +384,15 @@ class StoreCoordinator final : public Coordinator {
         if (!store_->check({key + "/rank/" + std::to_string(r)})) missing.push_back(r);
       }
     } catch (const std::exception&) {
-      return "lost the rendezvous store (rank 0 hosts it: did rank 0 exit?): " + What(error);
+      return "lost the rendezvous store (did its host exit: rank 0, or torchrun's agent?): " +
+             What(error);
     }
     if (missing.empty()) return What(error);
     std::string ranks;
     for (const int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     return std::string(missing.size() == 1 ? "rank " : "ranks ") + ranks +
-           " did not reach it within " + Seconds(timeout) +
-           " (exited or stuck; every other rank arrived)";
+           " did not reach it within " + FormatNumber(static_cast<double>(timeout.count()) / 1000) +
+           " s" + " (exited or stuck; every other rank arrived)";
   }
 
   c10::intrusive_ptr<c10d::Store> store_;
