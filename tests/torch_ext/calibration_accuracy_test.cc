@@ -14,16 +14,17 @@
 // quiet attempt is skipped with the steal figures.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "host_steal.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/build_profile.h"
 #include "pipeplan/measurement/calibrate.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
@@ -130,11 +131,7 @@ std::string LaunchName(const ::testing::TestParamInfo<Launch>& launch) { return 
 
 class CalibratedSimulation : public ::testing::TestWithParam<Launch> {};
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
+double Median(std::vector<double> values) { return SummarizeDurations(std::move(values)).median; }
 
 double RelativeError(double measured, double simulated) {
   return (measured - simulated) / simulated;
