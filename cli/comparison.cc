@@ -108,10 +108,11 @@ void SetGapsToOptimal(std::vector<ComparisonRow>& rows) {
 }
 
 // The solver's verdict, short: "optimal", or "<= 2.31%" (at most that far above the optimum,
-// by the proven bound), or "not proven".
+// by the proven bound), "periodic" (a steady state repeated: no bound), or "not proven".
 std::string VerdictCell(const ComparisonRow& row) {
   const Provenance& p = row.plan->provenance;
   if (p.solver_status == "optimal") return "optimal";
+  if (p.solver_status.rfind("periodic", 0) == 0) return "periodic";
   if (p.proven_bound <= 0) return "not proven";
   return "<= " + app::FormatPercent(row.timeline->metrics.makespan / p.proven_bound - 1.0);
 }

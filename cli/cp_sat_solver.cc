@@ -141,6 +141,10 @@ std::string SolverInstanceJson(const SolverInstance& instance) {
   out += ",\"workers\":" + std::to_string(instance.workers);
   out += ",\"time_scale\":" + FormatNumber(instance.time_scale);
   out += ",\"memory_scale\":" + FormatNumber(instance.memory_scale);
+  if (instance.period_microbatches > 0) {
+    out += ",\"period_microbatches\":" + std::to_string(instance.period_microbatches);
+    out += ",\"hint_period\":" + std::to_string(instance.hint_period);
+  }
   out += "}\n";
   return out;
 }
@@ -179,6 +183,12 @@ StatusOr<SolverOutcome> ParseSolverOutcome(std::string_view text, size_t ops) {
       int flag = 0;
       words >> flag;
       outcome.stopped_by_clock = flag != 0;
+    } else if (key == "period") {
+      words >> outcome.period;
+    } else if (key == "period_proven") {
+      int flag = 0;
+      words >> flag;
+      outcome.period_proven = flag != 0;
     } else if (key == "starts") {
       int64_t start = 0;
       while (words >> start) outcome.starts.push_back(start);

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "commands.h"
 #include "cp_sat_solver.h"
@@ -50,6 +51,12 @@ Request:
                                second each on 2 cores; the same request gives the same plan);
                                it stops earlier when it proves the optimum and, on a terminal,
                                reports its progress on stderr every 5 s (default 60)
+  --periodic                   optimal, optimal-v, optimal-fb: solve one steady-state period
+                               (op i of microbatch m starts at x_i + m * period), the shortest
+                               period first, then repeat it M times with its own warm-up and
+                               cool-down: plans M = 256 in seconds, with no proven bound for
+                               the whole step. Chosen by itself when the whole step has over
+                               4000 ops (3 x P x V x M with I/W split)
   --request FILE               take the whole request (topology, strategy, costs, memory)
                                from a text-format or JSON PlanRequest; excludes the flags above
 
@@ -107,11 +114,15 @@ struct PlanOptions {
   app::RequestFlags request;
   std::optional<std::string> output;
   std::optional<double> time_limit_s;
+  bool periodic = false;
 };
 
 std::vector<app::FlagSpec> PlanFlags() {
-  std::vector<app::FlagSpec> specs = {
-      {"strategy"}, {"request"}, {"output", app::FlagKind::kValue, 'o'}, {"time-limit"}};
+  std::vector<app::FlagSpec> specs = {{"strategy"},
+                                      {"request"},
+                                      {"output", app::FlagKind::kValue, 'o'},
+                                      {"time-limit"},
+                                      {"periodic", app::FlagKind::kBool}};
   for (const app::FlagSpec& spec : app::TopologyFlagSpecs()) specs.push_back(spec);
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
@@ -123,6 +134,7 @@ StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
   PIPEPLAN_ASSIGN_OR_RETURN(options.request,
                             app::ParseRequestFlags(flags, app::StrategyFlag::kRequired));
   options.output = flags.GetString("output");
+  options.periodic = flags.GetBool("periodic");
   PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, flags.GetNumber("time-limit"));
   if (options.time_limit_s.has_value() && !(*options.time_limit_s > 0)) {
     return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
@@ -157,10 +169,14 @@ void NoteSolverResult(const OptimalPlan& result) {
 
 StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
   if (FindOptimalStrategy(request.strategy) == nullptr) {
-    if (options.time_limit_s.has_value()) {
-      return InvalidArgument(
-          "--time-limit applies to optimal, optimal-v and optimal-fb only, not " +
-          request.strategy);
+    for (const auto& [flag, given] :
+         {std::pair<const char*, bool>{"--time-limit", options.time_limit_s.has_value()},
+          {"--periodic", options.periodic}}) {
+      if (given) {
+        return InvalidArgument(std::string(flag) +
+                               " applies to optimal, optimal-v and optimal-fb only, not " +
+                               request.strategy);
+      }
     }
     PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildPlan(request));
     if (request.strategy == kAutoStrategy) NoteAutoPick(plan);
@@ -168,6 +184,7 @@ StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) 
   }
   OptimalOptions solver;
   solver.time_limit_s = options.time_limit_s.value_or(solver.time_limit_s);
+  solver.periodic = options.periodic;
   PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, RunCpSat));
   NoteSolverResult(result);
   return std::move(result.plan);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <map>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "pipeplan/model/plan_util.h"
@@ -346,28 +348,66 @@ std::optional<Candidate> BestHeuristic(const PlanRequest& request, const Optimal
   return best;
 }
 
-// The heuristic's start times as the solver's hint (op by op), in scaled units.
-std::vector<int64_t> HintFrom(const Candidate& candidate, const SolverInstance& instance) {
-  const Topology& t = candidate.plan.request.topology;
-  // Index ops by (kind, stage, microbatch).
-  std::vector<int> index(static_cast<size_t>(4) * t.num_stages() * t.microbatches, -1);
-  auto slot = [&](const Action& a) {
-    return (static_cast<size_t>(a.kind) * t.num_stages() + a.stage.value) * t.microbatches +
-           a.microbatch.value;
-  };
-  for (size_t i = 0; i < instance.ops.size(); ++i)
-    index[slot(instance.ops[i].action)] = static_cast<int>(i);
-  std::vector<int64_t> hint(instance.ops.size(), 0);
-  for (size_t r = 0; r < candidate.plan.programs.size(); ++r) {
-    const auto& actions = candidate.plan.programs[r].actions;
-    for (size_t i = 0; i < actions.size(); ++i) {
-      if (!IsCompute(actions[i].kind)) continue;
-      const int op = index[slot(actions[i])];
-      if (op >= 0)
-        hint[op] = Nearest(candidate.timeline.ranks[r].actions[i].start, instance.time_scale);
+// When a candidate's plan starts each of its compute parts.
+class PartStarts {
+ public:
+  explicit PartStarts(const Candidate& candidate) {
+    for (size_t r = 0; r < candidate.plan.programs.size(); ++r) {
+      const auto& actions = candidate.plan.programs[r].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        if (IsCompute(actions[i].kind)) {
+          starts_[Key(actions[i])] = candidate.timeline.ranks[r].actions[i].start;
+        }
+      }
     }
   }
+
+  // nullopt when the plan has no such part.
+  std::optional<double> At(const Action& part) const {
+    const auto found = starts_.find(Key(part));
+    if (found == starts_.end()) return std::nullopt;
+    return found->second;
+  }
+
+ private:
+  using PartKey = std::tuple<ActionKind, int, int>;
+  static PartKey Key(const Action& a) { return {a.kind, a.stage.value, a.microbatch.value}; }
+  std::map<PartKey, double> starts_;
+};
+
+// The heuristic's start times as the solver's hint (op by op), in scaled units.
+std::vector<int64_t> HintFrom(const Candidate& candidate, const SolverInstance& instance) {
+  const PartStarts starts(candidate);
+  std::vector<int64_t> hint(instance.ops.size(), 0);
+  for (size_t i = 0; i < instance.ops.size(); ++i) {
+    hint[i] = Nearest(starts.At(instance.ops[i].action).value_or(0.0), instance.time_scale);
+  }
   return hint;
+}
+
+// The heuristic's steady state as a hint for a periodic instance (one microbatch's ops): the
+// ops of the middle microbatch relative to its first forward, and the spacing of first
+// forwards over a quarter of the microbatches after it. Unset when M < 2.
+void SetPeriodicHint(const Candidate& candidate, SolverInstance& one, int microbatches) {
+  if (microbatches < 2) return;
+  const PartStarts starts(candidate);
+  const int middle = (microbatches - 1) / 2;
+  const int later = std::max(1, microbatches / 4);
+  const auto first_forward = [&](int m) {
+    return starts.At(MakeCompute(ActionKind::kForward, StageId(0), MicrobatchId(m)));
+  };
+  const std::optional<double> base = first_forward(middle);
+  const std::optional<double> next = first_forward(middle + later);
+  if (!base.has_value() || !next.has_value()) return;
+  std::vector<int64_t> hint;
+  for (const SolverOp& op : one.ops) {
+    const Action part = MakeCompute(op.action.kind, op.action.stage, MicrobatchId(middle));
+    const std::optional<double> start = starts.At(part);
+    if (!start.has_value()) return;
+    hint.push_back(std::max<int64_t>(0, Nearest(*start - *base, one.time_scale)));
+  }
+  one.hint = std::move(hint);
+  one.hint_period = std::max<int64_t>(1, Up((*next - *base) / later, one.time_scale));
 }
 
 std::string Percent(double fraction) {
@@ -407,6 +447,134 @@ Status NothingFits(const PlanRequest& request, SolverInstance instance, const So
       " (proven; the solver stopped at its time limit)");
 }
 
+// What one solve gave: the solver's answer and, when it found one, the order it makes.
+struct SolverAnswer {
+  SolverInstance instance;
+  SolverOutcome outcome;
+  std::optional<ComputeOrder> order;
+};
+
+bool Solved(const SolverOutcome& outcome) {
+  return outcome.result == SolverOutcome::Result::kOptimal ||
+         outcome.result == SolverOutcome::Result::kFeasible;
+}
+
+// A whole-step solve of a long steady state (M >= 4P) starts from a periodic plan when that
+// is faster than the heuristic: under tight memory the heuristics are far from the optimum and
+// CP-SAT rarely improves on them in its budget (P=8, M=128, limit 4, unit costs: zb's 1287
+// stood after 30 s; the periodic plan is 649). The periodic solve gets this share of the
+// budget.
+constexpr double kPeriodicShare = 0.25;
+constexpr std::string_view kPeriodicStart = "periodic";
+
+bool UsePeriodicWarmStart(const Topology& t) { return t.microbatches >= 4 * t.ranks; }
+
+int64_t WholeStepOps(const PlanRequest& request, const OptimalStrategy& optimal) {
+  const Topology& t = request.topology;
+  return int64_t{optimal.split_backward ? 3 : 2} * t.num_stages() * t.microbatches;
+}
+
+StatusOr<SolverAnswer> SolveWhole(const PlanRequest& request, const OptimalOptions& options,
+                                  const std::optional<Candidate>& heuristic, const SolveFn& solve) {
+  SolverAnswer answer;
+  PIPEPLAN_ASSIGN_OR_RETURN(answer.instance, BuildSolverInstance(request));
+  answer.instance.time_limit_s = options.time_limit_s;
+  answer.instance.workers = options.workers;
+  if (heuristic.has_value()) answer.instance.hint = HintFrom(*heuristic, answer.instance);
+  PIPEPLAN_ASSIGN_OR_RETURN(answer.outcome, solve(answer.instance));
+  if (answer.outcome.result == SolverOutcome::Result::kInfeasible) {
+    if (request.memory.limit.has_value()) return NothingFits(request, answer.instance, solve);
+    return Internal("the solver found no order for " + request.strategy +
+                    " although no memory limit was given");
+  }
+  if (!Solved(answer.outcome)) return answer;
+  if (answer.outcome.starts.size() != answer.instance.ops.size()) {
+    return Internal("the solver returned " + std::to_string(answer.outcome.starts.size()) +
+                    " start times for " + std::to_string(answer.instance.ops.size()) + " ops");
+  }
+  answer.order = OrderFromStarts(answer.instance, answer.outcome.starts);
+  return answer;
+}
+
+// One microbatch's ops, solved as a steady state that repeats every period for the request's
+// M microbatches.
+StatusOr<SolverAnswer> SolvePeriodic(const PlanRequest& request, const OptimalOptions& options,
+                                     const std::optional<Candidate>& heuristic,
+                                     const SolveFn& solve) {
+  PlanRequest one = request;
+  one.topology.microbatches = 1;
+  SolverAnswer answer;
+  PIPEPLAN_ASSIGN_OR_RETURN(answer.instance, BuildSolverInstance(one));
+  answer.instance.time_limit_s = options.time_limit_s;
+  answer.instance.workers = options.workers;
+  answer.instance.period_microbatches = request.topology.microbatches;
+  if (heuristic.has_value()) {
+    SetPeriodicHint(*heuristic, answer.instance, request.topology.microbatches);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(answer.outcome, solve(answer.instance));
+  if (answer.outcome.result == SolverOutcome::Result::kInfeasible && !heuristic.has_value()) {
+    if (!request.memory.limit.has_value()) {
+      return Internal("the solver found no steady state for " + request.strategy +
+                      " although no memory limit was given");
+    }
+    return FailedPrecondition(
+        "nothing fits the memory limit " + request.memory.Describe(*request.memory.limit) +
+        " with " + request.strategy +
+        " as a periodic schedule, not even one microbatch at a time (what is held until the "
+        "step ends counts for all " +
+        std::to_string(request.topology.microbatches) +
+        " microbatches); fewer microbatches let the whole-step solve name the smallest limit");
+  }
+  if (!Solved(answer.outcome)) return answer;
+  if (answer.outcome.starts.size() != answer.instance.ops.size() || answer.outcome.period <= 0) {
+    return Internal("the solver returned a periodic answer with " +
+                    std::to_string(answer.outcome.starts.size()) + " start times for " +
+                    std::to_string(answer.instance.ops.size()) + " ops and period " +
+                    std::to_string(answer.outcome.period));
+  }
+  answer.order = PeriodicOrder(answer.instance, answer.outcome.starts, answer.outcome.period,
+                               request.topology.microbatches);
+  return answer;
+}
+
+bool PeriodProven(const SolverAnswer& answer) {
+  return answer.outcome.period_proven && answer.instance.exact;
+}
+
+// What a periodic solve claims: the period it found, and whether any period is shorter. It
+// claims no bound for the whole step.
+std::string PeriodicVerdict(const SolverAnswer& answer, int microbatches) {
+  const std::string head = "periodic (" + std::to_string(microbatches) + " microbatches)";
+  if (!answer.order.has_value()) return head + ": the solver found no steady state";
+  const double period = static_cast<double>(answer.outcome.period) / answer.instance.time_scale;
+  std::string out = head + ": one microbatch every " + FormatNumber(period);
+  out += PeriodProven(answer) ? ", the shortest any steady state has (the busiest rank's work)"
+                              : ", the shortest the solver found";
+  return out + "; no proven bound for the whole step";
+}
+
+// Op `op` of the instance run for `microbatch`, starting at `start`. Listed microbatch by
+// microbatch, each in instance order (producers first), which breaks ties.
+struct PlacedOp {
+  int64_t start = 0;
+  int op = 0;
+  int microbatch = 0;
+};
+
+ComputeOrder OrderOfPlaced(const SolverInstance& instance, std::vector<PlacedOp> placed) {
+  auto end = [&](const PlacedOp& p) { return p.start + instance.ops[p.op].duration; };
+  std::stable_sort(placed.begin(), placed.end(), [&](const PlacedOp& a, const PlacedOp& b) {
+    return std::make_tuple(a.start, end(a)) < std::make_tuple(b.start, end(b));
+  });
+  ComputeOrder order(static_cast<size_t>(instance.ranks));
+  for (const PlacedOp& p : placed) {
+    const SolverOp& op = instance.ops[p.op];
+    order[op.rank].push_back(
+        MakeCompute(op.action.kind, op.action.stage, MicrobatchId(p.microbatch)));
+  }
+  return order;
+}
+
 }  // namespace
 
 StatusOr<SolverInstance> BuildSolverInstance(const PlanRequest& request) {
@@ -418,16 +586,25 @@ StatusOr<SolverInstance> BuildSolverInstance(const PlanRequest& request) {
 }
 
 ComputeOrder OrderFromStarts(const SolverInstance& instance, const std::vector<int64_t>& starts) {
-  std::vector<int> ops(instance.ops.size());
-  std::iota(ops.begin(), ops.end(), 0);
-  std::stable_sort(ops.begin(), ops.end(), [&](int a, int b) {
-    const int64_t end_a = starts[a] + instance.ops[a].duration;
-    const int64_t end_b = starts[b] + instance.ops[b].duration;
-    return std::tie(starts[a], end_a) < std::tie(starts[b], end_b);
-  });
-  ComputeOrder order(static_cast<size_t>(instance.ranks));
-  for (const int op : ops) order[instance.ops[op].rank].push_back(instance.ops[op].action);
-  return order;
+  std::vector<PlacedOp> placed;
+  placed.reserve(instance.ops.size());
+  for (size_t i = 0; i < instance.ops.size(); ++i) {
+    const Action& action = instance.ops[i].action;
+    placed.push_back({starts[i], static_cast<int>(i), action.microbatch.value});
+  }
+  return OrderOfPlaced(instance, std::move(placed));
+}
+
+ComputeOrder PeriodicOrder(const SolverInstance& instance, const std::vector<int64_t>& starts,
+                           int64_t period, int microbatches) {
+  std::vector<PlacedOp> placed;
+  placed.reserve(instance.ops.size() * static_cast<size_t>(microbatches));
+  for (int m = 0; m < microbatches; ++m) {
+    for (size_t i = 0; i < instance.ops.size(); ++i) {
+      placed.push_back({starts[i] + m * period, static_cast<int>(i), m});
+    }
+  }
+  return OrderOfPlaced(instance, std::move(placed));
 }
 
 StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
@@ -441,38 +618,39 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   if (optimal == nullptr) {
     return InvalidArgument("'" + request.strategy + "' is not a solver-made strategy");
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(SolverInstance instance, BuildSolverInstance(request));
-  instance.time_limit_s = options.time_limit_s;
-  instance.workers = options.workers;
-  std::optional<Candidate> heuristic = BestHeuristic(request, *optimal);
-  if (heuristic.has_value()) instance.hint = HintFrom(*heuristic, instance);
-
-  PIPEPLAN_ASSIGN_OR_RETURN(const SolverOutcome outcome, solve(instance));
-  const bool solved = outcome.result == SolverOutcome::Result::kOptimal ||
-                      outcome.result == SolverOutcome::Result::kFeasible;
-  if (outcome.result == SolverOutcome::Result::kInfeasible) {
-    if (request.memory.limit.has_value()) return NothingFits(request, instance, solve);
-    return Internal("the solver found no order for " + request.strategy +
-                    " although no memory limit was given");
-  }
-  if (solved && outcome.starts.size() != instance.ops.size()) {
-    return Internal("the solver returned " + std::to_string(outcome.starts.size()) +
-                    " start times for " + std::to_string(instance.ops.size()) + " ops");
-  }
-
+  const std::optional<Candidate> heuristic = BestHeuristic(request, *optimal);
+  const bool periodic = options.periodic || WholeStepOps(request, *optimal) > kMaxSolverOps;
   std::optional<Candidate> best = heuristic;
-  bool improved = false;
-  if (solved) {
-    StatusOr<Candidate> made =
-        PlanOrder(request, OrderFromStarts(instance, outcome.starts), request.strategy);
+  bool improved = false;  // the plan is the solver's, strictly faster than the heuristic
+  const auto consider = [&](StatusOr<Candidate> made) {
+    if (made.ok() &&
+        (!best.has_value() || made->timeline.metrics.makespan < best->timeline.metrics.makespan)) {
+      improved = heuristic.has_value();
+      best = *std::move(made);
+    }
+  };
+  OptimalOptions whole = options;
+  bool clocked = false;  // a clock cap, not the deterministic budget, ended a search
+  if (!periodic && UsePeriodicWarmStart(request.topology)) {
+    OptimalOptions steady = options;
+    steady.time_limit_s = options.time_limit_s * kPeriodicShare;
+    whole.time_limit_s = options.time_limit_s - steady.time_limit_s;
+    // A failure here (nothing fits, no solver) is the whole-step solve's to report.
+    const StatusOr<SolverAnswer> answer = SolvePeriodic(request, steady, heuristic, solve);
+    if (answer.ok() && answer->order.has_value()) {
+      consider(PlanOrder(request, *answer->order, std::string(kPeriodicStart)));
+      clocked = answer->outcome.stopped_by_clock;
+    }
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const SolverAnswer answer,
+                            periodic ? SolvePeriodic(request, options, heuristic, solve)
+                                     : SolveWhole(request, whole, best, solve));
+  if (answer.order.has_value()) {
+    StatusOr<Candidate> made = PlanOrder(request, *answer.order, request.strategy);
     // Rounded figures can make the solver's order miss the limit by a rounding; the heuristic
     // (if any) then stands.
     if (!made.ok() && !best.has_value()) return made.status();
-    if (made.ok() &&
-        (!best.has_value() || made->timeline.metrics.makespan < best->timeline.metrics.makespan)) {
-      improved = best.has_value();
-      best = *std::move(made);
-    }
+    consider(std::move(made));
   }
   if (!best.has_value()) {
     return DeadlineExceeded("the solver found no order for " + request.strategy + " in " +
@@ -487,23 +665,33 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
     out.best_heuristic_makespan = heuristic->timeline.metrics.makespan;
   }
   out.solver_improved = improved;
+  const std::string best_name = best->name;
   out.plan = std::move(best->plan);
   out.timeline = std::move(best->timeline);
   out.plan.request.strategy = request.strategy;
   out.plan.provenance.strategy = request.strategy;
   const double makespan = out.timeline.metrics.makespan;
-  const bool proven = solved && instance.exact;
-  const double bound = proven ? static_cast<double>(outcome.bound) / instance.time_scale : 0.0;
-  out.plan.provenance.solver_status = Certificate(makespan, bound, proven);
-  out.plan.provenance.proven_bound = bound;
-  if (!improved && heuristic.has_value() && out.plan.provenance.solver_status != "optimal") {
-    out.plan.provenance.solver_status += " (" + heuristic->name +
-                                         "'s order; the solver found "
-                                         "none faster)";
+  std::string& status = out.plan.provenance.solver_status;
+  if (periodic) {
+    status = PeriodicVerdict(answer, request.topology.microbatches);
+    if (answer.order.has_value()) {
+      out.period = static_cast<double>(answer.outcome.period) / answer.instance.time_scale;
+      out.period_proven = PeriodProven(answer);
+    }
+  } else {
+    const bool proven = answer.order.has_value() && answer.instance.exact;
+    const double bound =
+        proven ? static_cast<double>(answer.outcome.bound) / answer.instance.time_scale : 0.0;
+    status = Certificate(makespan, bound, proven);
+    out.plan.provenance.proven_bound = bound;
   }
-  if (outcome.stopped_by_clock) {
-    out.plan.provenance.solver_status +=
-        "; stopped by the clock cap on a loaded machine, so a rerun may differ";
+  if (!improved && heuristic.has_value() && status != "optimal") {
+    status += " (" + heuristic->name + "'s order; the solver found none faster)";
+  } else if (best_name == kPeriodicStart && status != "optimal") {
+    status += " (the periodic warm start's order; the whole-step search found none faster)";
+  }
+  if (clocked || answer.outcome.stopped_by_clock) {
+    status += "; stopped by the clock cap on a loaded machine, so a rerun may differ";
   }
   // Again with the proven bound in the provenance: the metrics' lower bound takes it.
   PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(out.plan));

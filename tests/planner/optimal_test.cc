@@ -10,6 +10,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cp_sat_solver.h"
@@ -329,6 +331,224 @@ TEST_F(OptimalTest, ALimitNothingFitsNamesTheSmallestThatDoes) {
       << solved.status().message();
 }
 
+// ---- Periodic steady states (large M) ----
+
+std::string OrderString(const std::vector<Action>& actions) {
+  std::string out;
+  for (const Action& action : actions) out += (out.empty() ? "" : " ") + ToString(action);
+  return out;
+}
+
+// The expansion of a periodic answer against orders worked out by hand. P = 2, one stage per
+// rank, unit costs: microbatch 0 runs F0 at 0, F1 at 1, I1 at 2, W1 at 3, I0 at 4, W0 at 5,
+// and the period is 3 (each rank's F, I and W fall on the three different phases).
+TEST(PeriodicOrder, RepeatsOneMicrobatchEveryPeriodInStartOrder) {
+  const StatusOr<SolverInstance> one = BuildSolverInstance(MakeRequest("optimal", 2, 1));
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  std::vector<int64_t> starts;
+  for (const SolverOp& op : one->ops) {
+    const bool first = op.action.stage.value == 0;
+    switch (op.action.kind) {
+      case ActionKind::kForward:
+        starts.push_back(first ? 0 : 1);
+        break;
+      case ActionKind::kBackwardInput:
+        starts.push_back(first ? 4 : 2);
+        break;
+      case ActionKind::kBackwardWeight:
+        starts.push_back(first ? 5 : 3);
+        break;
+      default:
+        FAIL() << "unexpected op " << ToString(op.action);
+    }
+  }
+  const ComputeOrder order = PeriodicOrder(*one, starts, 3, 3);
+  ASSERT_EQ(order.size(), 2u);
+  // Rank 0: F at 0, 3, 6; I at 4, 7, 10; W at 5, 8, 11.
+  EXPECT_EQ(OrderString(order[0]), "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2");
+  // Rank 1: F at 1, 4, 7; I at 2, 5, 8; W at 3, 6, 9.
+  EXPECT_EQ(OrderString(order[1]), "1F0 1I0 1W0 1F1 1I1 1W1 1F2 1I2 1W2");
+  // Re-timed as soon as possible: rank 0's last W ends at 11, one before the steady state's
+  // 2 periods + 6 (its I0 of microbatch 0 waits for I1 only until 3, not 4).
+  const StatusOr<Plan> plan = BuildPlanFromOrder(MakeRequest("optimal", 2, 3), order);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_DOUBLE_EQ(testing::SimulateOrDie(*plan).metrics.makespan, 11);
+}
+
+// The solver's steady state for one microbatch's instance, checked here op by op over all
+// `microbatches` repetitions: no two ops of a rank overlap (setups included), every
+// precedence holds, and no rank's holds ever exceed its capacity.
+void ExpectValidSteadyState(const SolverInstance& one, const SolverOutcome& answer,
+                            int microbatches) {
+  ASSERT_EQ(answer.starts.size(), one.ops.size());
+  ASSERT_GT(answer.period, 0);
+  const auto at = [&](int op, int m) { return answer.starts[op] + m * answer.period; };
+  for (int rank = 0; rank < one.ranks; ++rank) {
+    std::vector<std::pair<int64_t, int64_t>> busy;  // [begin, end)
+    for (size_t i = 0; i < one.ops.size(); ++i) {
+      if (one.ops[i].rank != rank) continue;
+      for (int m = 0; m < microbatches; ++m) {
+        busy.emplace_back(at(static_cast<int>(i), m) - one.ops[i].setup,
+                          at(static_cast<int>(i), m) + one.ops[i].duration);
+      }
+    }
+    std::sort(busy.begin(), busy.end());
+    for (size_t k = 1; k < busy.size(); ++k) {
+      EXPECT_GE(busy[k].first, busy[k - 1].second) << "rank " << rank << ": two ops overlap";
+    }
+  }
+  for (const SolverPrecedence& p : one.precedences) {
+    EXPECT_GE(answer.starts[p.after],
+              answer.starts[p.before] + one.ops[p.before].duration + p.delay);
+  }
+  if (!one.capacity.has_value()) return;
+  for (int rank = 0; rank < one.ranks; ++rank) {
+    std::vector<std::pair<int64_t, int64_t>> changes;  // (time, amount); releases sort first
+    for (const SolverHold& hold : one.holds) {
+      if (hold.rank != rank) continue;
+      for (int m = 0; m < microbatches; ++m) {
+        changes.emplace_back(at(hold.from, m), hold.amount);
+        if (hold.to >= 0) {
+          changes.emplace_back(at(hold.to, m) + one.ops[hold.to].duration, -hold.amount);
+        }
+      }
+    }
+    std::sort(changes.begin(), changes.end());
+    int64_t held = 0;
+    int64_t peak = 0;
+    for (const auto& [time, amount] : changes) peak = std::max(peak, held += amount);
+    EXPECT_LE(peak, (*one.capacity)[rank]) << "rank " << rank;
+  }
+}
+
+// CP-SAT's periodic answers, run directly on one microbatch's instance and checked by
+// ExpectValidSteadyState, with costs that make ops wrap around the end of a period.
+TEST_F(OptimalTest, PeriodicAnswersAreValidSteadyStates) {
+  struct Case {
+    const char* strategy;
+    int stages_per_rank;
+    double forward, input, weight, comm;
+    std::optional<double> limit;
+  };
+  for (const Case& c :
+       {Case{"optimal", 1, 3, 2, 2, 1, std::nullopt}, Case{"optimal", 1, 3, 2, 2, 1, 2},
+        Case{"optimal-v", 2, 2, 2, 1, 0.5, 1.5}, Case{"optimal-fb", 1, 2, 3, 0, 1, 2}}) {
+    SCOPED_TRACE(std::string(c.strategy) + (c.limit ? " limit " + std::to_string(*c.limit) : ""));
+    PlanRequest request =
+        MakeRequest(c.strategy, 4, 1, c.stages_per_rank, c.forward, c.input, c.weight, c.comm);
+    if (c.strategy == std::string("optimal-fb")) request.costs.stages[0].backward_weight = 0;
+    request.memory.limit = c.limit;
+    const StatusOr<PlanRequest> normalized = NormalizeRequest(request);
+    ASSERT_TRUE(normalized.ok()) << normalized.status().message();
+    StatusOr<SolverInstance> one = BuildSolverInstance(*normalized);
+    ASSERT_TRUE(one.ok()) << one.status().message();
+    one->period_microbatches = 32;
+    one->time_limit_s = 5;
+    const StatusOr<SolverOutcome> answer = cli::RunCpSat(*one);
+    ASSERT_TRUE(answer.ok()) << answer.status().message();
+    ASSERT_TRUE(answer->result == SolverOutcome::Result::kOptimal ||
+                answer->result == SolverOutcome::Result::kFeasible);
+    ExpectValidSteadyState(*one, *answer, 32);
+  }
+}
+
+StatusOr<OptimalPlan> SolvePeriodic(const PlanRequest& request, double time_limit_s = 10) {
+  OptimalOptions options;
+  options.time_limit_s = time_limit_s;
+  options.periodic = true;
+  return BuildOptimalPlan(request, options, cli::RunCpSat);
+}
+
+// Without a memory limit the steady state needs no idle time: the period is the busiest
+// rank's work for one microbatch (3 V at unit costs), which no steady state can undercut.
+TEST_F(OptimalTest, PeriodicPeriodIsTheBusiestRanksWorkWithoutALimit) {
+  for (const auto& [strategy, stages_per_rank] :
+       {std::pair<const char*, int>{"optimal", 1}, {"optimal-v", 2}, {"optimal-fb", 1}}) {
+    SCOPED_TRACE(strategy);
+    const StatusOr<OptimalPlan> solved =
+        SolvePeriodic(MakeRequest(strategy, 4, 64, stages_per_rank));
+    ASSERT_TRUE(solved.ok()) << solved.status().message();
+    EXPECT_DOUBLE_EQ(solved->period, 3.0 * stages_per_rank);
+    EXPECT_TRUE(solved->period_proven);
+    EXPECT_NE(solved->plan.provenance.solver_status.find("the shortest any steady state has"),
+              std::string::npos)
+        << solved->plan.provenance.solver_status;
+    // The steady state repeated 64 times, re-timed: at most 63 periods plus one microbatch's
+    // serial span (every op of one microbatch one after another: 3 P V units).
+    EXPECT_LE(solved->timeline.metrics.makespan, 63 * solved->period + 3.0 * 4 * stages_per_rank);
+  }
+}
+
+// P = 8, M = 256 (6144 ops, over the whole-step cap, so periodic by itself) with 4 of 1F1B's 8
+// activations per rank: the steady state runs one microbatch every 5 units and takes about
+// half as long as the best heuristic (zb, 2567); the same request gives the same plan.
+TEST_F(OptimalTest, PeriodicPlansLargeMUnderTightMemoryFarFasterThanTheCatalogue) {
+  PlanRequest request = MakeRequest("optimal", 8, 256);
+  request.memory.limit = 4;
+  OptimalOptions options;
+  options.time_limit_s = 10;
+  const StatusOr<OptimalPlan> solved = BuildOptimalPlan(request, options, cli::RunCpSat);
+  ASSERT_TRUE(solved.ok()) << solved.status().message();
+  EXPECT_GT(solved->period, 0);  // chosen by itself: the request is over the cap
+  EXPECT_TRUE(solved->solver_improved);
+  EXPECT_DOUBLE_EQ(solved->best_heuristic_makespan, 2567);
+  EXPECT_LT(solved->timeline.metrics.makespan, 0.55 * solved->best_heuristic_makespan);
+  EXPECT_LE(solved->timeline.metrics.makespan, 255 * solved->period + 3.0 * 8);
+  for (const RankTimeline& rank : solved->timeline.ranks) {
+    EXPECT_LE(rank.peak_memory, 4.0) << "rank " << rank.rank.value;
+  }
+  const StatusOr<OptimalPlan> again = BuildOptimalPlan(request, options, cli::RunCpSat);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(solved->plan, again->plan);
+}
+
+// B whole under the same limit: no heuristic of the catalogue fits 4 activations at P = 8
+// (1F1B needs 8), and the periodic solve still plans the step.
+TEST_F(OptimalTest, PeriodicPlansWhereNoHeuristicFits) {
+  PlanRequest request = MakeRequest("optimal-fb", 8, 256);
+  request.memory.limit = 4;
+  const StatusOr<OptimalPlan> solved = SolvePeriodic(request);
+  ASSERT_TRUE(solved.ok()) << solved.status().message();
+  EXPECT_TRUE(solved->best_heuristic.empty());
+  for (const RankTimeline& rank : solved->timeline.ranks) {
+    EXPECT_LE(rank.peak_memory, 4.0) << "rank " << rank.rank.value;
+  }
+  EXPECT_LE(solved->timeline.metrics.makespan, 255 * solved->period + 3.0 * 8);
+}
+
+// A periodic plan is one order among all: never faster than the whole step's proven optimum,
+// and the whole-step solve of a long steady state (M >= 4P), warm-started from it, is never
+// slower than it.
+TEST_F(OptimalTest, PeriodicPlanIsBoundedByTheWholeStepOptimum) {
+  for (const auto& [ranks, microbatches, limit] :
+       {std::tuple<int, int, double>{4, 16, 2}, {6, 24, 3}}) {
+    SCOPED_TRACE("P=" + std::to_string(ranks) + " limit " + std::to_string(limit));
+    PlanRequest request = MakeRequest("optimal", ranks, microbatches);
+    request.memory.limit = limit;
+    const StatusOr<OptimalPlan> periodic = SolvePeriodic(request, 2);
+    ASSERT_TRUE(periodic.ok()) << periodic.status().message();
+    const StatusOr<OptimalPlan> whole = Solve(request);
+    ASSERT_TRUE(whole.ok()) << whole.status().message();
+    ASSERT_EQ(whole->plan.provenance.solver_status, "optimal");
+    EXPECT_GE(periodic->timeline.metrics.makespan, whole->timeline.metrics.makespan);
+    EXPECT_TRUE(periodic->solver_improved);  // the heuristics are slower still
+  }
+}
+
+// Below one activation nothing fits, not even one microbatch at a time; no heuristic does
+// either, and the error says so rather than returning nothing.
+TEST_F(OptimalTest, PeriodicNothingFitsSaysSo) {
+  PlanRequest request = MakeRequest("optimal", 4, 256);
+  request.memory.limit = 0.5;
+  const StatusOr<OptimalPlan> solved = SolvePeriodic(request);
+  ASSERT_FALSE(solved.ok());
+  EXPECT_EQ(solved.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(solved.status().message().find("nothing fits the memory limit 0.5 with optimal as a "
+                                           "periodic schedule, not even one microbatch at a time"),
+            std::string::npos)
+      << solved.status().message();
+}
+
 TEST(SolverOutcome, ReadsTheSolversResult) {
   const StatusOr<SolverOutcome> outcome = cli::ParseSolverOutcome(
       "status feasible\nobjective 12\nbound 10\nwall_s 3.5\nstopped_by_clock 1\nstarts 0 4\n", 2);
@@ -338,6 +558,13 @@ TEST(SolverOutcome, ReadsTheSolversResult) {
   EXPECT_EQ(outcome->bound, 10);
   EXPECT_TRUE(outcome->stopped_by_clock);
   EXPECT_EQ(outcome->starts, (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(outcome->period, 0);
+  EXPECT_FALSE(outcome->period_proven);
+  const StatusOr<SolverOutcome> periodic = cli::ParseSolverOutcome(
+      "status optimal\nobjective 30\nbound 30\nperiod 3\nperiod_proven 1\nstarts 0 1\n", 2);
+  ASSERT_TRUE(periodic.ok()) << periodic.status().message();
+  EXPECT_EQ(periodic->period, 3);
+  EXPECT_TRUE(periodic->period_proven);
 
   EXPECT_FALSE(cli::ParseSolverOutcome("objective 12\n", 0).ok());              // no status
   EXPECT_FALSE(cli::ParseSolverOutcome("status optimal\nstarts 0\n", 2).ok());  // too few

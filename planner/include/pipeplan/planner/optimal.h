@@ -41,7 +41,8 @@ const OptimalStrategy* FindOptimalStrategy(std::string_view name);
 // Every name `plan` takes, comma-separated: the catalogue's, the solver-made ones, auto.
 std::string PlannableStrategyNames();
 
-// Largest instance the solver is given (ops = compute parts).
+// Largest whole-step instance the solver is given (ops = compute parts). BuildOptimalPlan
+// solves a larger request as a periodic steady state (see PeriodicOrder).
 inline constexpr int kMaxSolverOps = 4000;
 
 struct SolverOp {
@@ -76,11 +77,15 @@ struct SolverInstance {
   std::optional<std::vector<int64_t>> capacity;
   std::vector<int64_t> static_memory;  // per rank, scaled
   std::vector<int64_t> hint;           // a start per op (a heuristic plan's), or empty
+  int64_t hint_period = 0;             // periodic: the hint's period (0: none)
   int64_t horizon = 0;                 // no op ends later
   double time_scale = 1.0;             // integer units per unit of the request's time
   double memory_scale = 1.0;           // integer units per unit of the request's memory
   bool exact = true;                   // every figure scaled without rounding
   bool minimize_memory = false;        // the smallest limit any order fits, not the makespan
+  // 0: the ops are the whole step. N > 0: the ops are one microbatch's, and the solver answers
+  // a steady state of N microbatches, one every `SolverOutcome::period` (PeriodicOrder).
+  int period_microbatches = 0;
   double time_limit_s = 60.0;
   int workers = 0;  // solver threads; 0: the machine's cores
 };
@@ -96,6 +101,11 @@ struct SolverOutcome {
   // the search: the answer may differ on a rerun.
   bool stopped_by_clock = false;
   std::vector<int64_t> starts;  // per op, when optimal or feasible
+  // Periodic instances: microbatch m runs op i at starts[i] + m * period; `objective` and
+  // `bound` are one microbatch's span. `period_proven`: no period is shorter (it is the
+  // busiest rank's work for one microbatch).
+  int64_t period = 0;
+  bool period_proven = false;
 };
 
 using SolveFn = std::function<StatusOr<SolverOutcome>(const SolverInstance&)>;
@@ -108,11 +118,19 @@ StatusOr<SolverInstance> BuildSolverInstance(const PlanRequest& request);
 // producer before its consumers).
 ComputeOrder OrderFromStarts(const SolverInstance& instance, const std::vector<int64_t>& starts);
 
+// The order of a periodic answer (`instance` holds one microbatch's ops): op i of microbatch
+// m starts at starts[i] + m * period, for m < microbatches; ties as OrderFromStarts.
+ComputeOrder PeriodicOrder(const SolverInstance& instance, const std::vector<int64_t>& starts,
+                           int64_t period, int microbatches);
+
 // The search budget is CP-SAT's deterministic time (a count of work, not the clock) and CP-SAT
 // runs one worker, so the same request gives the same plan (OR-Tools is pinned).
 struct OptimalOptions {
   double time_limit_s = 60.0;
   int workers = 1;
+  // Solve one steady-state period and repeat it, whatever the size (--periodic); otherwise
+  // only a request over kMaxSolverOps is solved that way.
+  bool periodic = false;
 };
 
 struct OptimalPlan {
@@ -123,11 +141,19 @@ struct OptimalPlan {
   std::string best_heuristic;
   double best_heuristic_makespan = 0.0;
   bool solver_improved = false;  // the plan is the solver's, strictly faster than the heuristic
+  // A periodic solve's steady state (in the request's time; also when the heuristic's plan
+  // stood): one microbatch every `period`; `period_proven` when no steady state has a shorter
+  // one. 0 for a whole-step solve.
+  double period = 0.0;
+  bool period_proven = false;
 };
 
 // Plans the request with the solver: warm-started from the catalogue's best plan for the same
 // request and never worse than it. Fails when nothing fits the memory limit, naming the
-// smallest limit the solver proves (or finds) when it gets that far.
+// smallest limit the solver proves (or finds) when it gets that far. A large request (over
+// kMaxSolverOps ops, or `options.periodic`) is solved as one steady-state period of one
+// microbatch, repeated M times with its own warm-up and cool-down: the best such period, not
+// a proven optimum of the whole step.
 StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& request, const OptimalOptions& options,
                                        const SolveFn& solve);
 
