@@ -46,12 +46,17 @@ Request:
                                optimizer post-validation (PV) on every rank and tag the receives
                                a failed validation must drain as rollback; other strategies
                                fail with exit 1 (with auto: only this family is searched)
-  --time-limit SEC             optimal, optimal-v, optimal-fb: how long the solver may search,
+  --time-limit SEC             optimal, optimal-v, optimal-fb, auto --optimal: how long the
+                               solver may search (each solve),
                                number > 0, in CP-SAT's deterministic seconds (about a wall
                                second each on 2 cores; the same request gives the same plan);
                                it stops earlier when it proves the optimum and, on a terminal,
                                reports its progress on stderr every 5 s (default 60)
-  --periodic                   optimal, optimal-v, optimal-fb: solve one steady-state period
+  --optimal                    auto: also plan the solver-made strategies (optimal for loop
+                               placements, optimal-v for the V shape), each from the fastest
+                               candidate of its placement and V, and keep the fastest plan of
+                               all; --time-limit is then per solve (up to three)
+  --periodic                   optimal, optimal-v, optimal-fb (and auto --optimal): solve one steady-state period
                                (op i of microbatch m starts at x_i + m * period), the shortest
                                period first, then repeat it M times with its own warm-up and
                                cool-down: plans M = 256 in seconds, with no proven bound for
@@ -115,6 +120,7 @@ struct PlanOptions {
   std::optional<std::string> output;
   std::optional<double> time_limit_s;
   bool periodic = false;
+  bool optimal = false;  // auto: also the solver-made strategies
 };
 
 std::vector<app::FlagSpec> PlanFlags() {
@@ -122,7 +128,8 @@ std::vector<app::FlagSpec> PlanFlags() {
                                       {"request"},
                                       {"output", app::FlagKind::kValue, 'o'},
                                       {"time-limit"},
-                                      {"periodic", app::FlagKind::kBool}};
+                                      {"periodic", app::FlagKind::kBool},
+                                      {"optimal", app::FlagKind::kBool}};
   for (const app::FlagSpec& spec : app::TopologyFlagSpecs()) specs.push_back(spec);
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
@@ -135,6 +142,7 @@ StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
                             app::ParseRequestFlags(flags, app::StrategyFlag::kRequired));
   options.output = flags.GetString("output");
   options.periodic = flags.GetBool("periodic");
+  options.optimal = flags.GetBool("optimal");
   PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, flags.GetNumber("time-limit"));
   if (options.time_limit_s.has_value() && !(*options.time_limit_s > 0)) {
     return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
@@ -167,24 +175,61 @@ void NoteSolverResult(const OptimalPlan& result) {
   app::PrintNote(line);
 }
 
-StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
-  if (FindOptimalStrategy(request.strategy) == nullptr) {
-    for (const auto& [flag, given] :
-         {std::pair<const char*, bool>{"--time-limit", options.time_limit_s.has_value()},
-          {"--periodic", options.periodic}}) {
-      if (given) {
-        return InvalidArgument(std::string(flag) +
-                               " applies to optimal, optimal-v and optimal-fb only, not " +
-                               request.strategy);
-      }
+// One stderr line naming what `auto --optimal` picked and auto's pick among the catalogue.
+void NoteAutoSolverPick(const AutoOptimalResult& result) {
+  const Plan& plan = result.plan;
+  std::string line = "auto chose " + plan.request.strategy +
+                     " (V=" + std::to_string(plan.request.topology.stages_per_rank) +
+                     "): makespan " + app::FormatCompact(result.makespan);
+  if (!plan.provenance.solver_status.empty()) line += ", " + plan.provenance.solver_status;
+  const std::string solved = std::to_string(result.solved) + " solver-made candidates";
+  if (result.makespan < result.heuristic_makespan) {
+    line += "; the catalogue's best: " + result.heuristic.request.strategy +
+            " (V=" + std::to_string(result.heuristic.request.topology.stages_per_rank) +
+            "): " + app::FormatCompact(result.heuristic_makespan) + "; " + solved;
+  } else {
+    line += "; none of " + solved + " was faster";
+  }
+  app::PrintNote(line);
+}
+
+// The solver's flags apply to the solver-made strategies, and to auto with --optimal.
+Status CheckSolverFlags(const PlanRequest& request, const PlanOptions& options) {
+  const bool solver_made = FindOptimalStrategy(request.strategy) != nullptr;
+  const bool auto_with_solver = request.strategy == kAutoStrategy && options.optimal;
+  if (options.optimal && request.strategy != kAutoStrategy) {
+    return InvalidArgument("--optimal applies to --strategy auto only (" + request.strategy +
+                           (solver_made ? " is solver-made already)" : " is one strategy)"));
+  }
+  for (const auto& [flag, given] :
+       {std::pair<const char*, bool>{"--time-limit", options.time_limit_s.has_value()},
+        {"--periodic", options.periodic}}) {
+    if (given && !solver_made && !auto_with_solver) {
+      return InvalidArgument(std::string(flag) +
+                             " applies to optimal, optimal-v, optimal-fb and auto --optimal "
+                             "only, not " +
+                             request.strategy);
     }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckSolverFlags(request, options));
+  OptimalOptions solver;
+  solver.time_limit_s = options.time_limit_s.value_or(solver.time_limit_s);
+  solver.periodic = options.periodic;
+  if (options.optimal) {
+    PIPEPLAN_ASSIGN_OR_RETURN(AutoOptimalResult result,
+                              AutoSearchWithSolver(request, solver, RunCpSat));
+    NoteAutoSolverPick(result);
+    return std::move(result.plan);
+  }
+  if (FindOptimalStrategy(request.strategy) == nullptr) {
     PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildPlan(request));
     if (request.strategy == kAutoStrategy) NoteAutoPick(plan);
     return plan;
   }
-  OptimalOptions solver;
-  solver.time_limit_s = options.time_limit_s.value_or(solver.time_limit_s);
-  solver.periodic = options.periodic;
   PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, RunCpSat));
   NoteSolverResult(result);
   return std::move(result.plan);

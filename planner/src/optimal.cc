@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -618,8 +619,16 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   if (optimal == nullptr) {
     return InvalidArgument("'" + request.strategy + "' is not a solver-made strategy");
   }
-  const std::optional<Candidate> heuristic = BestHeuristic(request, *optimal);
   const bool periodic = options.periodic || WholeStepOps(request, *optimal) > kMaxSolverOps;
+  if (const Topology& t = request.topology;
+      periodic && WholeStepOps(request, *optimal) / t.microbatches > kMaxSolverOps) {
+    return InvalidArgument("the optimal strategies solve at most " + std::to_string(kMaxSolverOps) +
+                           " compute ops at once; one microbatch of P=" + std::to_string(t.ranks) +
+                           " V=" + std::to_string(t.stages_per_rank) + " has " +
+                           std::to_string(WholeStepOps(request, *optimal) / t.microbatches) +
+                           " (the periodic solve's unit; fewer ranks or stages)");
+  }
+  const std::optional<Candidate> heuristic = BestHeuristic(request, *optimal);
   std::optional<Candidate> best = heuristic;
   bool improved = false;  // the plan is the solver's, strictly faster than the heuristic
   const auto consider = [&](StatusOr<Candidate> made) {
@@ -695,6 +704,60 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   }
   // Again with the proven bound in the provenance: the metrics' lower bound takes it.
   PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(out.plan));
+  return out;
+}
+
+namespace {
+
+// The solver-made strategy for a placement and V, or nullptr (dual placement has none).
+const OptimalStrategy* SolverFor(Placement placement, int stages_per_rank) {
+  switch (placement) {
+    case Placement::kLoop:
+      return FindOptimalStrategy("optimal");
+    case Placement::kVShape:
+      return stages_per_rank == 2 ? FindOptimalStrategy("optimal-v") : nullptr;
+    case Placement::kDual:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
+                                                 const OptimalOptions& options,
+                                                 const SolveFn& solve) {
+  if (request.options.post_validation) {
+    return InvalidArgument(
+        "--optimal: the solver-made strategies insert no post-validation; plan auto with "
+        "--post-validation without --optimal");
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const AutoResult found, AutoSearch(request));
+  AutoOptimalResult out;
+  out.heuristic = found.best;
+  out.heuristic_makespan = found.candidates.front().makespan;
+  out.plan = found.best;
+  out.makespan = out.heuristic_makespan;
+  std::set<std::pair<Placement, int>> solved;
+  for (const AutoCandidate& candidate : found.candidates) {
+    if (!candidate.status.ok()) break;  // the feasible ones come first, fastest first
+    const Strategy* strategy = FindStrategy(candidate.request.strategy);
+    const int v = candidate.request.topology.stages_per_rank;
+    if (strategy == nullptr || !solved.insert({strategy->placement, v}).second) continue;
+    const OptimalStrategy* optimal = SolverFor(strategy->placement, v);
+    if (optimal == nullptr) continue;
+    PlanRequest solver_request = candidate.request;
+    solver_request.strategy = std::string(optimal->name);
+    solver_request.options.microbatch_group_size = 0;
+    solver_request.memory.limit = request.memory.limit;  // zb's candidates try lower ones
+    PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan made, BuildOptimalPlan(solver_request, options, solve));
+    ++out.solved;
+    if (made.timeline.metrics.makespan < out.makespan) {
+      out.makespan = made.timeline.metrics.makespan;
+      out.plan = std::move(made.plan);
+      out.plan.provenance.strategy = "auto -> " + out.plan.request.strategy;
+    }
+  }
   return out;
 }
 

@@ -549,6 +549,51 @@ TEST_F(OptimalTest, PeriodicNothingFitsSaysSo) {
       << solved.status().message();
 }
 
+// ---- auto with the solver ----
+
+// auto --optimal keeps the catalogue's pick unless a solver-made plan is faster, and then it
+// must be a proven optimum of its placement that fits the limit: P = 3, M = 6, comm 1.5,
+// limit 2 (auto's pick is a V shape; the loop placement's optimum is faster), and P = 4,
+// M = 8 with F = 2 (interleaving pays). With slow links (comm 2) zb's order stays.
+TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
+  struct Case {
+    int ranks, microbatches;
+    double forward, comm;
+    std::optional<double> limit;
+    bool solver_wins;
+  };
+  for (const Case& c : {Case{3, 6, 1, 1.5, 2, true}, Case{4, 8, 2, 1, std::nullopt, true},
+                        Case{4, 8, 1, 2, std::nullopt, false}}) {
+    SCOPED_TRACE("P=" + std::to_string(c.ranks) + " comm " + std::to_string(c.comm));
+    PlanRequest request = MakeRequest("auto", c.ranks, c.microbatches, 1, c.forward, 1, 1, c.comm);
+    request.memory.limit = c.limit;
+    const StatusOr<AutoResult> alone = AutoSearch(request);
+    ASSERT_TRUE(alone.ok()) << alone.status().message();
+    OptimalOptions options;
+    options.time_limit_s = 10;
+    const StatusOr<AutoOptimalResult> found = AutoSearchWithSolver(request, options, cli::RunCpSat);
+    ASSERT_TRUE(found.ok()) << found.status().message();
+    EXPECT_GE(found->solved, 2);
+    EXPECT_DOUBLE_EQ(found->heuristic_makespan, alone->candidates.front().makespan);
+    EXPECT_EQ(found->heuristic, alone->best);
+    const Timeline timeline = testing::SimulateOrDie(found->plan);
+    EXPECT_DOUBLE_EQ(timeline.metrics.makespan, found->makespan);
+    for (const RankTimeline& rank : timeline.ranks) {
+      EXPECT_LE(rank.peak_memory, c.limit.value_or(1e9)) << "rank " << rank.rank.value;
+    }
+    if (c.solver_wins) {
+      EXPECT_LT(found->makespan, found->heuristic_makespan);
+      EXPECT_EQ(found->plan.provenance.solver_status, "optimal");
+      EXPECT_EQ(found->plan.provenance.strategy, "auto -> " + found->plan.request.strategy);
+    } else {
+      EXPECT_EQ(found->plan, alone->best);
+    }
+  }
+  PlanRequest validated = MakeRequest("auto", 4, 8);
+  validated.options.post_validation = true;
+  EXPECT_FALSE(AutoSearchWithSolver(validated, OptimalOptions{}, cli::RunCpSat).ok());
+}
+
 TEST(SolverOutcome, ReadsTheSolversResult) {
   const StatusOr<SolverOutcome> outcome = cli::ParseSolverOutcome(
       "status feasible\nobjective 12\nbound 10\nwall_s 3.5\nstopped_by_clock 1\nstarts 0 4\n", 2);

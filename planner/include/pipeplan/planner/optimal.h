@@ -22,6 +22,7 @@
 
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
+#include "pipeplan/planner/auto_search.h"
 
 namespace pipeplan {
 
@@ -156,5 +157,21 @@ struct OptimalPlan {
 // a proven optimum of the whole step.
 StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& request, const OptimalOptions& options,
                                        const SolveFn& solve);
+
+// `auto` with the solver (plan --strategy auto --optimal): AutoSearch's pick, then for each
+// placement and V among its feasible candidates that a solver-made strategy covers (loop:
+// optimal; V shape at V = 2: optimal-v) the solver, warm-started from that group's fastest
+// candidate and under the request's memory limit; the fastest plan of all. Each solve gets
+// `options.time_limit_s`. Refuses post-validation (the solver's orders carry none).
+struct AutoOptimalResult {
+  Plan plan;              // the fastest: auto's pick or a solver-made plan
+  double makespan = 0.0;  // simulated
+  Plan heuristic;         // auto's pick among the catalogue
+  double heuristic_makespan = 0.0;
+  int solved = 0;  // how many solver-made candidates were planned
+};
+StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
+                                                 const OptimalOptions& options,
+                                                 const SolveFn& solve);
 
 }  // namespace pipeplan
