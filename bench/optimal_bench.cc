@@ -36,10 +36,14 @@ PlanRequest Request(const std::string& strategy, int ranks, int stages_per_rank,
   return request;
 }
 
-// Plans once (the solver is deterministic, so one iteration is the figure); `seconds` is its
-// wall time. nullopt (the benchmark skipped with the reason) when planning failed.
+// Plans once (the solver is deterministic, so one iteration is the figure) with
+// `time_limit_s` and sets the counters every row has: its wall time "s" beside "budget_s",
+// the makespan and the best heuristic's. nullopt (the benchmark skipped with the reason) when
+// planning failed.
 std::optional<OptimalPlan> PlanOnce(benchmark::State& state, const PlanRequest& request,
-                                    const OptimalOptions& options, double& seconds) {
+                                    double time_limit_s, double budget_s, double& seconds) {
+  OptimalOptions options;
+  options.time_limit_s = time_limit_s;
   StatusOr<OptimalPlan> result = Internal("not run");
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
@@ -50,29 +54,47 @@ std::optional<OptimalPlan> PlanOnce(benchmark::State& state, const PlanRequest& 
     state.SkipWithError(result.status().message().c_str());
     return std::nullopt;
   }
+  state.counters["s"] = seconds;
+  state.counters["budget_s"] = budget_s;
+  state.counters["makespan"] = result->timeline.metrics.makespan;
+  state.counters["best_heuristic"] = result->best_heuristic_makespan;
   return *std::move(result);
 }
 
-// Labels a plan against the budget: within `budget_s` seconds and at most `budget_gap` from
-// the bound.
+void Label(benchmark::State& state, bool within, const std::string& budget_text,
+           const OptimalPlan& result) {
+  state.SetLabel("budget " + budget_text + ": " + (within ? "within budget" : "OVER BUDGET") +
+                 "; " + result.plan.provenance.solver_status);
+}
+
+// Within `budget_s` seconds and at most `budget_gap` from the proven bound.
 void RunOptimal(benchmark::State& state, const PlanRequest& request, double time_limit_s,
                 double budget_s, double budget_gap, const std::string& budget_text) {
-  OptimalOptions options;
-  options.time_limit_s = time_limit_s;
   double seconds = 0;
-  const std::optional<OptimalPlan> result = PlanOnce(state, request, options, seconds);
+  const std::optional<OptimalPlan> result =
+      PlanOnce(state, request, time_limit_s, budget_s, seconds);
   if (!result.has_value()) return;
-  const double makespan = result->timeline.metrics.makespan;
   const double bound = result->plan.provenance.proven_bound;
-  const double gap = bound > 0 ? makespan / bound - 1 : 1.0;
-  state.counters["s"] = seconds;
-  state.counters["budget_s"] = budget_s;
-  state.counters["makespan"] = makespan;
-  state.counters["best_heuristic"] = result->best_heuristic_makespan;
+  const double gap = bound > 0 ? result->timeline.metrics.makespan / bound - 1 : 1.0;
   state.counters["gap_percent"] = gap * 100;
-  const bool within = seconds <= budget_s && gap <= budget_gap;
-  state.SetLabel("budget " + budget_text + ": " + (within ? "within budget" : "OVER BUDGET") +
-                 "; " + result->plan.provenance.solver_status);
+  Label(state, seconds <= budget_s && gap <= budget_gap, budget_text, *result);
+}
+
+// A periodic solve (M over the whole-step cap) under a memory limit: within `budget_s`
+// seconds, a plan of the solver's own and at least `budget_speedup` times as fast as the best
+// heuristic of the catalogue ("speedup" = heuristic / solver makespan).
+void RunPeriodic(benchmark::State& state, PlanRequest request, double limit, double time_limit_s,
+                 double budget_s, double budget_speedup, const std::string& budget_text) {
+  request.memory.limit = limit;
+  double seconds = 0;
+  const std::optional<OptimalPlan> result =
+      PlanOnce(state, request, time_limit_s, budget_s, seconds);
+  if (!result.has_value()) return;
+  const double speedup = result->best_heuristic_makespan / result->timeline.metrics.makespan;
+  state.counters["period"] = result->period;
+  state.counters["speedup"] = speedup;
+  Label(state, seconds <= budget_s && result->solver_improved && speedup >= budget_speedup,
+        budget_text, *result);
 }
 
 void BM_Budget_OptimalV_P4_V2_M8_Unit(benchmark::State& state) {
@@ -86,30 +108,6 @@ void BM_Budget_Optimal_P8_M24_Paper(benchmark::State& state) {
              "1% of the bound in 60 s");
 }
 BENCHMARK(BM_Budget_Optimal_P8_M24_Paper)->Iterations(1)->Unit(benchmark::kSecond);
-
-// A periodic solve (M over the whole-step cap) under a memory limit: within `budget_s`
-// seconds, a plan of the solver's own and at least `budget_speedup` times as fast as the best
-// heuristic of the catalogue ("speedup" = heuristic / solver makespan).
-void RunPeriodic(benchmark::State& state, PlanRequest request, double limit, double time_limit_s,
-                 double budget_s, double budget_speedup, const std::string& budget_text) {
-  request.memory.limit = limit;
-  OptimalOptions options;
-  options.time_limit_s = time_limit_s;
-  double seconds = 0;
-  const std::optional<OptimalPlan> result = PlanOnce(state, request, options, seconds);
-  if (!result.has_value()) return;
-  const double makespan = result->timeline.metrics.makespan;
-  const double speedup = result->best_heuristic_makespan / makespan;
-  state.counters["s"] = seconds;
-  state.counters["budget_s"] = budget_s;
-  state.counters["makespan"] = makespan;
-  state.counters["best_heuristic"] = result->best_heuristic_makespan;
-  state.counters["period"] = result->period;
-  state.counters["speedup"] = speedup;
-  const bool within = seconds <= budget_s && result->solver_improved && speedup >= budget_speedup;
-  state.SetLabel("budget " + budget_text + ": " + (within ? "within budget" : "OVER BUDGET") +
-                 "; " + result->plan.provenance.solver_status);
-}
 
 void BM_Budget_Periodic_P8_M256_Unit_Limit4(benchmark::State& state) {
   RunPeriodic(state, Request("optimal", 8, 1, 256, 1, 1, 1, 0), 4, 10, 15, 1.9,
