@@ -47,21 +47,21 @@ Request:
                                a failed validation must drain as rollback; other strategies
                                fail with exit 1 (with auto: only this family is searched)
   --time-limit SEC             optimal, optimal-v, optimal-fb, auto --optimal: how long the
-                               solver may search (each solve),
-                               number > 0, in CP-SAT's deterministic seconds (about a wall
-                               second each on 2 cores; the same request gives the same plan);
-                               it stops earlier when it proves the optimum and, on a terminal,
-                               reports its progress on stderr every 5 s (default 60)
+                               solver may search (per solve), number > 0, in CP-SAT's
+                               deterministic seconds (about a wall second each on 2 cores;
+                               the same request gives the same plan); it stops earlier when it
+                               proves the optimum and, on a terminal, reports its progress on
+                               stderr every 5 s (default 60)
   --optimal                    auto: also plan the solver-made strategies (optimal for loop
                                placements, optimal-v for the V shape), each from the fastest
                                candidate of its placement and V, and keep the fastest plan of
-                               all; --time-limit is then per solve (up to three)
-  --periodic                   optimal, optimal-v, optimal-fb (and auto --optimal): solve one steady-state period
-                               (op i of microbatch m starts at x_i + m * period), the shortest
-                               period first, then repeat it M times with its own warm-up and
-                               cool-down: plans M = 256 in seconds, with no proven bound for
-                               the whole step. Chosen by itself when the whole step has over
-                               4000 ops (3 x P x V x M with I/W split)
+                               all; one solve per placement and V (up to four)
+  --periodic                   optimal, optimal-v, optimal-fb, auto --optimal: solve one
+                               steady-state period (op i of microbatch m starts at x_i + m *
+                               period), the shortest period first, then repeat it M times
+                               with its own warm-up and cool-down: plans M = 256 in seconds,
+                               with no proven bound for the whole step. Chosen by itself when
+                               the whole step has over 4000 ops (3 x P x V x M with I/W split)
   --request FILE               take the whole request (topology, strategy, costs, memory)
                                from a text-format or JSON PlanRequest; excludes the flags above
 
