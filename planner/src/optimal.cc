@@ -80,6 +80,11 @@ int64_t Down(double value, double factor) {
   return static_cast<int64_t>(std::floor(value * factor + 1e-9));
 }
 
+// The solver's ops for one microbatch: F and I and W (split) or B, on every stage.
+int64_t OpsPerMicrobatch(const Topology& t, bool split) {
+  return int64_t{split ? 3 : 2} * t.num_stages();
+}
+
 // The compute parts of one (stage, microbatch): F, then I and W or B.
 struct PartOps {
   int forward = -1;
@@ -97,8 +102,7 @@ class InstanceBuilder {
 
   StatusOr<SolverInstance> Build() {
     const Topology& t = request_.topology;
-    const int parts = split_ ? 3 : 2;
-    const int64_t ops = int64_t{parts} * t.num_stages() * t.microbatches;
+    const int64_t ops = OpsPerMicrobatch(t, split_) * t.microbatches;
     if (ops > kMaxSolverOps) {
       return InvalidArgument(
           "the optimal strategies solve at most " + std::to_string(kMaxSolverOps) +
@@ -470,11 +474,6 @@ constexpr std::string_view kPeriodicStart = "periodic";
 
 bool UsePeriodicWarmStart(const Topology& t) { return t.microbatches >= 4 * t.ranks; }
 
-int64_t WholeStepOps(const PlanRequest& request, const OptimalStrategy& optimal) {
-  const Topology& t = request.topology;
-  return int64_t{optimal.split_backward ? 3 : 2} * t.num_stages() * t.microbatches;
-}
-
 StatusOr<SolverAnswer> SolveWhole(const PlanRequest& request, const OptimalOptions& options,
                                   const std::optional<Candidate>& heuristic, const SolveFn& solve) {
   SolverAnswer answer;
@@ -619,13 +618,14 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   if (optimal == nullptr) {
     return InvalidArgument("'" + request.strategy + "' is not a solver-made strategy");
   }
-  const bool periodic = options.periodic || WholeStepOps(request, *optimal) > kMaxSolverOps;
-  if (const Topology& t = request.topology;
-      periodic && WholeStepOps(request, *optimal) / t.microbatches > kMaxSolverOps) {
+  const Topology& t = request.topology;
+  const int64_t per_microbatch = OpsPerMicrobatch(t, optimal->split_backward);
+  const bool periodic = options.periodic || per_microbatch * t.microbatches > kMaxSolverOps;
+  if (periodic && per_microbatch > kMaxSolverOps) {
     return InvalidArgument("the optimal strategies solve at most " + std::to_string(kMaxSolverOps) +
                            " compute ops at once; one microbatch of P=" + std::to_string(t.ranks) +
                            " V=" + std::to_string(t.stages_per_rank) + " has " +
-                           std::to_string(WholeStepOps(request, *optimal) / t.microbatches) +
+                           std::to_string(per_microbatch) +
                            " (the periodic solve's unit; fewer ranks or stages)");
   }
   const std::optional<Candidate> heuristic = BestHeuristic(request, *optimal);
@@ -640,7 +640,7 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   };
   OptimalOptions whole = options;
   bool clocked = false;  // a clock cap, not the deterministic budget, ended a search
-  if (!periodic && UsePeriodicWarmStart(request.topology)) {
+  if (!periodic && UsePeriodicWarmStart(t)) {
     OptimalOptions steady = options;
     steady.time_limit_s = options.time_limit_s * kPeriodicShare;
     whole.time_limit_s = options.time_limit_s - steady.time_limit_s;
@@ -682,7 +682,7 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   const double makespan = out.timeline.metrics.makespan;
   std::string& status = out.plan.provenance.solver_status;
   if (periodic) {
-    status = PeriodicVerdict(answer, request.topology.microbatches);
+    status = PeriodicVerdict(answer, t.microbatches);
     if (answer.order.has_value()) {
       out.period = static_cast<double>(answer.outcome.period) / answer.instance.time_scale;
       out.period_proven = PeriodProven(answer);
