@@ -148,7 +148,30 @@ else
   tail -20 "$work/v4.log" "$work/v4-diff.txt" 2>/dev/null >>"$block"
 fi
 echo '```' >>"$block"
-echo "(P = 4 on one GPU needs ranks as threads of one process on the device: not built yet.)" >>"$block"
+
+# 3b. P = 4 on the one GPU: the ranks as threads of one process taking turns (--device cuda:0),
+#     each op timed alone, so the calibrated costs are those of one GPU per rank. The measured
+#     step runs the ranks' ops one after another (its makespan is their sum, not a four-GPU
+#     step): what compares is each rank's work and each kind's duration.
+{
+  echo "### P = 4 on one GPU: ranks as threads taking turns (zb-h1, M = 8)"
+  echo '```'
+} >>"$block"
+if "$pipeplan" plan --strategy zb-h1 --ranks 4 --microbatches 8 -o "$work/p4.pb" >/dev/null &&
+  "$torch_tool" profile "$work/p4.pb" --device cuda:0 "${model[@]}" \
+    --timeline "$work/p4-measured.pb" -o "$work/p4-profile.json" >"$work/p4.log" 2>&1 &&
+  simulated_vs_measured p4; then
+  grep -E '^(steps|memory):' "$work/p4.log" >>"$block"
+  grep -v '^furthest off' "$work/p4-diff.txt" >>"$block"
+else
+  status=1
+  tail -20 "$work/p4.log" "$work/p4-diff.txt" 2>/dev/null >>"$block"
+fi
+{
+  echo '```'
+  echo "(Simulated: the plan on four GPUs with the costs this run calibrated; measured: the same"
+  echo "ops one at a time on one GPU, so compare busy time per rank and durations per kind.)"
+} >>"$block"
 
 # 4. Memory in bytes on cuda:0: each plan's peak predicted from its calibrated profile (the
 #    caching allocator's bytes per action) against the peak the run measured. One GPU, so P = 1;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -71,7 +72,7 @@ class StepRunner {
   Status RunActions() {
     Publish(Activity::kBeginning, kNoAction);
     PIPEPLAN_RETURN_IF_ERROR(
-        AtStepLevel(Guarded([&] { return executor_.BeginStep(Context(kNoAction)); })));
+        AtStepLevel(OnDevice([&] { return executor_.BeginStep(Context(kNoAction)); })));
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(timer_.BeginStep(actions_.size())));
     PIPEPLAN_RETURN_IF_ERROR(RunRange(0, actions_.size()));
     for (size_t i = 0; i < actions_.size(); ++i) {
@@ -85,16 +86,16 @@ class StepRunner {
     Publish(Activity::kEnding, kNoAction);
     OpContext end = Context(kNoAction);
     end.speculative = speculative;
-    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(Guarded([&] { return executor_.EndStep(end); })));
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(OnDevice([&] { return executor_.EndStep(end); })));
     StatusOr<std::vector<OpSpan>> timed = timer_.Resolve();
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(timed.status()));
     Record(*timed);
     StatusOr<std::vector<OpSpan>> modelled =
-        Guarded([&]() -> StatusOr<std::vector<OpSpan>> { return executor_.TakeOpSpans(); });
+        OnDevice([&]() -> StatusOr<std::vector<OpSpan>> { return executor_.TakeOpSpans(); });
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(modelled.status()));
     Record(*modelled);
     StatusOr<std::vector<OpMemory>> memory =
-        Guarded([&]() -> StatusOr<std::vector<OpMemory>> { return executor_.TakeOpMemory(); });
+        OnDevice([&]() -> StatusOr<std::vector<OpMemory>> { return executor_.TakeOpMemory(); });
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(memory.status()));
     RecordMemory(*memory);
     return Status::Ok();
@@ -200,7 +201,7 @@ class StepRunner {
     for (size_t i = validation + 1; i < actions_.size(); ++i) {
       const Action& action = actions_[i];
       if (action.kind != ActionKind::kRecvForward || !action.rollback) continue;
-      StatusOr<std::span<std::byte>> buffer = Guarded([&]() -> StatusOr<std::span<std::byte>> {
+      StatusOr<std::span<std::byte>> buffer = OnDevice([&]() -> StatusOr<std::span<std::byte>> {
         return executor_.RecvBuffer(action, Context(i));
       });
       if (!buffer.ok()) return AtAction(i, buffer.status());
@@ -240,7 +241,7 @@ class StepRunner {
   }
 
   StatusOr<std::span<std::byte>> StateBuffer(RankId rank) {
-    StatusOr<std::span<std::byte>> found = Guarded([&]() -> StatusOr<std::span<std::byte>> {
+    StatusOr<std::span<std::byte>> found = OnDevice([&]() -> StatusOr<std::span<std::byte>> {
       return executor_.GradientStateBuffer(rank, Context(kNoAction));
     });
     if (!found.ok()) {
@@ -271,7 +272,7 @@ class StepRunner {
       // handed out again.
       if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, i, Activity::kWaiting));
       Publish(Activity::kRunning, i);
-      StatusOr<std::span<std::byte>> buffer = Guarded([&]() -> StatusOr<std::span<std::byte>> {
+      StatusOr<std::span<std::byte>> buffer = OnDevice([&]() -> StatusOr<std::span<std::byte>> {
         return send ? executor_.SendBuffer(action, Context(i))
                     : executor_.RecvBuffer(action, Context(i));
       });
@@ -296,6 +297,8 @@ class StepRunner {
       if (pending_[input]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(input, index, Activity::kWaiting));
     }
     Publish(Activity::kRunning, index);
+    // On a shared device the marks are inside the hold too: no other rank's work between them.
+    const std::unique_lock device = HoldDevice();
     PIPEPLAN_RETURN_IF_ERROR(AtAction(index, timer_.ComputeBegins(index)));
     auto result = Guarded(call);
     if (!result.ok()) return AtAction(index, StatusOf(result));
@@ -321,6 +324,19 @@ class StepRunner {
     if (status.ok() || status.code() == StatusCode::kAborted) return status;
     return status.WithContext("rank " + std::to_string(timeline_.rank.value) + ", step " +
                               std::to_string(options_.step));
+  }
+
+  // Ranks that share one device (StepOptions::shared_device) take turns: one op at a time.
+  std::unique_lock<std::mutex> HoldDevice() const {
+    if (options_.shared_device == nullptr) return {};
+    return std::unique_lock(*options_.shared_device);
+  }
+
+  // A call into the executor: on the device while it holds it, its exceptions made errors.
+  template <typename Call>
+  auto OnDevice(Call&& call) -> decltype(call()) {
+    const std::unique_lock device = HoldDevice();
+    return Guarded(std::forward<Call>(call));
   }
 
   OpContext Context(size_t index) const {

@@ -50,8 +50,9 @@ std::string Pair(RankId from, RankId to) {
 
 class InProcWorld {
  public:
-  explicit InProcWorld(int ranks)
+  InProcWorld(int ranks, CopyBytes copy)
       : ranks_(ranks),
+        copy_(std::move(copy)),
         mailboxes_(static_cast<size_t>(ranks)),
         channels_(static_cast<size_t>(ranks) * static_cast<size_t>(ranks)) {}
 
@@ -147,7 +148,15 @@ class InProcWorld {
                               std::to_string(recv.op.buffer.size()) +
                               " bytes (sends and receives pair up in order)");
     } else if (!send.op.buffer.empty()) {
-      std::memcpy(recv.op.buffer.data(), send.op.buffer.data(), send.op.buffer.size());
+      if (copy_) {
+        const Status copied = copy_(recv.op.buffer, send.op.buffer);
+        if (!copied.ok()) {
+          error = copied.WithContext(Pair(from, to) + ": copying a message of " +
+                                     std::to_string(send.op.buffer.size()) + " bytes");
+        }
+      } else {
+        std::memcpy(recv.op.buffer.data(), send.op.buffer.data(), send.op.buffer.size());
+      }
     }
     const TimePoint now = Clock::now();
     Complete(send, error, now);
@@ -172,6 +181,7 @@ class InProcWorld {
   }
 
   int ranks_;
+  CopyBytes copy_;  // empty: memcpy
   std::vector<Mailbox> mailboxes_;
   std::vector<Channel> channels_;
   std::mutex abort_mutex_;
@@ -221,8 +231,8 @@ class InProcTransport final : public Transport {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Transport>> MakeInProcTransports(int ranks) {
-  auto world = std::make_shared<InProcWorld>(ranks);
+std::vector<std::unique_ptr<Transport>> MakeInProcTransports(int ranks, CopyBytes copy) {
+  auto world = std::make_shared<InProcWorld>(ranks, std::move(copy));
   std::vector<std::unique_ptr<Transport>> transports;
   transports.reserve(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {

@@ -28,6 +28,10 @@ Status CheckSetup(const Plan& plan, size_t executors, size_t transports,
   if (options.warmup < 0) return InvalidArgument("warm-up steps must be 0 or more");
   if (!(options.timeout_seconds > 0)) return InvalidArgument("the timeout must be positive");
   if (!(options.seconds_per_unit > 0)) return InvalidArgument("the time unit must be positive");
+  if (!options.timers.empty() && options.timers.size() != ranks) {
+    return InvalidArgument("the plan has " + std::to_string(ranks) + " ranks but " +
+                           std::to_string(options.timers.size()) + " op timers were given");
+  }
   return Status::Ok();
 }
 
@@ -61,6 +65,7 @@ class LocalRun {
     programs_.reserve(plan.programs.size());
     for (const RankProgram& program : plan.programs) programs_.emplace_back(program);
     step_options_.seconds_per_unit = options.seconds_per_unit;
+    step_options_.shared_device = options.shared_device;
   }
 
   StatusOr<std::vector<Timeline>> Run() {
@@ -100,6 +105,7 @@ class LocalRun {
       if (quit_) return;
       StepOptions mine = step_options_;
       mine.progress = &progress_[rank];
+      if (!options_.timers.empty()) mine.timer = options_.timers[rank];
       StatusOr<RankTimeline> result =
           ExecuteStep(programs_[rank], *executors_[rank], *transports_[rank], mine);
       results_[rank] = std::move(result);

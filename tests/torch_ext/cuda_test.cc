@@ -1,16 +1,20 @@
-// What needs a GPU: CUDA-event op timing and NCCL runs. On a machine without one (CI) the
-// refusals are checked and the GPU tests skip, saying why; scripts/gpu_bundle.sh packs this
-// binary for the GPU acceptance run (gpu_check.sh), where they run.
+// What needs a GPU: CUDA-event op timing, NCCL runs and ranks as threads on one GPU. On a machine
+// without one (CI) the refusals are checked and the GPU tests skip, saying why;
+// scripts/gpu_bundle.sh packs this binary for the GPU acceptance run (gpu_check.sh), where they
+// run.
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gradient_check.h"
@@ -32,6 +36,26 @@ namespace {
 int CudaDevices() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+std::string StrategyName(const ::testing::TestParamInfo<std::string>& param) {
+  std::string name = param.param;
+  for (char& c : name) {
+    if (c == '-' || c == ':') c = '_';
+  }
+  return name;
+}
+
+// `strategy` at P = 2, M = 4 (V = 2 where it needs it).
+Plan TwoRankPlan(const std::string& strategy) {
+  PlanRequest request;
+  request.strategy = strategy;
+  request.topology.ranks = 2;
+  request.topology.microbatches = 4;
+  request.topology.stages_per_rank = strategy == "1f1b" || strategy == "zb-h1" ? 1 : 2;
+  StatusOr<Plan> plan = BuildPlan(request);
+  EXPECT_TRUE(plan.ok()) << strategy << ": " << plan.status().message();
+  return plan.ok() ? std::move(*plan) : Plan{};
 }
 
 TEST(CudaEventTimer, WithoutAGpuItIsRefusedNamingWhy) {
@@ -238,34 +262,130 @@ TEST_P(NcclGradients, MatchTheCpuRun) {
   const Status cuda = CudaDeviceAvailable();
   if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
   if (CudaDevices() < 2) GTEST_SKIP() << "needs 2 GPUs (one per rank); this machine has 1";
-  PlanRequest request;
-  request.strategy = GetParam();
-  request.topology.ranks = 2;
-  request.topology.microbatches = 4;
-  request.topology.stages_per_rank = GetParam() == "1f1b" ? 1 : 2;
-  const StatusOr<Plan> plan = BuildPlan(request);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const Plan plan = TwoRankPlan(GetParam());
   ModelConfig config;
   config.layers_per_stage = 1;
   config.hidden = 64;
   config.seed = 7;
   TorchExecutorOptions options;
   options.model = config;
-  const testing::StepResult cpu = testing::RunInProcess(*plan, options);
+  const testing::StepResult cpu = testing::RunInProcess(plan, options);
   std::vector<std::string> flags = testing::ModelFlags(config);
   flags.insert(flags.end(), {"--transport", "nccl"});
-  const testing::StepResult gpu = testing::RunOverGloo(*plan, flags, "nccl-" + GetParam());
+  const testing::StepResult gpu = testing::RunOverGloo(plan, flags, "nccl-" + GetParam());
   testing::ExpectMatches(gpu, cpu, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, NcclGradients, ::testing::Values("1f1b", "zbv", "dualpipe-v"),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string name = param.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         StrategyName);
+
+// ---- every rank a thread on one GPU (--device cuda:N), one op at a time ---------------------
+
+// The same step with both ranks as threads on cuda:0, messages copied on the device.
+class OneGpuGradients : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OneGpuGradients, MatchTheCpuRun) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  const Plan plan = TwoRankPlan(GetParam());
+  ModelConfig config;
+  config.layers_per_stage = 1;
+  config.hidden = 64;
+  config.seed = 7;
+  TorchExecutorOptions options;
+  options.model = config;
+  const testing::StepResult cpu = testing::RunInProcess(plan, options);
+  std::vector<std::string> flags = testing::ModelFlags(config);
+  flags.insert(flags.end(), {"--transport", "inproc", "--device", "cuda:0"});
+  const testing::StepResult gpu = testing::RunOverGloo(plan, flags, "one-gpu-" + GetParam());
+  testing::ExpectMatches(gpu, cpu, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, OneGpuGradients,
+                         ::testing::Values("1f1b", "zbv", "dualpipe-v"), StrategyName);
+
+// Ranks that take turns (--serial on the CPU, implied by --device cuda:N): in the measured step
+// no op of one rank overlaps another rank's, and a GPU's ops are timed by CUDA events.
+class TakingTurns : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TakingTurns, NoTwoRanksOpsOverlap) {
+  const bool gpu = GetParam() != "cpu";
+  if (gpu) {
+    const Status cuda = CudaDeviceAvailable();
+    if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  }
+  const Plan plan = TwoRankPlan("zb-h1");
+  const testing::TempDir dir("turns");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(plan, ProtoFormat::kBinary);
+  std::vector<std::string> args = {"profile",     path,
+                                   "--transport", "inproc",
+                                   "--steps",     "2",
+                                   "--warmup",    "1",
+                                   "--hidden",    "64",
+                                   "--timeline",  dir.path() + "/measured.pb",
+                                   "-o",          dir.path() + "/profile.json"};
+  args.insert(args.end(), gpu ? std::initializer_list<std::string>{"--device", GetParam()}
+                              : std::initializer_list<std::string>{"--serial"});
+  const testing::CommandResult run = testing::RunTorchTool(args, 120);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("one op at a time"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("memory: not measured per rank") != std::string::npos, gpu)
+      << run.output;
+  std::ifstream in(dir.path() + "/measured.pb", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const StatusOr<TimelineFile> measured = ParseTimelineFile(bytes, ProtoFormat::kBinary);
+  ASSERT_TRUE(measured.ok()) << measured.status().message();
+  std::vector<std::pair<double, double>> ops;  // every compute op of both ranks
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    const RankTimeline& rank = measured->timeline.ranks[r];
+    EXPECT_EQ(rank.clock, gpu ? OpClock::kCudaEvents : OpClock::kHost);
+    for (size_t i = 0; i < plan.programs[r].actions.size(); ++i) {
+      if (!IsCompute(plan.programs[r].actions[i].kind)) continue;
+      ops.emplace_back(rank.actions[i].start, rank.actions[i].end);
+    }
+  }
+  std::sort(ops.begin(), ops.end());
+  ASSERT_EQ(ops.size(), 2u * 4u * 3u);  // F, I, W of 4 microbatches on each of 2 stages
+  for (size_t k = 1; k < ops.size(); ++k) {
+    EXPECT_GE(ops[k].first, ops[k - 1].second) << "op " << k << " of the step, by start";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, TakingTurns, ::testing::Values("cpu", "cuda:0"), StrategyName);
+
+TEST(OneGpu, WithoutAGpuTheRunIsRefusedNamingWhy) {
+  if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "this machine has a CUDA device";
+  const testing::TempDir dir("one-gpu-refused");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary)
+      << *SerializePlan(TwoRankPlan("1f1b"), ProtoFormat::kBinary);
+  const testing::CommandResult run =
+      testing::RunTorchTool({"run", "--plan", path, "--device", "cuda:0"}, 60);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("--device cuda:0: no CUDA device"), std::string::npos) << run.output;
+}
+
+TEST(OneGpu, DeviceFlagsOutsideAnInProcessRunAreRefused) {
+  const testing::TempDir dir("one-gpu-flags");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary)
+      << *SerializePlan(TwoRankPlan("1f1b"), ProtoFormat::kBinary);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--device", "gpu"}, "--device: 'gpu' is not cpu or cuda:N (N from 0)"},
+      {{"--device", "cuda:-1"}, "--device: 'cuda:-1' is not cpu or cuda:N"},
+      {{"--device", "cuda:0", "--transport", "gloo"},
+       "--device: for ranks that are threads of this process (--transport inproc)"},
+      {{"--serial"}, "--serial: for ranks that are threads of this process"},
+  };
+  for (const auto& [flags, expected] : cases) {
+    std::vector<std::string> args = {"run", path};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const testing::CommandResult run = testing::RunTorchTool(args, 60);
+    EXPECT_EQ(run.exit_code, 2) << flags.front() << ": " << run.output;
+    EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+  }
+}
 
 }  // namespace
 }  // namespace pipeplan::torch_ext

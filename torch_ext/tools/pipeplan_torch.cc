@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,6 +38,7 @@
 #include "pipeplan/runtime/rank_run.h"
 #include "pipeplan/simulation/measured_timeline.h"
 #include "pipeplan/simulation/timeline_metrics.h"
+#include "pipeplan/torch_ext/cuda_copy.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/nccl_transport.h"
@@ -65,7 +67,7 @@ the deferred weight GEMMs, F&B overlap cells run their halves in turn (CPU), and
 optimizer steps after the last W. Ranks are separate processes talking over Gloo (c10d):
 launched by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or, outside torchrun,
 spawned here on 127.0.0.1 (the plan's P ranks, or --local-ranks P); or threads of this process
-with --transport inproc.
+with --transport inproc, on the CPU or all on one GPU (--device cuda:N).
 
 'profile' runs the same way and writes the measured F/B/I/W/overlap durations and transfer
 times per stage (medians and spread) for 'pipeplan calibrate PROFILE -o COSTS'.
@@ -77,6 +79,16 @@ Options:
   --transport NAME        gloo (processes; default), nccl (processes, one GPU each:
                           cuda:LOCAL_RANK; not yet run on a GPU, see docs/torch.md) or
                           inproc (threads of this process)
+  --device DEV            inproc only: cpu (default) or cuda:N. cuda:N runs every rank as a
+                          thread on that one GPU, one op at a time (--serial is implied:
+                          ops of different ranks never share the GPU, so each op's time is
+                          its own, as on one GPU per rank: the costs the simulator wants),
+                          timed by CUDA events; the step is then the sum of every rank's
+                          work, not a P-GPU step. Peak memory is not measured per rank
+                          there (the ranks share the device's allocator)
+  --serial                inproc only: the ranks take turns, one op at a time, so that ops
+                          do not contend for the cores (uncontended op costs on a machine
+                          with fewer cores than ranks); the step is then serial
   --steps N               measured steps (default 3; profile: 5)
   --warmup K              steps run first and not measured (default 1; profile: 2)
   --timeout SEC           a rank with no progress for this long fails the step, and a
@@ -149,6 +161,8 @@ struct Options {
   std::string plan_path;
   std::optional<int> local_ranks;
   TransportKind transport = TransportKind::kGloo;
+  std::string device = "cpu";  // of an in-process run; over NCCL each rank takes its own GPU
+  bool serial = false;         // in-process ranks take turns (implied on a GPU)
   int steps = 3;
   int warmup = 1;
   double timeout = 60;
@@ -170,6 +184,8 @@ const std::vector<FlagSpec>& Specs() {
   static const std::vector<FlagSpec> specs = {{"plan"},
                                               {"local-ranks"},
                                               {"transport"},
+                                              {"device"},
+                                              {"serial", FlagKind::kBool},
                                               {"steps"},
                                               {"warmup"},
                                               {"timeout"},
@@ -231,6 +247,32 @@ StatusOr<NonfiniteInjection> ParseNonfiniteInjection(const std::string& text) {
   return NonfiniteInjection{.step = step - 1, .stage = stage};
 }
 
+// "--device cpu|cuda:N" and "--serial": in-process runs only; a GPU implies the in-process
+// transport (when none is named) and turns.
+Status ParseDevice(const Flags& flags, Options& o) {
+  const std::optional<std::string> device = flags.GetString("device");
+  o.serial = flags.GetBool("serial");
+  if (device) {
+    int index = -1;
+    int consumed = 0;
+    const bool cuda = std::sscanf(device->c_str(), "cuda:%d%n", &index, &consumed) == 1 &&
+                      consumed == static_cast<int>(device->size()) && index >= 0;
+    if (*device != "cpu" && !cuda) {
+      return InvalidArgument("--device: '" + *device + "' is not cpu or cuda:N (N from 0)");
+    }
+    if (cuda && !flags.Has("transport")) o.transport = TransportKind::kInProc;
+    o.device = *device;
+    o.serial = o.serial || cuda;
+  }
+  if ((device || o.serial) && o.transport != TransportKind::kInProc) {
+    return InvalidArgument(
+        std::string(device ? "--device" : "--serial") +
+        ": for ranks that are threads of this process (--transport inproc); over gloo every "
+        "rank is a CPU process, over nccl rank r takes cuda:LOCAL_RANK");
+  }
+  return Status::Ok();
+}
+
 StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
   Options o;
   o.profile = profile;
@@ -252,6 +294,7 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
                              "' (expected gloo, nccl or inproc)");
     }
   }
+  PIPEPLAN_RETURN_IF_ERROR(ParseDevice(flags, o));
   const auto int_flag = [&](std::string_view name, int min, int& target) -> Status {
     PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> value, flags.GetInt(name, min));
     if (value) target = *value;
@@ -348,9 +391,10 @@ struct RankExecutor {
 };
 
 StatusOr<RankExecutor> MakeExecutor(const Plan& plan, RankId rank, const Options& o,
-                                    const std::string& device = "cpu") {
+                                    const std::string& device, bool count_memory = true) {
   TorchExecutorOptions options;
   options.device = device;
+  options.count_memory = count_memory;
   options.model = o.model;
   options.stage_modules = o.stage_modules;
   options.optimizer = o.optimizer;
@@ -444,8 +488,9 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
     ProfileOptions options;
     options.seconds_per_unit = kMicroseconds;
     // The clock goes with the device: a GPU profile is in kernel time (CUDA events).
-    const char* device =
-        o.transport == TransportKind::kNccl ? "cuda, CUDA-event times" : "cpu, host-clock times";
+    const bool gpu = o.transport == TransportKind::kNccl || o.device != "cpu";
+    std::string device = gpu ? "cuda, CUDA-event times" : "cpu, host-clock times";
+    if (o.serial) device += ", ranks as threads taking turns";
     options.source = std::string("pipeplan-torch ") + device + ", " +
                      Describe(o.model, plan.request.topology.num_stages());
     PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile, BuildProfile(plan, steps, options));
@@ -455,10 +500,12 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
   }
   if (o.metrics) files.push_back({*o.metrics, StepMetricsJsonLines(records, o.warmup)});
   PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
-  char line[160];
+  std::string how = TransportName(o.transport);
+  if (o.device != "cpu") how += ", " + o.device;
+  if (o.serial) how += ", one op at a time";
+  char line[200];
   std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
-                o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3,
-                TransportName(o.transport));
+                o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3, how.c_str());
   std::cout << line;
   PrintMemory(median);
   if ((o.clip_grad_norm > 0 || o.inject_nonfinite) && !records.empty()) {
@@ -503,6 +550,9 @@ Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
   if (o.transport == TransportKind::kNccl) {
     PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--transport nccl"));
   }
+  if (o.device != "cpu") {
+    PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--device " + o.device));
+  }
   if (o.fault) {
     PIPEPLAN_RETURN_IF_ERROR(
         runtime::CheckFault(plan, *o.fault, o.warmup + o.steps).WithContext("--inject-fault"));
@@ -528,22 +578,43 @@ Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
   return Status::Ok();
 }
 
+// The ranks as threads of this process, on the CPU or all on one GPU (--device cuda:N: CUDA-
+// event timers, messages copied on the device, one op at a time).
 Status RunInProcess(const Plan& plan, const Options& o) {
   const int ranks = plan.request.topology.ranks;
+  const bool gpu = o.device != "cpu";
+  const int gpu_index = gpu ? std::atoi(o.device.c_str() + 5) : -1;  // "cuda:N"
+  // One rank per allocator or none: the CUDA allocator's figures are the device's.
+  const bool count_memory = !gpu || ranks == 1;
+  std::mutex shared_device;
   std::vector<RankExecutor> executors;
+  std::vector<std::unique_ptr<runtime::OpTimer>> timers;
   for (int r = 0; r < ranks; ++r) {
-    PIPEPLAN_ASSIGN_OR_RETURN(RankExecutor executor, MakeExecutor(plan, RankId(r), o));
+    PIPEPLAN_ASSIGN_OR_RETURN(RankExecutor executor,
+                              MakeExecutor(plan, RankId(r), o, o.device, count_memory));
     executors.push_back(std::move(executor));
+    if (gpu) {
+      PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::OpTimer> timer,
+                                MakeCudaEventTimer(gpu_index));
+      timers.push_back(std::move(timer));
+    }
   }
-  std::vector<std::unique_ptr<runtime::Transport>> transports =
-      runtime::MakeInProcTransports(ranks);
+  std::mutex* turns = o.serial ? &shared_device : nullptr;
+  std::vector<std::unique_ptr<runtime::Transport>> transports = runtime::MakeInProcTransports(
+      ranks, gpu ? CudaDeviceCopy(gpu_index, turns) : runtime::CopyBytes{});
   std::vector<runtime::OpExecutor*> executor_ptrs;
   std::vector<runtime::Transport*> transport_ptrs;
   for (int r = 0; r < ranks; ++r) {
     executor_ptrs.push_back(executors[r].executor.get());
     transport_ptrs.push_back(transports[r].get());
   }
+  if (!count_memory) {
+    std::cout << "memory: not measured per rank (" << ranks << " ranks share " << o.device
+              << "'s allocator; per-rank bytes need one GPU per rank)\n";
+  }
   runtime::LocalRunOptions run;
+  for (const std::unique_ptr<runtime::OpTimer>& timer : timers) run.timers.push_back(timer.get());
+  run.shared_device = turns;
   run.steps = o.steps;
   run.warmup = o.warmup;
   run.timeout_seconds = o.timeout;

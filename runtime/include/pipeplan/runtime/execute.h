@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 #include <stop_token>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct StepOptions {
   double seconds_per_unit = 1.0;     // the timeline's time unit, in seconds
   RankProgress* progress = nullptr;  // published for the watchdog, when there is one
   OpTimer* timer = nullptr;          // times the ops; null: the host clock (HostOpTimer)
+  // Ranks that share one device (threads on one GPU) and must not overlap: each holds this
+  // around every executor call and each compute op with its timing marks, so that one op runs
+  // at a time and its time is its own. Never held while posting or waiting. Null: no sharing.
+  std::mutex* shared_device = nullptr;
   // Requested on failure (and by whoever watches): the executor's calls see it and return.
   std::stop_source stop;
   // The run's last step ends with the synchronous gradient-state exchange even with

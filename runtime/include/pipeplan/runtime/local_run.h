@@ -3,12 +3,14 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <span>
 #include <vector>
 
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/runtime/op_executor.h"
+#include "pipeplan/runtime/op_timer.h"
 #include "pipeplan/runtime/transport.h"
 
 namespace pipeplan::runtime {
@@ -26,6 +28,11 @@ struct LocalRunOptions {
   double timeout_seconds = 30.0;  // a rank with no progress for this long fails the run
   double seconds_per_unit = 1.0;  // the unit of the returned timelines, in seconds
   std::function<void(const StepReport&)> on_step;  // progress, called after every step
+  // Rank r's op timer (a device clock); empty: every rank on the host clock.
+  std::vector<OpTimer*> timers;
+  // Ranks that share one device run one op at a time (StepOptions::shared_device); null:
+  // they run concurrently.
+  std::mutex* shared_device = nullptr;
 };
 
 // Checks the plan (validation and deadlock dry run), then runs warm-up and measured steps:
