@@ -121,6 +121,7 @@ PY
 if profile_one_gpu 1f1b b && profile_one_gpu zb-h1 iw; then
   iw_table "One stage on cuda:0 (hidden 1024, 2 blocks, 4 x 512 tokens; CUDA-event medians)" \
     "$work/b-profile.json" "$work/iw-profile.json" >>"$block" || status=1
+  { echo '```'; grep -A1 '^split:' "$work/iw.log"; echo '```'; } >>"$block"
 else
   status=1
   echo "### One stage on cuda:0: the profile failed" >>"$block"
@@ -206,6 +207,8 @@ if "$python" "$here/make_stage_modules.py" --stages 1 --hidden 1024 "$stage_dir"
    profile_one_gpu zb-h1 ts-iw -- --stage-modules "$stage_dir"; then
   iw_table "TorchScript stage on cuda:0 (residual MLP 1024 -> 4096 -> 1024, 4 x 512 tokens)" \
     "$work/ts-b-profile.json" "$work/ts-iw-profile.json" >>"$block" || status=1
+  # What 'profile' itself says of the split plan: its I + W beside B timed alone.
+  { echo '```'; grep -A1 '^split:' "$work/ts-iw.log"; echo '```'; } >>"$block"
 else
   status=1
   echo "### TorchScript stage on cuda:0: failed" >>"$block"

@@ -1,5 +1,6 @@
-// The pieces under the torch executor: the I/W split gives B's gradients, and a run whose
-// peer dies mid-step ends every rank with an error within the timeout.
+// The pieces under the torch executor: the I/W split gives B's gradients (and a profile sets
+// I + W beside B alone), and a run whose peer dies mid-step ends every rank with an error
+// within the timeout.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -7,15 +8,19 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "matmul_flops.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/runtime/fault_injection.h"
+#include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
 #include "torch_test_support.h"
@@ -257,6 +262,69 @@ TEST(TorchTool, AChildsErrorNamesItsRankOnce) {
   EXPECT_NE(run.output.find("pipeplan-torch run: error: rank 0: rank 1, action 2 (1B0)"),
             std::string::npos)
       << run.output;
+}
+
+// B alone (the profile's split check) runs the stage's forward and backward and leaves the
+// parameters' gradients as they were, defined or not.
+TEST(BackwardReference, LeavesTheParametersGradientsAsTheyWere) {
+  ModelConfig config;
+  config.hidden = 32;
+  config.sequence = 8;
+  const TransformerStage stage(config, 1, at::kCPU);
+  const std::vector<at::Tensor>& parameters = stage.parameters();
+  ASSERT_GE(parameters.size(), 2u);
+  parameters[0].mutable_grad() = at::full_like(parameters[0], 3.0);
+  for (const bool last : {false, true}) {
+    const StatusOr<double> seconds = MedianBackwardSeconds(
+        stage, config, at::kCPU, {.last_stage = last, .microbatches = 4, .repetitions = 3});
+    ASSERT_TRUE(seconds.ok()) << seconds.status().message();
+    EXPECT_GT(*seconds, 0.0);
+    EXPECT_TRUE(at::equal(parameters[0].grad(), at::full_like(parameters[0], 3.0)));
+    EXPECT_FALSE(parameters[1].grad().defined());
+  }
+  EXPECT_FALSE(MedianBackwardSeconds(stage, config, at::kCPU, {.repetitions = 0}).ok());
+}
+
+// The profile of a split plan sets each stage's measured I + W beside B timed alone; that of a
+// plan without I and W prints no such line. Over Gloo processes, so the figures of rank 1's
+// stage reach rank 0 through the store.
+TEST(TorchTool, AProfileOfASplitPlanSetsIPlusWBesideBAlone) {
+  const testing::TempDir dir("split-check");
+  PlanRequest request;
+  request.strategy = "zb-h1";
+  request.topology.ranks = 2;
+  request.topology.microbatches = 4;
+  const StatusOr<Plan> split = BuildPlan(request);
+  ASSERT_TRUE(split.ok()) << split.status().message();
+  for (const auto& [name, plan] : {std::pair<std::string, Plan>{"zb-h1", *split},
+                                   std::pair<std::string, Plan>{"1f1b", TwoRankPlan()}}) {
+    const std::string path = dir.path() + "/" + name + ".pb";
+    const std::string profile_path = dir.path() + "/" + name + "-profile.json";
+    std::ofstream(path, std::ios::binary) << *SerializePlan(plan, ProtoFormat::kBinary);
+    const testing::CommandResult run = testing::RunTorchTool(
+        {"profile", path, "--steps", "2", "--warmup", "1", "-o", profile_path}, 120);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    if (name == "1f1b") {
+      EXPECT_EQ(run.output.find("split:"), std::string::npos) << run.output;
+      continue;
+    }
+    std::ifstream in(profile_path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const StatusOr<Profile> profile = ParseProfile(text, ProtoFormat::kJson);
+    ASSERT_TRUE(profile.ok()) << profile.status().message();
+    EXPECT_NE(run.output.find("split: I + W of the steps against B timed alone after them (median "
+                              "of 5 microbatches), by stage:"),
+              std::string::npos)
+        << run.output;
+    for (int stage = 0; stage < 2; ++stage) {
+      const double i = profile->stages[stage].backward_input.median * 1e3;
+      const double w = profile->stages[stage].backward_weight.median * 1e3;
+      char expected[120];
+      std::snprintf(expected, sizeof expected, "  stage %d: I %.3f ms + W %.3f ms = %.3f ms, B ",
+                    stage, i, w, i + w);
+      EXPECT_NE(run.output.find(expected), std::string::npos) << expected << "\n" << run.output;
+    }
+  }
 }
 
 TEST(TorchTool, ThePlanIsGivenOnce) {

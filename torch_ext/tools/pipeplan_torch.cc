@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -38,6 +39,7 @@
 #include "pipeplan/runtime/rank_run.h"
 #include "pipeplan/simulation/measured_timeline.h"
 #include "pipeplan/simulation/timeline_metrics.h"
+#include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/cuda_copy.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
@@ -471,13 +473,66 @@ void PrintGradientSummary(const std::vector<std::vector<StepRecord>>& by_rank,
   }
 }
 
+// ---- the split check of a profile -------------------------------------------------------
+
+// B timed alone after the steps (backward_reference.h), seconds by stage: for the profile of
+// a plan that splits its backwards, set beside the I + W its steps measured.
+using FullBackwards = std::map<int, double>;
+constexpr int kReferenceRepetitions = 5;
+
+bool SplitsBackward(const Plan& plan) {
+  for (const RankProgram& program : plan.programs) {
+    for (const Action& action : program.actions) {
+      if (action.kind == ActionKind::kBackwardInput) return true;
+    }
+  }
+  return false;
+}
+
+// This rank's stages' B alone, when the run profiles a split plan (else none).
+StatusOr<FullBackwards> TimeFullBackwards(const Plan& plan, const Options& o,
+                                          const TorchExecutor& executor) {
+  FullBackwards seconds;
+  if (!o.profile || !SplitsBackward(plan)) return seconds;
+  const int last = plan.request.topology.num_stages() - 1;
+  for (const std::unique_ptr<StageModule>& stage : executor.stages()) {
+    const BackwardReference reference{.last_stage = stage->stage() == last,
+                                      .microbatches = plan.request.topology.microbatches,
+                                      .repetitions = kReferenceRepetitions};
+    PIPEPLAN_ASSIGN_OR_RETURN(seconds[stage->stage()],
+                              MedianBackwardSeconds(*stage, o.model, executor.device(), reference));
+  }
+  return seconds;
+}
+
+// "split: ..." and one line per stage that measured I and W: I + W against B alone.
+std::string SplitLines(const Profile& profile, const FullBackwards& full_backwards) {
+  if (full_backwards.empty()) return "";
+  std::string lines = "split: I + W of the steps against B timed alone after them (median of " +
+                      std::to_string(kReferenceRepetitions) + " microbatches), by stage:\n";
+  for (const auto& [stage, b] : full_backwards) {
+    if (stage < 0 || stage >= static_cast<int>(profile.stages.size())) continue;
+    const StageProfile& measured = profile.stages[stage];
+    if (measured.backward_input.samples == 0 || measured.backward_weight.samples == 0) continue;
+    const double i = measured.backward_input.median;
+    const double w = measured.backward_weight.median;
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "  stage %d: I %.3f ms + W %.3f ms = %.3f ms, B %.3f ms: (I + W) / B = %.3f\n",
+                  stage, i * 1e3, w * 1e3, (i + w) * 1e3, b * 1e3, b > 0 ? (i + w) / b : 0.0);
+    lines += line;
+  }
+  return lines;
+}
+
 // Writes the timeline, profile and metrics the run asked for, then prints a summary.
 // `records[r]` is rank r's step records.
 Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps,
               const std::vector<std::vector<StepRecord>>& records,
-              const std::vector<int64_t>& undo_bytes) {
+              const std::vector<int64_t>& undo_bytes, const FullBackwards& full_backwards) {
   const Timeline& median = MedianStep(steps);
   std::vector<app::OutputFile> files;
+  std::string split_lines;
   if (o.timeline) {
     PIPEPLAN_ASSIGN_OR_RETURN(
         std::string content,
@@ -494,6 +549,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
     options.source = std::string("pipeplan-torch ") + device + ", " +
                      Describe(o.model, plan.request.topology.num_stages());
     PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile, BuildProfile(plan, steps, options));
+    split_lines = SplitLines(profile, full_backwards);
     PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
                               SerializeProfile(profile, DetectProtoFormat(*o.output, "")));
     files.push_back({*o.output, std::move(content)});
@@ -508,6 +564,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
                 o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3, how.c_str());
   std::cout << line;
   PrintMemory(median);
+  std::cout << split_lines;
   if ((o.clip_grad_norm > 0 || o.inject_nonfinite) && !records.empty()) {
     PrintGradientSummary(records, undo_bytes);
   }
@@ -627,12 +684,16 @@ Status RunInProcess(const Plan& plan, const Options& o) {
                             runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run));
   std::vector<std::vector<StepRecord>> records;
   std::vector<int64_t> undo_bytes;
+  FullBackwards full_backwards;
   records.reserve(executors.size());
   for (const RankExecutor& executor : executors) {
     records.push_back(executor.torch->step_records());
     undo_bytes.push_back(executor.torch->undo_bytes());
+    PIPEPLAN_ASSIGN_OR_RETURN(const FullBackwards mine,
+                              TimeFullBackwards(plan, o, *executor.torch));
+    full_backwards.insert(mine.begin(), mine.end());
   }
-  return Report(plan, o, steps, records, undo_bytes);
+  return Report(plan, o, steps, records, undo_bytes, full_backwards);
 }
 
 std::chrono::milliseconds TimeoutOf(const Options& o) {
@@ -683,6 +744,34 @@ StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const 
     gathered.push_back(std::move(timeline));
   }
   return gathered;
+}
+
+// Each rank's B alone per stage, to rank 0 through the store (shortest round-trip text).
+Status PublishFullBackwards(Coordinator& coordinator, const FullBackwards& seconds) {
+  for (const auto& [stage, value] : seconds) {
+    char text[32];
+    const auto written = std::to_chars(text, text + sizeof text, value);
+    PIPEPLAN_RETURN_IF_ERROR(
+        coordinator.Put("backward/" + std::to_string(stage), std::string(text, written.ptr)));
+  }
+  return Status::Ok();
+}
+
+StatusOr<FullBackwards> GatherFullBackwards(Coordinator& coordinator, const Plan& plan,
+                                            const Options& o, std::chrono::milliseconds timeout) {
+  FullBackwards seconds;
+  if (!o.profile || !SplitsBackward(plan)) return seconds;
+  for (int stage = 0; stage < plan.request.topology.num_stages(); ++stage) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string text,
+                              coordinator.Get("backward/" + std::to_string(stage), timeout));
+    double value = 0;
+    const auto read = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (read.ec != std::errc() || read.ptr != text.data() + text.size()) {
+      return Internal("stage " + std::to_string(stage) + ": B alone came back as '" + text + "'");
+    }
+    seconds[stage] = value;
+  }
+  return seconds;
 }
 
 // Every rank's step records, to rank 0 through the store.
@@ -759,6 +848,9 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   connection.transport.reset();
   PIPEPLAN_RETURN_IF_ERROR(PublishTimelines(coordinator, rank, std::move(mine)));
   PIPEPLAN_RETURN_IF_ERROR(PublishStepRecords(coordinator, rank, made.torch->step_records()));
+  PIPEPLAN_ASSIGN_OR_RETURN(const FullBackwards own_backwards,
+                            TimeFullBackwards(plan, o, *made.torch));
+  PIPEPLAN_RETURN_IF_ERROR(PublishFullBackwards(coordinator, own_backwards));
   Status reported = Status::Ok();
   if (rank.value == 0) {
     reported = [&]() -> Status {
@@ -767,7 +859,9 @@ Status RunAsRank(const Plan& plan, const Options& o) {
       PIPEPLAN_ASSIGN_OR_RETURN(
           const std::vector<std::vector<StepRecord>> records,
           GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
-      return Report(plan, o, steps, records, /*undo_bytes=*/{});
+      PIPEPLAN_ASSIGN_OR_RETURN(const FullBackwards full_backwards,
+                                GatherFullBackwards(coordinator, plan, o, TimeoutOf(o)));
+      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards);
     }();
   }
   PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));

@@ -105,6 +105,9 @@ class TorchExecutor final : public runtime::OpExecutor {
   // caching allocator's device total).
   std::vector<runtime::OpMemory> TakeOpMemory() override;
 
+  // This rank's stages, in chunk order.
+  const std::vector<std::unique_ptr<StageModule>>& stages() const { return stages_; }
+  const at::Device& device() const { return device_; }
   // The loss of the last step ended (NaN unless this rank holds the last stage).
   double last_loss() const { return last_loss_; }
   // One record per step whose update is decided, in order.
