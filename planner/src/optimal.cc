@@ -150,9 +150,10 @@ class InstanceBuilder {
       for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
                                     ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
         const Action part = MakeCompute(kind, StageId(s), MicrobatchId(0));
-        figures.push_back(std::abs(changes.Change(part)));
+        figures.push_back(std::abs(changes.OwnChange(part)));
         figures.push_back(changes.Transient(part));
       }
+      figures.push_back(changes.HandedTo(StageId(s)));
     }
     for (int r = 0; r < request_.topology.ranks; ++r) {
       figures.push_back(request_.memory.StaticOf(RankId(r)));
@@ -161,9 +162,7 @@ class InstanceBuilder {
     return figures;
   }
 
-  MemoryChangeTable Changes() const {
-    return {request_.memory, ChunksPerShare(request_.topology), stages_.num_stages()};
-  }
+  MemoryChangeTable Changes() const { return {request_.memory, request_.topology}; }
 
   int AddOp(ActionKind kind, StageId stage, MicrobatchId mb) {
     SolverOp op;
@@ -244,21 +243,25 @@ class InstanceBuilder {
   }
 
   // What MemoryModel::Change releases at an op's end is held from the F's start until then;
-  // what nothing releases (retained) until the step ends; a transient during its op.
+  // what the backward leaves (retained) until the previous stage's backward where that stage
+  // is on the same rank (MemoryChangeTable::HandedTo), else until the step ends; a transient
+  // during its op.
   void AddHolds() {
     const MemoryChangeTable changes = Changes();
     for (int s = 0; s < stages_.num_stages(); ++s) {
       const int rank = stages_.RankOf(StageId(s)).value;
       for (int m = 0; m < request_.topology.microbatches; ++m) {
         const PartOps& ops = parts_.At(StageId(s), MicrobatchId(m));
-        double kept = changes.Change(out_.ops[ops.forward].action);
+        double kept = changes.OwnChange(out_.ops[ops.forward].action);
         for (const int released : {ops.backward, ops.weight}) {
           if (released < 0) continue;
-          const double freed = -changes.Change(out_.ops[released].action);
+          const double freed = -changes.OwnChange(out_.ops[released].action);
           AddHold(rank, ops.forward, released, freed);
           kept -= freed;
         }
-        AddHold(rank, ops.forward, -1, kept);
+        const bool handed = s > 0 && changes.HandedTo(StageId(s - 1)) > 0;
+        AddHold(rank, ops.forward,
+                handed ? parts_.At(StageId(s - 1), MicrobatchId(m)).backward : -1, kept);
         for (const int op : {ops.forward, ops.backward, ops.weight}) {
           if (op >= 0) AddHold(rank, op, op, changes.Transient(out_.ops[op].action));
         }

@@ -50,7 +50,7 @@ Status CheckMemoryLimit(const Plan& plan) {
   const MemoryModel& memory = plan.request.memory;
   if (!memory.limit.has_value()) return Status::Ok();
   const Topology& topology = plan.request.topology;
-  const MemoryChangeTable changes(memory, ChunksPerShare(topology), topology.num_stages());
+  const MemoryChangeTable changes(memory, topology);
   for (const RankProgram& program : plan.programs) {
     RankMemoryTracker tracker(changes);
     for (const Action& action : program.actions) {

@@ -35,6 +35,7 @@ constexpr double kTolerance = 0.05;
 struct Case {
   const char* strategy;
   int ranks;
+  int microbatches = 0;  // 0: 2P
 };
 
 // Each rank's peak in bytes, predicted and measured, and the same above its static memory.
@@ -49,7 +50,7 @@ StatusOr<Plan> PlanFor(const Case& c) {
   PlanRequest request;
   request.strategy = c.strategy;
   request.topology.ranks = c.ranks;
-  request.topology.microbatches = 2 * c.ranks;
+  request.topology.microbatches = c.microbatches > 0 ? c.microbatches : 2 * c.ranks;
   request.topology.stages_per_rank = 0;  // the strategy's own V
   return BuildPlan(request);
 }
@@ -158,6 +159,28 @@ INSTANTIATE_TEST_SUITE_P(Strategies, MemoryPrediction,
                                            Case{"zbv", 2}, Case{"zbv", 4}, Case{"v-half", 2},
                                            Case{"v-half", 4}, Case{"v-min", 2}, Case{"v-min", 4},
                                            Case{"dualpipe-v", 2}, Case{"dualpipe-v", 4}),
+                         CaseName);
+
+// A V shape on one rank: each stage's backward hands its input gradient to the previous stage
+// in memory, which frees it in its own backward (not at the step's end, as a sent gradient).
+// Before that was modelled these were predicted 1.5% to 2.4% high; now within 1%.
+class HandOffOnOneRank : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HandOffOnOneRank, PeakIsPredictedWithinOnePercent) {
+  const testing::TempDir dir("memory-hand-off");
+  ASSERT_FALSE(dir.path().empty());
+  const StatusOr<Peaks> peaks = ProfileAndPredict(GetParam(), dir.path());
+  ASSERT_TRUE(peaks.ok()) << peaks.status().message();
+  ASSERT_EQ(peaks->measured.size(), 1u);
+  const double error = (peaks->predicted[0] - peaks->measured[0]) / peaks->measured[0];
+  std::printf("[ memory ] %s P=1 V=2 M=8: predicted %.0f B, measured %.0f B: %+.2f%%\n",
+              GetParam().strategy, peaks->predicted[0], peaks->measured[0], 100 * error);
+  EXPECT_LT(std::abs(error), 0.01);
+}
+
+INSTANTIATE_TEST_SUITE_P(VShapes, HandOffOnOneRank,
+                         ::testing::Values(Case{"zbv", 1, 8}, Case{"v-half", 1, 8},
+                                           Case{"v-min", 1, 8}, Case{"dualpipe-v", 1, 8}),
                          CaseName);
 
 TEST(MemoryRanking, MeasuredAndPredictedPeaksRankAsThePapersSay) {

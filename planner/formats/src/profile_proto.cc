@@ -54,6 +54,7 @@ void ToProto(const Profile& profile, v1::Profile* out) {
     v1::BoundaryProfile* entry = out->add_boundaries();
     if (boundary.transfer.samples > 0) ToProto(boundary.transfer, entry->mutable_transfer());
     entry->set_late_receives(boundary.late_receives);
+    entry->set_same_rank(boundary.same_rank);
     entry->set_latency(boundary.latency);
     entry->set_bandwidth(boundary.bandwidth);
     entry->set_activation_bytes(boundary.activation_bytes);
@@ -105,7 +106,8 @@ StatusOr<Profile> FromProto(const v1::Profile& proto) {
                                   .latency = boundary.latency(),
                                   .bandwidth = boundary.bandwidth(),
                                   .activation_bytes = boundary.activation_bytes(),
-                                  .receive_overhead = FromProto(boundary.receive_overhead())});
+                                  .receive_overhead = FromProto(boundary.receive_overhead()),
+                                  .same_rank = boundary.same_rank()});
   }
   PIPEPLAN_RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;

@@ -208,12 +208,16 @@ class ProfileBuilder {
       if (!bytes.empty()) profile.static_bytes.push_back(SummarizeDurations(bytes).median);
     }
     if (profile.static_bytes.size() != static_bytes_.size()) profile.static_bytes.clear();
-    for (BoundarySamples& b : boundaries_) {
+    const StageMap map(plan_.request.topology);
+    for (size_t s = 0; s < boundaries_.size(); ++s) {
+      BoundarySamples& b = boundaries_[s];
       const DurationStats transfer = SummarizeDurations(std::move(b.transfers));
+      const auto stage = static_cast<int>(s);
       profile.boundaries.push_back(
           {.transfer = transfer,
            .late_receives = static_cast<int>(b.late.size()),
-           .receive_overhead = SummarizeDurations(b.ReceiveOverheads(transfer))});
+           .receive_overhead = SummarizeDurations(b.ReceiveOverheads(transfer)),
+           .same_rank = map.RankOf(StageId(stage)) == map.RankOf(StageId(stage + 1))});
     }
     return profile;
   }

@@ -144,10 +144,13 @@ double MedianOrZero(const DurationStats& stats) {
 
 // One stage's memory in bytes. A microbatch holds, from its F until its backward, what F kept
 // and the message its RECV_F allocated just before (the activation); what its backward frees
-// of that and of its RECV_B's message, I then W, leaves the rest held until the step ends (the
-// gradient it sent: retained). The RECV_B's message sits under the backward that reads it,
-// which the model counts as part of that backward's transient.
-StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory) {
+// of that and of its RECV_B's message, I then W, leaves the rest held (the gradient it passes
+// back: retained). The RECV_B's message sits under the backward that reads it, which the model
+// counts as part of that backward's transient. `handed_in`: the next stage's retained gradient
+// where that stage is on this stage's rank; this stage's backward (B or I) frees it too, so
+// its measured frees count it, and it is taken out (the model frees it there by itself:
+// MemoryChangeTable).
+StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory, double handed_in) {
   if (!Measured(memory.kept_by_forward)) {
     return InvalidArgument(
         "memory.kept_by_forward: no F measured in bytes, while other stages were");
@@ -168,17 +171,17 @@ StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory) {
                   .weight_transient = MedianOrZero(memory.weight_transient)};
   double freed = 0.0;
   if (Measured(memory.freed_by_backward)) {
-    PIPEPLAN_RETURN_IF_ERROR(
-        CheckFreed(memory.freed_by_backward.median, releasable, "memory.freed_by_backward"));
-    freed = memory.freed_by_backward.median;
+    freed = memory.freed_by_backward.median - handed_in;
+    PIPEPLAN_RETURN_IF_ERROR(CheckFreed(freed, releasable, "memory.freed_by_backward"));
   }
   if (Measured(memory.freed_by_input) && Measured(memory.freed_by_weight)) {
-    const double split = memory.freed_by_input.median + memory.freed_by_weight.median;
+    const double split = memory.freed_by_input.median + memory.freed_by_weight.median - handed_in;
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFreed(split, releasable, "memory.freed_by_input + memory.freed_by_weight"));
     freed = std::max(freed, split);
     // An I that allocates more than it frees holds everything until W.
-    out.freed_by_input = std::clamp(memory.freed_by_input.median - received_backward, 0.0, held);
+    out.freed_by_input =
+        std::clamp(memory.freed_by_input.median - received_backward - handed_in, 0.0, held);
   }
   out.retained = std::clamp(releasable - freed, 0.0, held);
   return out;
@@ -210,11 +213,15 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
   if (!any) return std::optional<MemoryModel>();
   MemoryModel memory;
   memory.unit = kBytesUnit;
-  memory.stages.clear();
-  for (size_t s = 0; s < profile.stages.size(); ++s) {
-    StatusOr<StageMemory> stage = CalibrateStageMemory(profile.stages[s].memory);
+  // Last stage first: a stage's backward frees the gradient the next one handed it on the
+  // same rank, which that stage's figures tell.
+  memory.stages.assign(profile.stages.size(), StageMemory{});
+  for (size_t s = profile.stages.size(); s-- > 0;) {
+    const bool hands_in = s < profile.boundaries.size() && profile.boundaries[s].same_rank;
+    const double handed_in = hands_in ? memory.stages[s + 1].retained : 0.0;
+    StatusOr<StageMemory> stage = CalibrateStageMemory(profile.stages[s].memory, handed_in);
     if (!stage.ok()) return stage.status().WithContext("profile stage " + std::to_string(s));
-    memory.stages.push_back(*stage);
+    memory.stages[s] = *stage;
   }
   if (uniform) memory.stages = {MeanStageMemory(memory.stages)};
   for (const double bytes : profile.static_bytes) {

@@ -29,6 +29,10 @@ double MemoryModel::Activation(StageId stage, int stages_per_rank) const {
   return activation > 0 ? activation : 1.0 / stages_per_rank;
 }
 
+double MemoryModel::Retained(StageId stage, int stages_per_rank) const {
+  return std::min(Entry(stages, stage).retained, Activation(stage, stages_per_rank));
+}
+
 double MemoryModel::FreedByInput(StageId stage, int stages_per_rank) const {
   return std::min(Entry(stages, stage).freed_by_input, Activation(stage, stages_per_rank));
 }
@@ -46,7 +50,7 @@ PartMemory MemoryOfPart(const MemoryModel& memory, ActionKind kind, StageId stag
                         int stages_per_rank) {
   const StageMemory& entry = Entry(memory.stages, stage);
   const double activation = memory.Activation(stage, stages_per_rank);
-  const double released = activation - std::min(entry.retained, activation);
+  const double released = activation - memory.Retained(stage, stages_per_rank);
   const double by_input = std::min(memory.FreedByInput(stage, stages_per_rank), released);
   switch (kind) {
     case ActionKind::kForward:

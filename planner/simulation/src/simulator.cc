@@ -243,7 +243,7 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
                            const ListScheduleResult& schedule) {
   const Topology& topology = plan.request.topology;
   const ProducerEnds ends = CollectProducerEnds(plan.programs, schedule, topology);
-  const MemoryChangeTable changes(memory, ChunksPerShare(topology), topology.num_stages());
+  const MemoryChangeTable changes(memory, topology);
   Timeline timeline;
   timeline.source = TimelineSource::kSimulated;
   timeline.ranks.reserve(plan.programs.size());

@@ -159,7 +159,8 @@ Profile MakeProfile() {
                             .max = 2e-3,
                             .p10 = 1.5e-4,
                             .p90 = 1.5e-3,
-                            .mean = 7e-4}}};
+                            .mean = 7e-4},
+       .same_rank = true}};
   return profile;
 }
 

@@ -376,6 +376,31 @@ TEST(CalibrateMemoryTest, ReceivedMessagesAndTransients) {
                                                    .retained = 300}));
 }
 
+// Stages 0 and 1 on one rank: stage 1's I leaves its input gradient (100 B) to stage 0, whose
+// I frees it with its own 300 B. Calibrate gives the 100 B back to stage 1 (retained, which
+// the model frees at stage 0's I), so stage 0's I frees 300 of its own; without the mark it
+// would be counted twice, once held by stage 1 and once freed by stage 0.
+TEST(CalibrateMemoryTest, AGradientHandedOverOnOneRankIsCountedOnce) {
+  Profile profile = FbProfileWithBytes({1000, 1000}, {1000, 1000});
+  for (StageProfile& stage : profile.stages) stage.memory.freed_by_backward = {};
+  profile.stages[1].memory.freed_by_input = Constant(200);
+  profile.stages[1].memory.freed_by_weight = Constant(700);
+  profile.stages[0].memory.freed_by_input = Constant(400);
+  profile.stages[0].memory.freed_by_weight = Constant(700);
+  ASSERT_EQ(profile.boundaries.size(), 1u);
+  profile.boundaries[0].same_rank = true;
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_EQ(costs->memory->stages[1],
+            (StageMemory{.activation = 1000, .freed_by_input = 200, .retained = 100}));
+  EXPECT_EQ(costs->memory->stages[0], (StageMemory{.activation = 1000, .freed_by_input = 300}));
+
+  profile.boundaries[0].same_rank = false;  // as if stage 1 had sent it: all of 400 is stage 0's
+  const StatusOr<CostModel> sent = Calibrate(profile, Options());
+  ASSERT_TRUE(sent.ok()) << sent.status().message();
+  EXPECT_EQ(sent->memory->stages[0], (StageMemory{.activation = 1000, .freed_by_input = 400}));
+}
+
 TEST(CalibrateMemoryTest, WhatIFreesComesFromTheSplitBackward) {
   Profile profile = FbProfileWithBytes({1000, 1000}, {1000, 1000});
   for (StageProfile& stage : profile.stages) {

@@ -258,6 +258,22 @@ TEST(BuildProfileTest, SimulatedTimelinesGiveBackThePlansCosts) {
   }
 }
 
+// ZBV at P=2 puts stages 1 and 2 on rank 1: that boundary has no transfers and is marked, so
+// that Calibrate knows stage 1's backward frees stage 2's gradient.
+TEST(BuildProfileTest, ABoundaryInsideARankIsMarkedSameRank) {
+  const Plan plan = BuildOrDie(MakeRequest("zbv", 2, 4, 2, 1, 1, 1, 0.25));
+  const std::vector<Timeline> steps = {testing::SimulateOrDie(plan)};
+  const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  ASSERT_EQ(profile->boundaries.size(), 3u);
+  for (int b = 0; b < 3; ++b) {
+    const BoundaryProfile& boundary = profile->boundaries[b];
+    EXPECT_EQ(boundary.same_rank, b == 1) << "boundary " << b;
+    EXPECT_EQ(boundary.transfer.samples + boundary.late_receives, b == 1 ? 0 : 8)
+        << "boundary " << b;
+  }
+}
+
 TEST(BuildProfileTest, SimulatedTimelinesGiveBackTheReceiveOverhead) {
   // Every figure a multiple of 0.25, so the times add up exactly.
   PlanRequest request = MakeRequest("zb-h1", 4, 8, 1, /*forward=*/3, /*input=*/2, /*weight=*/1,

@@ -168,6 +168,29 @@ TEST(Simulator, RetainedBytesStayUntilTheStepEnds) {
   EXPECT_DOUBLE_EQ(t.ranks[0].memory.back().bytes, 0.5);
 }
 
+// What a backward leaves (its input gradient) is held until the step ends where it was sent,
+// but where the previous stage is on the same rank it is handed over in memory and that
+// stage's backward frees it. ZBV P=1 M=1: F0 F1 I1 I0 W1 W0 on one rank.
+TEST(Simulator, AGradientHandedToTheSameRankIsFreedByThePreviousStagesBackward) {
+  PlanRequest one_rank = MakeRequest("zbv", 1, 1, 2);
+  one_rank.memory.stages = {StageMemory{.activation = 1.0, .retained = 0.25}};
+  const Timeline t = SimulateOrDie(BuildOrDie(one_rank));
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, 2.0);
+  // Stage 0's I frees stage 1's 0.25 (and stage 0's own 0.25 has no stage to go to: kept).
+  EXPECT_DOUBLE_EQ(t.ranks[0].memory.back().bytes, 0.25);
+
+  // P=2: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. Stage 3 sends its gradient to
+  // rank 1 and stage 1 to rank 0: both kept to the end (and stage 0's); stage 2 hands its
+  // gradient to stage 1 on rank 1, which frees it. M=2.
+  PlanRequest two_ranks = MakeRequest("zbv", 2, 2, 2);
+  two_ranks.memory.stages = {StageMemory{.activation = 1.0, .retained = 0.25}};
+  const Timeline v = SimulateOrDie(BuildOrDie(two_ranks));
+  ASSERT_EQ(v.ranks.size(), 2u);
+  EXPECT_DOUBLE_EQ(v.ranks[0].memory.back().bytes, 1.0);
+  EXPECT_DOUBLE_EQ(v.ranks[1].memory.back().bytes, 0.5);
+}
+
 TEST(Simulator, ABadMemoryFigureIsRefusedNamingIt) {
   PlanRequest request = MakeRequest("1f1b", 2, 4);
   request.memory.stages = {StageMemory{.activation = 1.0, .weight_transient = -1}};

@@ -48,6 +48,10 @@ struct MemoryModel {
   // Activation added by one F on `stage`; `chunks_per_share` resolves the default (1/V).
   double Activation(StageId stage, int stages_per_rank) const;
   double FreedByInput(StageId stage, int stages_per_rank) const;
+  // What a microbatch's backward on `stage` leaves held (its input gradient), at most the
+  // activation: until the step ends where the gradient was sent, until the previous stage's
+  // backward where that stage is on the same rank (MemoryChangeTable).
+  double Retained(StageId stage, int stages_per_rank) const;
   // What one compute part (F, B, I or W) does to its rank's activation memory: + the
   // activation for F (when it starts), - what B, I or W release (when they end: all but the
   // retained bytes), 0 otherwise.

@@ -79,6 +79,10 @@ struct BoundaryProfile {
   double bandwidth = 0.0;
   double activation_bytes = 0.0;
   DurationStats receive_overhead;
+  // The two stages share a rank: no transfers, and the later stage's input gradient is handed
+  // to the earlier one in memory, so the earlier one's backward frees it (its freed figures
+  // include it; Calibrate gives it back to the later stage).
+  bool same_rank = false;
 
   bool operator==(const BoundaryProfile&) const = default;
 };

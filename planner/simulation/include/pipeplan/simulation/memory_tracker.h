@@ -1,6 +1,10 @@
 // Activation memory accounting of one rank: F allocates when it starts; B releases all of it
-// when it ends, I part of it and W the rest; while an action runs it holds its transient on
-// top. Shared by the simulator and the planner's limit check so both count the same way.
+// when it ends, I part of it and W the rest, but for what the backward leaves (its input
+// gradient: MemoryModel::Retained), which the previous stage's backward releases where that
+// stage is on the same rank (the gradient is handed over in memory) and nothing releases
+// before the step ends otherwise (it was sent); while an action runs it holds its transient
+// on top. Shared by the simulator, the planner's limit check and the solver so all count the
+// same way.
 #pragma once
 
 #include <algorithm>
@@ -10,27 +14,50 @@
 #include "pipeplan/model/action.h"
 #include "pipeplan/model/memory_model.h"
 #include "pipeplan/model/plan_util.h"
+#include "pipeplan/model/topology.h"
 
 namespace pipeplan {
 
 // What F, B, I and W of every stage do to their rank's memory (MemoryModel::Change and
-// Transient), looked up once: the trackers read it on every compute action.
+// Transient, and the hand-offs of the placement), looked up once: the trackers read it on
+// every compute action.
 class MemoryChangeTable {
  public:
-  MemoryChangeTable(const MemoryModel& memory, int stages_per_rank, int num_stages)
-      : memory_(memory), stages_per_rank_(stages_per_rank) {
-    cells_.resize(static_cast<size_t>(std::max(num_stages, 0)));
+  MemoryChangeTable(const MemoryModel& memory, const Topology& topology)
+      : memory_(memory), stages_per_rank_(ChunksPerShare(topology)) {
+    const int num_stages = std::max(topology.num_stages(), 0);
+    cells_.resize(static_cast<size_t>(num_stages));
+    handed_to_.assign(static_cast<size_t>(num_stages), 0.0);
     for (int s = 0; s < num_stages; ++s) {
       for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
                                     ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
         cells_[s][static_cast<size_t>(kind)] = Compute(kind, StageId(s));
       }
     }
+    const StageMap map(topology);
+    for (int s = 0; s + 1 < num_stages; ++s) {
+      if (map.RankOf(StageId(s)) == map.RankOf(StageId(s + 1))) {
+        handed_to_[s] = memory.Retained(StageId(s + 1), stages_per_rank_);
+      }
+    }
   }
 
-  // MemoryModel::Change and Transient of one compute part.
-  double Change(const Action& part) const { return At(part).change; }
+  // What one compute part does to its rank's memory: its own MemoryModel::Change, and for a
+  // backward (B or I) the gradient handed to it by the next stage on the same rank.
+  double Change(const Action& part) const {
+    const bool backward =
+        part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput;
+    return At(part).change - (backward ? HandedTo(part.stage) : 0.0);
+  }
+  // MemoryModel::Change alone (the solver holds the hand-off separately).
+  double OwnChange(const Action& part) const { return At(part).change; }
   double Transient(const Action& part) const { return At(part).transient; }
+  // The bytes of stage + 1's input gradient that `stage`'s backward frees (0 unless the two
+  // stages share a rank).
+  double HandedTo(StageId stage) const {
+    const auto s = static_cast<size_t>(stage.value);
+    return stage.value >= 0 && s < handed_to_.size() ? handed_to_[s] : 0.0;
+  }
 
   const MemoryModel& memory() const { return memory_; }
 
@@ -57,6 +84,7 @@ class MemoryChangeTable {
   const MemoryModel& memory_;
   int stages_per_rank_;
   std::vector<std::array<Cell, kTabulatedKinds>> cells_;  // [stage][kind]
+  std::vector<double> handed_to_;                         // [stage]
 };
 
 class RankMemoryTracker {
