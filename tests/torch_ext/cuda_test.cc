@@ -254,15 +254,13 @@ TEST(NcclTransport, OneRankSendsToItselfOnTheGpu) {
   EXPECT_TRUE(at::equal(sent, received));
 }
 
-// One step over NCCL, one GPU per rank, against the same plan run on CPU threads. GPU and CPU
-// kernels sum in different orders: rtol 1e-4 rather than the CPU tests' 1e-5.
-class NcclGradients : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(NcclGradients, MatchTheCpuRun) {
-  const Status cuda = CudaDeviceAvailable();
-  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
-  if (CudaDevices() < 2) GTEST_SKIP() << "needs 2 GPUs (one per rank); this machine has 1";
-  const Plan plan = TwoRankPlan(GetParam());
+// One step of `strategy` at P = 2 on the GPU (pipeplan-torch with `device_flags`) gives the
+// loss and gradients of the same plan run on CPU threads. GPU and CPU kernels sum in different
+// orders: rtol 1e-4 rather than the CPU tests' 1e-5.
+void ExpectTheCpuRunsGradients(const std::string& strategy,
+                               const std::vector<std::string>& device_flags,
+                               const std::string& name) {
+  const Plan plan = TwoRankPlan(strategy);
   ModelConfig config;
   config.layers_per_stage = 1;
   config.hidden = 64;
@@ -271,9 +269,19 @@ TEST_P(NcclGradients, MatchTheCpuRun) {
   options.model = config;
   const testing::StepResult cpu = testing::RunInProcess(plan, options);
   std::vector<std::string> flags = testing::ModelFlags(config);
-  flags.insert(flags.end(), {"--transport", "nccl"});
-  const testing::StepResult gpu = testing::RunOverGloo(plan, flags, "nccl-" + GetParam());
+  flags.insert(flags.end(), device_flags.begin(), device_flags.end());
+  const testing::StepResult gpu = testing::RunOverGloo(plan, flags, name + strategy);
   testing::ExpectMatches(gpu, cpu, 1e-4);
+}
+
+// One step over NCCL, one GPU per rank.
+class NcclGradients : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NcclGradients, MatchTheCpuRun) {
+  const Status cuda = CudaDeviceAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
+  if (CudaDevices() < 2) GTEST_SKIP() << "needs 2 GPUs (one per rank); this machine has 1";
+  ExpectTheCpuRunsGradients(GetParam(), {"--transport", "nccl"}, "nccl-");
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, NcclGradients, ::testing::Values("1f1b", "zbv", "dualpipe-v"),
@@ -287,18 +295,8 @@ class OneGpuGradients : public ::testing::TestWithParam<std::string> {};
 TEST_P(OneGpuGradients, MatchTheCpuRun) {
   const Status cuda = CudaDeviceAvailable();
   if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
-  const Plan plan = TwoRankPlan(GetParam());
-  ModelConfig config;
-  config.layers_per_stage = 1;
-  config.hidden = 64;
-  config.seed = 7;
-  TorchExecutorOptions options;
-  options.model = config;
-  const testing::StepResult cpu = testing::RunInProcess(plan, options);
-  std::vector<std::string> flags = testing::ModelFlags(config);
-  flags.insert(flags.end(), {"--transport", "inproc", "--device", "cuda:0"});
-  const testing::StepResult gpu = testing::RunOverGloo(plan, flags, "one-gpu-" + GetParam());
-  testing::ExpectMatches(gpu, cpu, 1e-4);
+  ExpectTheCpuRunsGradients(GetParam(), {"--transport", "inproc", "--device", "cuda:0"},
+                            "one-gpu-");
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, OneGpuGradients,
