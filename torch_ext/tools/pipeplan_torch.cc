@@ -79,8 +79,8 @@ Options:
   --local-ranks P         spawn the plan's P ranks as processes of this machine (what
                           happens anyway outside torchrun, when RANK is not set)
   --transport NAME        gloo (processes; default), nccl (processes, one GPU each:
-                          cuda:LOCAL_RANK; not yet run on a GPU, see docs/torch.md) or
-                          inproc (threads of this process)
+                          cuda:LOCAL_RANK; run on one GPU, not yet between two: see
+                          docs/gpu.md) or inproc (threads of this process)
   --device DEV            inproc only: cpu (default) or cuda:N. cuda:N runs every rank as a
                           thread on that one GPU, one op at a time (--serial is implied:
                           ops of different ranks never share the GPU, so each op's time is
@@ -164,6 +164,7 @@ struct Options {
   std::optional<int> local_ranks;
   TransportKind transport = TransportKind::kGloo;
   std::string device = "cpu";  // of an in-process run; over NCCL each rank takes its own GPU
+  int gpu = -1;                // N of --device cuda:N, else -1
   bool serial = false;         // in-process ranks take turns (implied on a GPU)
   int steps = 3;
   int warmup = 1;
@@ -264,6 +265,7 @@ Status ParseDevice(const Flags& flags, Options& o) {
     }
     if (cuda && !flags.Has("transport")) o.transport = TransportKind::kInProc;
     o.device = *device;
+    o.gpu = cuda ? index : -1;
     o.serial = o.serial || cuda;
   }
   if ((device || o.serial) && o.transport != TransportKind::kInProc) {
@@ -543,7 +545,7 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
     ProfileOptions options;
     options.seconds_per_unit = kMicroseconds;
     // The clock goes with the device: a GPU profile is in kernel time (CUDA events).
-    const bool gpu = o.transport == TransportKind::kNccl || o.device != "cpu";
+    const bool gpu = o.transport == TransportKind::kNccl || o.gpu >= 0;
     std::string device = gpu ? "cuda, CUDA-event times" : "cpu, host-clock times";
     if (o.serial) device += ", ranks as threads taking turns";
     options.source = std::string("pipeplan-torch ") + device + ", " +
@@ -607,7 +609,7 @@ Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
   if (o.transport == TransportKind::kNccl) {
     PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--transport nccl"));
   }
-  if (o.device != "cpu") {
+  if (o.gpu >= 0) {
     PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--device " + o.device));
   }
   if (o.fault) {
@@ -639,8 +641,7 @@ Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
 // event timers, messages copied on the device, one op at a time).
 Status RunInProcess(const Plan& plan, const Options& o) {
   const int ranks = plan.request.topology.ranks;
-  const bool gpu = o.device != "cpu";
-  const int gpu_index = gpu ? std::atoi(o.device.c_str() + 5) : -1;  // "cuda:N"
+  const bool gpu = o.gpu >= 0;
   // One rank per allocator or none: the CUDA allocator's figures are the device's.
   const bool count_memory = !gpu || ranks == 1;
   std::mutex shared_device;
@@ -651,14 +652,13 @@ Status RunInProcess(const Plan& plan, const Options& o) {
                               MakeExecutor(plan, RankId(r), o, o.device, count_memory));
     executors.push_back(std::move(executor));
     if (gpu) {
-      PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::OpTimer> timer,
-                                MakeCudaEventTimer(gpu_index));
+      PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::OpTimer> timer, MakeCudaEventTimer(o.gpu));
       timers.push_back(std::move(timer));
     }
   }
   std::mutex* turns = o.serial ? &shared_device : nullptr;
   std::vector<std::unique_ptr<runtime::Transport>> transports = runtime::MakeInProcTransports(
-      ranks, gpu ? CudaDeviceCopy(gpu_index, turns) : runtime::CopyBytes{});
+      ranks, gpu ? CudaDeviceCopy(o.gpu, turns) : runtime::CopyBytes{});
   std::vector<runtime::OpExecutor*> executor_ptrs;
   std::vector<runtime::Transport*> transport_ptrs;
   for (int r = 0; r < ranks; ++r) {
