@@ -243,9 +243,10 @@ class InstanceBuilder {
   }
 
   // What MemoryModel::Change releases at an op's end is held from the F's start until then;
-  // what the backward leaves (retained) until the previous stage's backward where that stage
-  // is on the same rank (MemoryChangeTable::HandedTo), else until the step ends; a transient
-  // during its op.
+  // what the backward leaves (retained: its input gradient) until the previous stage's
+  // backward ends, which frees it on the same rank (MemoryChangeTable::HandedTo) and on another
+  // has received it by then (the simulator frees a sent gradient at its rank's first op once it
+  // landed, never later than this); a transient during its op.
   void AddHolds() {
     const MemoryChangeTable changes = Changes();
     for (int s = 0; s < stages_.num_stages(); ++s) {
@@ -259,9 +260,8 @@ class InstanceBuilder {
           AddHold(rank, ops.forward, released, freed);
           kept -= freed;
         }
-        const bool handed = s > 0 && changes.HandedTo(StageId(s - 1)) > 0;
-        AddHold(rank, ops.forward,
-                handed ? parts_.At(StageId(s - 1), MicrobatchId(m)).backward : -1, kept);
+        AddHold(rank, ops.forward, s > 0 ? parts_.At(StageId(s - 1), MicrobatchId(m)).backward : -1,
+                kept);
         for (const int op : {ops.forward, ops.backward, ops.weight}) {
           if (op >= 0) AddHold(rank, op, op, changes.Transient(out_.ops[op].action));
         }

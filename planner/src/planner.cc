@@ -11,7 +11,6 @@
 #include "pipeplan/passes/scheduled_passes.h"
 #include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/optimal.h"
-#include "pipeplan/simulation/memory_tracker.h"
 #include "pipeplan/simulation/simulator.h"
 #include "pipeplan/strategies/strategy.h"
 
@@ -45,24 +44,24 @@ Provenance ProvenanceOf(const PlanRequest& request) {
   return provenance;
 }
 
-// Peak memory depends only on the order, so the limit is checked without timing.
-Status CheckMemoryLimit(const Plan& plan) {
+// The limit holds where the simulated peak of every rank does. Memory takes the timing too (a
+// gradient sent to another rank is freed once it landed there), so the plan is simulated with
+// its own costs: from `schedule`, its compute's list schedule, where the caller has it.
+Status CheckMemoryLimit(const Plan& plan, const ListScheduleResult* schedule) {
   const MemoryModel& memory = plan.request.memory;
   if (!memory.limit.has_value()) return Status::Ok();
-  const Topology& topology = plan.request.topology;
-  const MemoryChangeTable changes(memory, topology);
-  for (const RankProgram& program : plan.programs) {
-    RankMemoryTracker tracker(changes);
-    for (const Action& action : program.actions) {
-      if (!IsCompute(action.kind)) continue;
-      tracker.Start(action);
-      tracker.End(action);
-    }
-    const double needed = memory.StaticOf(program.rank) + tracker.peak();
-    if (needed > *memory.limit * (1 + 1e-12)) {
-      return FailedPrecondition(plan.request.strategy + " needs " + memory.Describe(needed) +
-                                " memory on rank " + std::to_string(program.rank.value) +
-                                ", above the memory limit " + memory.Describe(*memory.limit));
+  Timeline timeline;
+  if (schedule != nullptr) {
+    timeline = SimulateScheduled(plan, plan.request.costs, memory, *schedule);
+  } else {
+    PIPEPLAN_ASSIGN_OR_RETURN(timeline, Simulate(plan));
+  }
+  for (const RankTimeline& rank : timeline.ranks) {
+    if (rank.peak_memory > *memory.limit * (1 + 1e-12)) {
+      return FailedPrecondition(plan.request.strategy + " needs " +
+                                memory.Describe(rank.peak_memory) + " memory on rank " +
+                                std::to_string(rank.rank.value) + ", above the memory limit " +
+                                memory.Describe(*memory.limit));
     }
   }
   return Status::Ok();
@@ -152,7 +151,7 @@ StatusOr<Plan> BuildScheduledPlan(const PlanRequest& request, ComputeOrder order
   // The compute order was checked above and the passes keep it as it is.
   Status valid = ValidateAddedActions(plan);
   if (!valid.ok()) return Internal("the planner produced an invalid plan: " + valid.message());
-  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan));
+  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan, &schedule));
   return plan;
 }
 
@@ -200,7 +199,7 @@ StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request,
   plan.programs = std::move(programs);
   plan.provenance = ProvenanceOf(request);
   PIPEPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
-  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan));
+  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan, nullptr));
   return plan;
 }
 

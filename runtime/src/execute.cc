@@ -33,6 +33,11 @@ bool IsValidationComm(ActionKind kind) {
   return kind == ActionKind::kRecvPostValidation || kind == ActionKind::kSendPostValidation;
 }
 
+bool IsSend(ActionKind kind) {
+  return kind == ActionKind::kSendForward || kind == ActionKind::kSendBackward ||
+         kind == ActionKind::kSendPostValidation;
+}
+
 const Status& StatusOf(const Status& status) { return status; }
 template <typename T>
 Status StatusOf(const StatusOr<T>& result) {
@@ -265,9 +270,7 @@ class StepRunner {
     ops.reserve(end - begin);
     for (size_t i = begin; i < end; ++i) {
       const Action& action = actions_[i];
-      const bool send = action.kind == ActionKind::kSendForward ||
-                        action.kind == ActionKind::kSendBackward ||
-                        action.kind == ActionKind::kSendPostValidation;
+      const bool send = IsSend(action.kind);
       // Posted again by a replay: the first message must have landed before its buffer is
       // handed out again.
       if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, i, Activity::kWaiting));
@@ -282,7 +285,10 @@ class StepRunner {
     PIPEPLAN_RETURN_IF_ERROR(AtAction(begin, timer_.GroupPosting(begin, end)));
     auto handles = transport_.Post(ops);
     if (!handles.ok()) return AtAction(begin, handles.status());
-    for (size_t i = begin; i < end; ++i) pending_[i] = std::move((*handles)[i - begin]);
+    for (size_t i = begin; i < end; ++i) {
+      pending_[i] = std::move((*handles)[i - begin]);
+      if (IsSend(actions_[i].kind)) sends_in_flight_.push_back(i);
+    }
     return AtAction(begin, timer_.GroupPosted(begin, end));
   }
 
@@ -296,6 +302,8 @@ class StepRunner {
     for (size_t input : prepared_.InputsOf(index)) {
       if (pending_[input]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(input, index, Activity::kWaiting));
     }
+    // After the inputs: what they causally follow (a peer's use of a gradient sent) is done.
+    PIPEPLAN_RETURN_IF_ERROR(FinishCompletedSends());
     Publish(Activity::kRunning, index);
     // On a shared device the marks are inside the hold too: no other rank's work between them.
     const std::unique_lock device = HoldDevice();
@@ -312,6 +320,24 @@ class StepRunner {
     if (!status.ok()) return AtAction(transfer, status);
     timer_.Landed(transfer, pending_[transfer]->completed_at());
     pending_[transfer].reset();
+    if (!IsSend(actions_[transfer].kind)) return Status::Ok();
+    // The executor may free what was sent: a gradient need not wait for the step's end.
+    std::erase(sends_in_flight_, transfer);
+    return AtAction(transfer, OnDevice([&] {
+                      return executor_.SendCompleted(actions_[transfer], Context(transfer));
+                    }));
+  }
+
+  // Sends the transport says have completed, finished before the next compute op.
+  Status FinishCompletedSends() {
+    for (size_t k = 0; k < sends_in_flight_.size();) {
+      const size_t send = sends_in_flight_[k];
+      if (!pending_[send]->IsCompleted()) {
+        ++k;
+        continue;
+      }
+      PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(send, send, Activity::kWaiting));
+    }
     return Status::Ok();
   }
 
@@ -357,6 +383,7 @@ class StepRunner {
   HostOpTimer host_timer_;  // when the options name no timer
   OpTimer& timer_;
   std::vector<std::unique_ptr<PendingOp>> pending_;  // posted, not yet waited, by action index
+  std::vector<size_t> sends_in_flight_;              // the sends among them, in posting order
   RankTimeline timeline_;
 };
 

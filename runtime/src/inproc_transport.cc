@@ -196,6 +196,7 @@ class InProcPendingOp final : public PendingOp {
       : world_(std::move(world)), state_(std::move(state)) {}
 
   Status Wait(TimePoint deadline) override { return world_->Wait(*state_, deadline); }
+  bool IsCompleted() override { return state_->done.load(std::memory_order_acquire); }
   TimePoint completed_at() const override { return state_->completed_at; }
 
  private:

@@ -4,7 +4,9 @@
 namespace pipeplan::runtime {
 
 std::vector<Backend> ConformanceBackends() {
-  return {{"inproc", [](int ranks) { return MakeInProcTransports(ranks); }}};
+  return {{.name = "inproc",
+           .make = [](int ranks) { return MakeInProcTransports(ranks); },
+           .tells_completion = true}};
 }
 
 }  // namespace pipeplan::runtime

@@ -17,6 +17,8 @@ using Transports = std::vector<std::unique_ptr<Transport>>;
 struct Backend {
   std::string name;
   std::function<Transports(int ranks)> make;  // a connected world of `ranks` transports
+  // PendingOp::IsCompleted turns true without a wait (else it may stay false: the default).
+  bool tells_completion = false;
 };
 
 std::vector<Backend> ConformanceBackends();

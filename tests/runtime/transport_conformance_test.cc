@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -186,6 +187,31 @@ TEST_P(TransportConformance, WaitTimesOutAtItsDeadline) {
   EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status.message();
   EXPECT_GE(waited, 0.05);
   EXPECT_LT(waited, 5.0);
+}
+
+// IsCompleted never claims a transfer too early: a send is not completed before its receive
+// is posted. A backend that tells completion without a wait says so once the message landed,
+// and Wait then returns at once.
+TEST_P(TransportConformance, IsCompletedNeverClaimsTooEarly) {
+  const Transports t = Make(2);
+  std::vector<std::byte> sent = Pattern(4096, 7);
+  std::vector<std::byte> got(sent.size());
+  auto send = PostOne(*t[0], P2PKind::kSend, 1, sent);
+  ASSERT_NE(send, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(send->IsCompleted());
+  auto recv = PostOne(*t[1], P2PKind::kRecv, 0, got);
+  ExpectWaitOk(recv.get());
+  EXPECT_EQ(got, sent);
+  if (GetParam().tells_completion) {
+    const TimePoint deadline = Soon();
+    while (!send->IsCompleted() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(send->IsCompleted());
+    EXPECT_TRUE(send->Wait(Clock::now()).ok());
+  }
+  ExpectWaitOk(send.get());
 }
 
 // Abort on one rank wakes a waiter on another with the reason, and every later post fails.

@@ -8,7 +8,8 @@
 namespace pipeplan::runtime {
 
 std::vector<Backend> ConformanceBackends() {
-  return {{"gloo", [](int ranks) {
+  return {{"gloo",
+           [](int ranks) {
              const int port = torch_ext::FreeLocalPort();
              std::vector<StatusOr<torch_ext::GlooConnection>> connections;
              for (int r = 0; r < ranks; ++r) {
@@ -33,7 +34,8 @@ std::vector<Backend> ConformanceBackends() {
                transports.push_back(std::move(connection->transport));
              }
              return transports;
-           }}};
+           },
+           /*tells_completion=*/true}};
 }
 
 }  // namespace pipeplan::runtime

@@ -3,13 +3,14 @@
 // 2; 2P x 2 layers in all, split into P x V stages) as threads of one process with every
 // allocation counted (`pipeplan-torch profile --timeline`); the profile is calibrated and the
 // same plan simulated with the calibrated memory model. Every rank's predicted peak must be
-// within 5% of its measured one. Bytes, not times: the figures repeat exactly run to run and
-// do not depend on the machine's load.
+// within 5% of its measured one. Bytes depend on the order alone but for a sent gradient, freed
+// at the sender's first op after its receiver took it: which op that is depends on the
+// timing, so a peak may move by one message (128 KiB, under 0.7%) from run to run.
 // Then, on that one model at P=4, the measured peaks rank as the papers say (v-min < v-half <
-// zbv <= 1f1b < zb-h2, but zbv within 10% of 1f1b: see the test), and so do the predictions. The
-// papers count activations: the ranking is of each plan's largest peak above static memory (the V
-// shape puts the last stage, with the loss's targets, on rank 0 beside the first, so its static
-// memory is larger).
+// zbv <= 1f1b < zb-h2, zbv within the gradients it has sent and its receivers not yet taken:
+// see the test), and so do the predictions. The papers count activations: the ranking is of each
+// plan's largest peak above static memory (the V shape puts the last stage, with the loss's
+// targets, on rank 0 beside the first, so its static memory is larger).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +32,8 @@ namespace pipeplan::torch_ext {
 namespace {
 
 constexpr double kTolerance = 0.05;
+// One message between stages: [microbatch 2, sequence 64, hidden 256] floats.
+constexpr double kMessageBytes = 2.0 * 64 * 256 * 4;
 
 struct Case {
   const char* strategy;
@@ -202,12 +205,12 @@ TEST(MemoryRanking, MeasuredAndPredictedPeaksRankAsThePapersSay) {
     const auto of = [&](const char* strategy) { return Largest(peaks[strategy].*pick); };
     EXPECT_LT(of("v-min"), of("v-half"));
     EXPECT_LT(of("v-half"), of("zbv"));
-    // The papers count activations alone: zbv's equal 1F1B's. Our runtime adds messages: each
-    // of zbv's two stages per rank holds its own received input, and keeps the gradient it
-    // sent until the step's sends are waited at its end, so zbv measures 7.4% above 1F1B here
-    // (20.99 MB against 19.55 MB above static). Within 10%, not below: an open item (release
-    // a sent buffer when its send completes).
-    EXPECT_LE(of("zbv"), 1.10 * of("1f1b"));
+    // The papers count activations alone: zbv's equal 1F1B's. A runtime adds messages: a
+    // gradient sent stays until its receiver has taken it (then the sender frees it at its next
+    // op), and how far a receiver lags depends on the timing. 1F1B's peak is on rank 0, which sends
+    // no gradient; zbv's on a middle rank, which sends them to both neighbours: at most one
+    // not yet taken by each (2026-11-27, 2-core VM, with the cores busy or not: 0, 1 or 2).
+    EXPECT_LE(of("zbv"), of("1f1b") + 2 * kMessageBytes);
     EXPECT_LT(of("1f1b"), of("zb-h2"));
   }
 }

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -80,7 +82,9 @@ std::chrono::milliseconds Until(TimePoint deadline) {
 
 class GlooTransport;
 
-// One posted message: a header and (unless empty) a payload work.
+// One posted message: a header and (unless empty) a payload work. A receive is waited by its
+// caller; a send by its peer's SendReaper (Reap), which records the result for Wait and
+// IsCompleted: Gloo tells a send's end only to a thread that blocks on it.
 class GlooPendingOp final : public PendingOp {
  public:
   GlooPendingOp(GlooTransport* transport, P2POp op, int64_t sequence)
@@ -88,12 +92,19 @@ class GlooPendingOp final : public PendingOp {
 
   Status Start(c10d::ProcessGroupGloo& group);
   Status Wait(TimePoint deadline) override;
+  bool IsCompleted() override;
   TimePoint completed_at() const override { return completed_at_; }
   void Abort();
+  // A send only, on its reaper's thread: blocks until the send ended, then records it.
+  void Reap();
 
  private:
+  // Blocks on the works until they end or `deadline`.
+  Status Complete(TimePoint deadline);
   Status WaitWork(const c10::intrusive_ptr<c10d::Work>& work, TimePoint deadline);
   Status CheckHeader();
+  // Records the end of the transfer (not a deadline), for every waiter.
+  void Record(const Status& status);
 
   GlooTransport* transport_;
   P2POp op_;
@@ -103,8 +114,43 @@ class GlooPendingOp final : public PendingOp {
   std::mutex mutex_;  // guards the works against Abort from another thread
   c10::intrusive_ptr<c10d::Work> header_work_;
   c10::intrusive_ptr<c10d::Work> payload_work_;
+  std::mutex result_mutex_;  // guards result_ and completed_at_ (a send's reaper writes them)
+  std::condition_variable ended_;
   std::optional<Status> result_;
   TimePoint completed_at_;
+};
+
+// Waits one peer's sends in the order they were posted, on a thread of its own.
+class SendReaper {
+ public:
+  SendReaper() : thread_([this](const std::stop_token& stop) { Loop(stop); }) {}
+
+  void Add(std::shared_ptr<GlooPendingOp> send) {
+    {
+      const std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(send));
+    }
+    added_.notify_one();
+  }
+
+ private:
+  void Loop(const std::stop_token& stop) {
+    while (true) {
+      std::shared_ptr<GlooPendingOp> send;
+      {
+        std::unique_lock lock(mutex_);
+        if (!added_.wait(lock, stop, [&] { return !queue_.empty(); })) return;
+        send = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      send->Reap();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable_any added_;
+  std::deque<std::shared_ptr<GlooPendingOp>> queue_;
+  std::jthread thread_;  // last: started once the queue exists
 };
 
 class GlooTransport final : public runtime::Transport {
@@ -117,7 +163,8 @@ class GlooTransport final : public runtime::Transport {
         world_(world),
         sent_(world, 0),
         received_(world, 0),
-        watcher_([this](const std::stop_token& stop) { WatchForAbort(stop); }) {}
+        watcher_([this](const std::stop_token& stop) { WatchForAbort(stop); }),
+        reapers_(static_cast<size_t>(world)) {}
 
   ~GlooTransport() override {
     watcher_.request_stop();
@@ -130,6 +177,7 @@ class GlooTransport final : public runtime::Transport {
     for (const auto& weak : live) {
       if (auto op = weak.lock()) op->Abort();
     }
+    reapers_.clear();  // joined here, while what their sends use still exists
   }
 
   RankId rank() const override { return RankId(rank_); }
@@ -151,6 +199,7 @@ class GlooTransport final : public runtime::Transport {
       auto pending = std::make_shared<GlooPendingOp>(this, op, counter[op.peer.value]++);
       PIPEPLAN_RETURN_IF_ERROR(pending->Start(*group_));
       live_.push_back(pending);
+      if (op.kind == P2PKind::kSend) ReaperOf(op.peer.value).Add(pending);
       handles.push_back(std::make_unique<SharedOp>(std::move(pending)));
     }
     std::erase_if(live_, [](const std::weak_ptr<GlooPendingOp>& w) { return w.expired(); });
@@ -191,11 +240,19 @@ class GlooTransport final : public runtime::Transport {
    public:
     explicit SharedOp(std::shared_ptr<GlooPendingOp> op) : op_(std::move(op)) {}
     Status Wait(TimePoint deadline) override { return op_->Wait(deadline); }
+    bool IsCompleted() override { return op_->IsCompleted(); }
     TimePoint completed_at() const override { return op_->completed_at(); }
 
    private:
     std::shared_ptr<GlooPendingOp> op_;
   };
+
+  // Under mutex_.
+  SendReaper& ReaperOf(int peer) {
+    std::unique_ptr<SendReaper>& reaper = reapers_[static_cast<size_t>(peer)];
+    if (reaper == nullptr) reaper = std::make_unique<SendReaper>();
+    return *reaper;
+  }
 
   void AbortLocally(const Status& reason) {
     std::vector<std::shared_ptr<GlooPendingOp>> live;
@@ -239,6 +296,7 @@ class GlooTransport final : public runtime::Transport {
   std::vector<std::weak_ptr<GlooPendingOp>> live_;
   std::optional<Status> aborted_;
   std::jthread watcher_;
+  std::vector<std::unique_ptr<SendReaper>> reapers_;  // by peer, made at its first send
 };
 
 Status GlooPendingOp::Start(c10d::ProcessGroupGloo& group) {
@@ -308,14 +366,47 @@ Status GlooPendingOp::CheckHeader() {
   return mismatch;
 }
 
-Status GlooPendingOp::Wait(TimePoint deadline) {
-  if (result_) return *result_;
+Status GlooPendingOp::Complete(TimePoint deadline) {
   Status status = WaitWork(header_work_, deadline);
   if (status.ok() && op_.kind == P2PKind::kRecv) status = CheckHeader();
   if (status.ok()) status = WaitWork(payload_work_, deadline);
-  if (status.code() == StatusCode::kDeadlineExceeded) return status;
-  if (status.ok()) completed_at_ = Clock::now();
-  result_ = status;
+  return status;
+}
+
+void GlooPendingOp::Record(const Status& status) {
+  {
+    const std::lock_guard lock(result_mutex_);
+    if (status.ok()) completed_at_ = Clock::now();
+    result_ = status;
+  }
+  ended_.notify_all();
+}
+
+void GlooPendingOp::Reap() { Record(Complete(TimePoint::max())); }
+
+bool GlooPendingOp::IsCompleted() {
+  const std::lock_guard lock(result_mutex_);
+  return result_.has_value();
+}
+
+Status GlooPendingOp::Wait(TimePoint deadline) {
+  if (op_.kind == P2PKind::kSend) {
+    std::unique_lock lock(result_mutex_);
+    const auto ended = [&] { return result_.has_value(); };
+    if (deadline == TimePoint::max()) {
+      ended_.wait(lock, ended);
+    } else if (!ended_.wait_until(lock, deadline, ended)) {
+      return DeadlineExceeded("no message to rank " + std::to_string(op_.peer.value) +
+                              " before the deadline");
+    }
+    return *result_;
+  }
+  {
+    const std::lock_guard lock(result_mutex_);
+    if (result_) return *result_;
+  }
+  Status status = Complete(deadline);
+  if (status.code() != StatusCode::kDeadlineExceeded) Record(status);
   return status;
 }
 

@@ -75,6 +75,8 @@ class NcclPendingOp final : public PendingOp {
   NcclPendingOp(NcclTransport* transport, std::shared_ptr<Group> group, bool receive)
       : transport_(transport), group_(std::move(group)), receive_(receive) {}
   Status Wait(TimePoint deadline) override;
+  // The group's event has fired, or failed (Wait then reports the error).
+  bool IsCompleted() override { return cudaEventQuery(group_->done) != cudaErrorNotReady; }
   TimePoint completed_at() const override { return completed_at_; }
 
  private:

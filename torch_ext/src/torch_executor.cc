@@ -177,7 +177,7 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
   ++forwards_this_step_;
   at::Tensor input;
   if (map_.IsFirst(stage)) {
-    input = inputs_.at(mb.value);
+    input = inputs_.at(mb.value).clone();
   } else if (OnThisRank(stage.value - 1)) {
     PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * previous, Find(StageId(stage.value - 1), mb, "F"));
     input = previous->output;
@@ -243,8 +243,8 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
                               /*create_graph=*/false, inputs);
   }
   state->root = at::Tensor();
-  // The first stage's input gradient goes nowhere; a sent one stays until the step's sends
-  // are waited at its end (SendBuffer's contract).
+  // The first stage's input gradient goes nowhere; a sent one stays until its send completes
+  // (SendCompleted).
   if (!map_.IsFirst(stage)) state->input_grad = state->input.grad().contiguous();
   state->input = at::Tensor();
   // The next stage has used the activation sent (its gradient came back): F's memory goes.
@@ -351,6 +351,14 @@ StatusOr<std::span<std::byte>> TorchExecutor::SendBuffer(const Action& send,
     default:
       return InvalidArgument(std::string(KindToken(send.kind)) + " is not a send");
   }
+}
+
+Status TorchExecutor::SendCompleted(const Action& send, const runtime::OpContext& /*context*/) {
+  if (send.kind != ActionKind::kSendBackward) return Status::Ok();
+  const MemoryMeter::Scope scope(meter_.get());
+  PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * state, Find(send.stage, send.microbatch, "SEND_B"));
+  state->input_grad = at::Tensor();
+  return Status::Ok();
 }
 
 StatusOr<std::span<std::byte>> TorchExecutor::RecvBuffer(const Action& recv,

@@ -1,7 +1,9 @@
 #include "pipeplan/simulation/simulator.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/model/stage_mb_table.h"
@@ -78,17 +80,30 @@ ActionTiming CommTiming(const Action& action, double rank_time, const ProducerEn
   return {rank_time, rank_time};
 }
 
-RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
-                               const ListScheduleResult& schedule, const ProducerEnds& ends,
-                               const CostModel& costs, const MemoryChangeTable& changes) {
-  const MemoryModel& memory = changes.memory();
+// When each stage's input gradient, sent to another rank, landed there (the end of the RECV_B
+// that took it), by the sending stage; never, where nothing took it.
+StageMbTable<double> CollectGradientLandings(const std::vector<RankProgram>& programs,
+                                             const std::vector<RankTimeline>& ranks,
+                                             const Topology& topology) {
+  StageMbTable<double> landed(topology.num_stages(), topology.microbatches,
+                              std::numeric_limits<double>::infinity());
+  for (size_t r = 0; r < programs.size(); ++r) {
+    const std::vector<Action>& actions = programs[r].actions;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      const StageId sender(a.stage.value + 1);
+      if (a.kind != ActionKind::kRecvBackward || !landed.Contains(sender, a.microbatch)) continue;
+      landed.At(sender, a.microbatch) = ranks[r].actions[i].end;
+    }
+  }
+  return landed;
+}
+
+RankTimeline TimeRank(int rank, const RankProgram& program, const ListScheduleResult& schedule,
+                      const ProducerEnds& ends, const CostModel& costs) {
   RankTimeline out;
   out.rank = RankId(rank);
   out.actions.reserve(program.actions.size());
-  out.memory.reserve(3 * schedule.Rank(rank).size() + 1);
-  RankMemoryTracker tracker(changes);
-  const double static_memory = memory.StaticOf(RankId(rank));
-  out.memory.push_back({0.0, static_memory});
   double rank_time = 0.0;
   size_t compute = 0;
   for (const Action& action : program.actions) {
@@ -102,6 +117,42 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
     if (compute == 0) out.first_start = t.start;
     out.last_end = t.end;
     out.busy += t.end - t.start;
+    rank_time = t.end;
+    ++compute;
+  }
+  return out;
+}
+
+// The rank's memory over the step: what its compute holds (RankMemoryTracker), less each
+// gradient it sent from the first op that starts once the gradient landed, where the runtime
+// frees a buffer whose send completed (OpExecutor::SendCompleted).
+void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
+                 const StageMbTable<double>& gradient_landed, RankTimeline& out) {
+  const MemoryModel& memory = changes.memory();
+  const int stages_per_rank = changes.stages_per_rank();
+  out.memory.reserve(3 * program.actions.size() + 1);
+  RankMemoryTracker tracker(changes);
+  const double static_memory = memory.StaticOf(out.rank);
+  out.memory.push_back({0.0, static_memory});
+  struct Sent {
+    double landed;
+    double bytes;
+  };
+  std::vector<Sent> sent;
+  for (size_t i = 0; i < program.actions.size(); ++i) {
+    const Action& action = program.actions[i];
+    if (action.kind == ActionKind::kSendBackward &&
+        gradient_landed.Contains(action.stage, action.microbatch)) {
+      sent.push_back({gradient_landed.At(action.stage, action.microbatch),
+                      memory.Retained(action.stage, stages_per_rank)});
+    }
+    if (!IsCompute(action.kind)) continue;
+    const ActionTiming& t = out.actions[i];
+    std::erase_if(sent, [&](const Sent& s) {
+      if (s.landed > t.start) return false;
+      tracker.Release(s.bytes);
+      return true;
+    });
     tracker.Start(action);
     out.memory.push_back({t.start, static_memory + tracker.held()});
     if (tracker.top() > tracker.held()) {
@@ -109,13 +160,10 @@ RankTimeline BuildRankTimeline(int rank, const RankProgram& program,
     }
     tracker.End(action);
     out.memory.push_back({t.end, static_memory + tracker.held()});
-    rank_time = t.end;
-    ++compute;
   }
   out.peak_activation_memory = tracker.peak();
   out.peak_memory = static_memory + tracker.peak();
   if (memory.unit == kBytesUnit) out.memory_unit = MemoryUnit::kBytes;
-  return out;
 }
 
 Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {
@@ -243,13 +291,18 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
                            const ListScheduleResult& schedule) {
   const Topology& topology = plan.request.topology;
   const ProducerEnds ends = CollectProducerEnds(plan.programs, schedule, topology);
-  const MemoryChangeTable changes(memory, topology);
   Timeline timeline;
   timeline.source = TimelineSource::kSimulated;
   timeline.ranks.reserve(plan.programs.size());
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     timeline.ranks.push_back(
-        BuildRankTimeline(static_cast<int>(r), plan.programs[r], schedule, ends, costs, changes));
+        TimeRank(static_cast<int>(r), plan.programs[r], schedule, ends, costs));
+  }
+  const MemoryChangeTable changes(memory, topology);
+  const StageMbTable<double> landed =
+      CollectGradientLandings(plan.programs, timeline.ranks, topology);
+  for (size_t r = 0; r < plan.programs.size(); ++r) {
+    TrackMemory(plan.programs[r], changes, landed, timeline.ranks[r]);
   }
   // A solver's proven bound holds for the costs it solved with, the plan's own.
   double lower_bound = LowerBound(plan, costs);

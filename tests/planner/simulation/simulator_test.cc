@@ -168,9 +168,9 @@ TEST(Simulator, RetainedBytesStayUntilTheStepEnds) {
   EXPECT_DOUBLE_EQ(t.ranks[0].memory.back().bytes, 0.5);
 }
 
-// What a backward leaves (its input gradient) is held until the step ends where it was sent,
-// but where the previous stage is on the same rank it is handed over in memory and that
-// stage's backward frees it. ZBV P=1 M=1: F0 F1 I1 I0 W1 W0 on one rank.
+// What a backward leaves (its input gradient) is handed over in memory where the previous
+// stage is on the same rank, and that stage's backward frees it. ZBV P=1 M=1: F0 F1 I1 I0 W1
+// W0 on one rank.
 TEST(Simulator, AGradientHandedToTheSameRankIsFreedByThePreviousStagesBackward) {
   PlanRequest one_rank = MakeRequest("zbv", 1, 1, 2);
   one_rank.memory.stages = {StageMemory{.activation = 1.0, .retained = 0.25}};
@@ -179,16 +179,25 @@ TEST(Simulator, AGradientHandedToTheSameRankIsFreedByThePreviousStagesBackward) 
   EXPECT_DOUBLE_EQ(t.ranks[0].peak_activation_memory, 2.0);
   // Stage 0's I frees stage 1's 0.25 (and stage 0's own 0.25 has no stage to go to: kept).
   EXPECT_DOUBLE_EQ(t.ranks[0].memory.back().bytes, 0.25);
+}
 
-  // P=2: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. Stage 3 sends its gradient to
-  // rank 1 and stage 1 to rank 0: both kept to the end (and stage 0's); stage 2 hands its
-  // gradient to stage 1 on rank 1, which frees it. M=2.
-  PlanRequest two_ranks = MakeRequest("zbv", 2, 2, 2);
-  two_ranks.memory.stages = {StageMemory{.activation = 1.0, .retained = 0.25}};
-  const Timeline v = SimulateOrDie(BuildOrDie(two_ranks));
-  ASSERT_EQ(v.ranks.size(), 2u);
-  EXPECT_DOUBLE_EQ(v.ranks[0].memory.back().bytes, 1.0);
-  EXPECT_DOUBLE_EQ(v.ranks[1].memory.back().bytes, 0.5);
+// A gradient sent to another rank is freed at its rank's first op that starts once it landed
+// there (the runtime frees a buffer whose send completed). 1F1B P=2 M=2, F=1, B=2: rank 1 runs
+// F0 [1,2] B0 [2,4] F1 B1; its gradient of mb 0 lands on rank 0 at 4 + the transfer time.
+TEST(Simulator, ASentGradientIsFreedOnceItLanded) {
+  for (const double transfer : {0.0, 0.5}) {
+    SCOPED_TRACE("transfer " + std::to_string(transfer));
+    PlanRequest request = MakeRequest("1f1b", 2, 2, 1, 1, 1, 1, transfer);
+    request.memory.stages = {StageMemory{.activation = 1.0, .retained = 0.25}};
+    const Timeline t = SimulateOrDie(BuildOrDie(request));
+    ASSERT_EQ(t.ranks.size(), 2u);
+    // Without a transfer F1 starts at 4, when the gradient landed: freed, F1 holds 1. With 0.5
+    // F1 starts at 4.5 (after B0, its input came at 2.5) and the gradient lands at 5: F1 holds
+    // it and its own activation, 1.25; B1 (from 5.5) then starts without it.
+    EXPECT_DOUBLE_EQ(t.ranks[1].peak_activation_memory, transfer == 0.0 ? 1.0 : 1.25);
+    // B1's gradient has no op after it: held to the step's end.
+    EXPECT_DOUBLE_EQ(t.ranks[1].memory.back().bytes, 0.25);
+  }
 }
 
 TEST(Simulator, ABadMemoryFigureIsRefusedNamingIt) {

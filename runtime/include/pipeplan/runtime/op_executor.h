@@ -61,9 +61,16 @@ class OpExecutor {
   virtual Status BeginStep(const OpContext& context) = 0;
   // Runs one compute action or a post-validation. The receives it consumes have completed.
   virtual Status Run(const Action& action, const OpContext& context) = 0;
-  // The bytes a SEND transmits (valid until EndStep), after its producer has run.
+  // The bytes a SEND transmits (valid until SendCompleted), after its producer has run.
   virtual StatusOr<std::span<std::byte>> SendBuffer(const Action& send,
                                                     const OpContext& context) = 0;
+  // A SEND has completed: the runtime reads its buffer no more, and the executor may free
+  // it. Called once per send, between ops: before the first compute op after the transport
+  // says it completed (PendingOp::IsCompleted), else when the send is waited (at the latest
+  // at the step's end, before EndStep). Default: nothing (buffers live until EndStep).
+  virtual Status SendCompleted(const Action& /*send*/, const OpContext& /*context*/) {
+    return Status::Ok();
+  }
   // Where a RECV lands (valid until EndStep); read by the compute that consumes it.
   virtual StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv,
                                                     const OpContext& context) = 0;

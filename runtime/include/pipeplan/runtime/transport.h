@@ -31,6 +31,10 @@ class PendingOp {
  public:
   virtual ~PendingOp() = default;
   virtual Status Wait(TimePoint deadline) = 0;
+  // Whether the transfer has completed (or failed), asked without blocking: once true, Wait
+  // returns at once. A backend that cannot tell without blocking answers false (the default);
+  // the caller then learns of the end only when it waits.
+  virtual bool IsCompleted() { return false; }
   // When the transfer completed (the data landed in the receive buffer, or the send buffer
   // may be reused); the time Wait returned for backends that cannot tell. Only after Wait Ok.
   virtual TimePoint completed_at() const = 0;

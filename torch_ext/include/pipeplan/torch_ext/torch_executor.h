@@ -96,6 +96,9 @@ class TorchExecutor final : public runtime::OpExecutor {
                                             const runtime::OpContext& context) override;
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv,
                                             const runtime::OpContext& context) override;
+  // A sent input gradient is freed here, while the step goes on (the activation sent by F
+  // stays until the microbatch's backward, which holds it anyway).
+  Status SendCompleted(const Action& send, const runtime::OpContext& context) override;
   Status EndStep(const runtime::OpContext& context) override;
   StatusOr<runtime::Verdict> Validate(const Action& pv, const runtime::OpContext& context) override;
   bool ExchangesGradientState() const override;

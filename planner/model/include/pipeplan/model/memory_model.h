@@ -24,9 +24,10 @@ struct StageMemory {
   double backward_transient = 0.0;
   double input_transient = 0.0;
   double weight_transient = 0.0;
-  // Of the activation, what a microbatch's backward leaves held until the step ends: the
-  // gradient it sent, whose buffer a runtime keeps until it waits on the step's sends at the
-  // end (pipeplan-torch and torch.distributed.pipelining both do). At most the activation.
+  // Of the activation, what a microbatch's backward leaves held: the input gradient it passes
+  // back, freed once its send completed (pipeplan-torch frees it at the rank's first op after;
+  // torch.distributed.pipelining only at the step's end) or, on the same rank, by the previous
+  // stage's backward. At most the activation.
   double retained = 0.0;
 
   bool operator==(const StageMemory&) const = default;
@@ -49,7 +50,8 @@ struct MemoryModel {
   double Activation(StageId stage, int stages_per_rank) const;
   double FreedByInput(StageId stage, int stages_per_rank) const;
   // What a microbatch's backward on `stage` leaves held (its input gradient), at most the
-  // activation: until the step ends where the gradient was sent, until the previous stage's
+  // activation: until its send completed where the gradient was sent (the simulator: at the
+  // rank's first op once it landed), until the previous stage's
   // backward where that stage is on the same rank (MemoryChangeTable).
   double Retained(StageId stage, int stages_per_rank) const;
   // What one compute part (F, B, I or W) does to its rank's activation memory: + the

@@ -1,10 +1,10 @@
 // Activation memory accounting of one rank: F allocates when it starts; B releases all of it
 // when it ends, I part of it and W the rest, but for what the backward leaves (its input
 // gradient: MemoryModel::Retained), which the previous stage's backward releases where that
-// stage is on the same rank (the gradient is handed over in memory) and nothing releases
-// before the step ends otherwise (it was sent); while an action runs it holds its transient
-// on top. Shared by the simulator, the planner's limit check and the solver so all count the
-// same way.
+// stage is on the same rank (the gradient is handed over in memory); a gradient sent to another
+// rank is released once its send completed, which takes the step's timing (the simulator calls
+// Release); while an action runs it holds its transient on top. Shared by the simulator and
+// the solver so both count the same way.
 #pragma once
 
 #include <algorithm>
@@ -60,6 +60,7 @@ class MemoryChangeTable {
   }
 
   const MemoryModel& memory() const { return memory_; }
+  int stages_per_rank() const { return stages_per_rank_; }
 
  private:
   static constexpr size_t kTabulatedKinds = 4;  // F, B, I and W come first in ActionKind
@@ -110,6 +111,9 @@ class RankMemoryTracker {
     }
     held_ = std::max(held_, 0.0);  // guards float drift only
   }
+
+  // Between actions: `bytes` held no more (a sent gradient whose send completed).
+  void Release(double bytes) { held_ = std::max(held_ - bytes, 0.0); }
 
   double held() const { return held_; }
   // The most the action begun last holds while it runs, activations included.
