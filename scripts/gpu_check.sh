@@ -199,6 +199,39 @@ for strategy in 1f1b zb-h1 zb-h2 zbv v-half v-min dualpipe-v; do
 done
 echo >>"$block"
 
+# 4b. The same at P = 2 and 4 on the one GPU: the ranks take turns (--device cuda:0) and each
+#     counts its own bytes in its turns (a turn meter over the caching allocator's figures),
+#     so every rank's peak is predicted and measured as on one GPU per rank.
+{
+  echo "### Peak memory per rank on cuda:0, ranks taking turns (M = 2P, in-sample calibration)"
+  echo "| plan | P | predicted peak, rank 0..P-1 | measured peak, rank 0..P-1 | errors |"
+  echo "| --- | --- | --- | --- | --- |"
+} >>"$block"
+for ranks in 2 4; do
+  for strategy in 1f1b zb-h1 zb-h2 zbv v-half v-min dualpipe-v; do
+    name=turns-$strategy-$ranks
+    if "$pipeplan" plan --strategy "$strategy" --ranks "$ranks" \
+        --microbatches $((2 * ranks)) -o "$work/$name.pb" >/dev/null &&
+      "$torch_tool" profile "$work/$name.pb" --device cuda:0 "${model[@]}" \
+        --timeline "$work/$name-measured.pb" -o "$work/$name-profile.json" \
+        >"$work/$name.log" 2>&1 &&
+      simulated_vs_measured "$name"; then
+      awk -v plan="$strategy" -v p="$ranks" '
+        /^rank +peak memory/ { memory = 1; next }
+        memory && $1 ~ /^[0-9]+$/ {
+          sim = sim sep $2 " " $3; meas = meas sep $4 " " $5; err = err sep $6; sep = ", "; next
+        }
+        memory { memory = 0 }
+        END { printf "| %s | %s | %s | %s | %s |\n", plan, p, sim, meas, err }
+      ' "$work/$name-diff.txt" >>"$block"
+    else
+      status=1
+      echo "| $strategy | $ranks | failed: $(tail -1 "$work/$name.log" 2>/dev/null) | | |" >>"$block"
+    fi
+  done
+done
+echo >>"$block"
+
 # 5. The user's TorchScript stages on cuda:0 (examples/make_stage_modules.py, one residual MLP
 #    stage): I + W against B when I and W split by cutting the graph (graph_cut.h).
 stage_dir="$work/stages"

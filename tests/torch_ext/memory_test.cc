@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,13 +78,60 @@ TEST(CpuMemoryMeter, EachThreadChargesItsOwnMeterAndAFreeGoesBackToTheOneThatCou
   EXPECT_EQ(second->Allocated(), 20000);
 }
 
-// Per rank, the memory measured in one step of `strategy` with every rank a thread here.
+// Two ranks taking turns on one allocator (the process's CPU account, as ranks share a GPU's
+// caching allocator): each counts what changed in its own turns, its peak included.
+TEST(TurnMeter, EachRankCountsWhatChangedInItsOwnTurns) {
+  const StatusOr<std::shared_ptr<MemoryMeter>> device = DeviceMeter(at::Device("cpu"));
+  ASSERT_TRUE(device.ok()) << device.status().message();
+  const std::unique_ptr<MemoryMeter> a = MakeTurnMeter(*device);
+  const std::unique_ptr<MemoryMeter> b = MakeTurnMeter(*device);
+  const int64_t before = (*device)->Allocated();
+  at::Tensor a_kept;
+  at::Tensor b_kept;
+  {
+    const MemoryMeter::Scope turn(a.get());
+    a_kept = at::empty({1000}, at::kFloat);
+  }
+  {
+    const MemoryMeter::Scope turn(b.get());
+    b_kept = at::empty({250}, at::kFloat);
+    EXPECT_EQ(b->Allocated(), 1000);
+  }
+  EXPECT_EQ(a->Allocated(), 4000);
+  EXPECT_EQ(b->Allocated(), 1000);
+  EXPECT_EQ((*device)->Allocated() - before, 5000);  // the device holds both
+  {
+    const MemoryMeter::Scope turn(a.get());
+    a->ResetPeak();
+    {
+      const at::Tensor transient = at::empty({2000}, at::kFloat);
+      EXPECT_EQ(a->Allocated(), 12000);
+    }
+    a_kept = at::Tensor();
+    EXPECT_EQ(a->Allocated(), 0);
+    EXPECT_EQ(a->Peak(), 12000);
+  }
+  EXPECT_EQ(a->Allocated(), 0);
+  EXPECT_EQ(a->Peak(), 12000);
+  EXPECT_EQ(b->Allocated(), 1000);  // a's turns left b's bytes alone
+  EXPECT_EQ(b->Peak(), 1000);
+  {
+    const MemoryMeter::Scope turn(b.get());
+    b_kept = at::Tensor();
+  }
+  EXPECT_EQ(b->Allocated(), 0);
+  EXPECT_EQ((*device)->Allocated(), before);
+}
+
+// Per rank, the memory measured in one step of `strategy` with every rank a thread here; with
+// `turns` the ranks take turns and share one allocator's figures (as on one GPU).
 std::vector<RankTimeline> MeasuredStep(const std::string& strategy, int ranks, int microbatches,
-                                       Plan& plan) {
+                                       Plan& plan, bool turns = false) {
   PlanRequest request;
   request.strategy = strategy;
   request.topology.ranks = ranks;
   request.topology.microbatches = microbatches;
+  request.topology.stages_per_rank = 0;  // the strategy's own
   StatusOr<Plan> built = BuildPlan(request);
   EXPECT_TRUE(built.ok()) << built.status().message();
   if (!built.ok()) return {};
@@ -90,6 +139,7 @@ std::vector<RankTimeline> MeasuredStep(const std::string& strategy, int ranks, i
   TorchExecutorOptions options;
   options.model.hidden = 128;
   options.model.sequence = 32;
+  options.memory_in_turns = turns;
   std::vector<std::unique_ptr<TorchExecutor>> executors;
   std::vector<runtime::OpExecutor*> executor_ptrs;
   for (int r = 0; r < ranks; ++r) {
@@ -107,6 +157,8 @@ std::vector<RankTimeline> MeasuredStep(const std::string& strategy, int ranks, i
   run.steps = 1;
   run.warmup = 1;  // gradients and optimizer state exist from the first step on
   run.timeout_seconds = 60;
+  std::mutex device;
+  run.shared_device = turns ? &device : nullptr;
   StatusOr<std::vector<Timeline>> steps =
       runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run);
   EXPECT_TRUE(steps.ok()) << steps.status().message();
@@ -142,7 +194,8 @@ TEST(TorchExecutorMemory, EachForwardKeepsItsActivationUntilItsBackwardAndOneFOn
       if (action.kind != ActionKind::kBackward) continue;
       // B frees what its F kept (the saved activations, the output sent on) and the messages
       // received for it, but for the gradient it sends (the shape of its input), kept until
-      // the step ends. The last stage's F also keeps the microbatch's loss (4 bytes) as long.
+      // its send completed. The last stage's F also keeps the microbatch's loss (4 bytes) until
+      // the step ends.
       const double kept = kept_by_f.at(mb);
       const double loss = r == ranks - 1 ? 4.0 : 0.0;
       // On 2 ranks each rank receives one message per microbatch: rank 0 the gradient, rank 1
@@ -163,6 +216,40 @@ TEST(TorchExecutorMemory, EachForwardKeepsItsActivationUntilItsBackwardAndOneFOn
     EXPECT_EQ(timeline.peak_memory - timeline.peak_activation_memory,
               timeline.action_memory[0].start)
         << "static memory: what the rank held when its first action began";
+  }
+}
+
+// Ranks taking turns on one allocator (as P ranks on one GPU do) count what each would count
+// with an allocator of its own: every action's bytes and each rank's static memory are the
+// per-thread run's to the byte; a peak may differ by the gradients sent and not yet taken
+// (when a receiver takes one depends on the timing).
+TEST(TorchExecutorMemory, RanksTakingTurnsOnOneAllocatorCountAsIfApart) {
+  for (const char* strategy : {"1f1b", "zbv"}) {
+    SCOPED_TRACE(strategy);
+    Plan plan;
+    const std::vector<RankTimeline> apart = MeasuredStep(strategy, 2, 4, plan);
+    const std::vector<RankTimeline> turns = MeasuredStep(strategy, 2, 4, plan, /*turns=*/true);
+    ASSERT_EQ(apart.size(), 2u);
+    ASSERT_EQ(turns.size(), 2u);
+    for (size_t r = 0; r < 2; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      ASSERT_EQ(turns[r].memory_unit, MemoryUnit::kBytes);
+      ASSERT_EQ(turns[r].action_memory.size(), apart[r].action_memory.size());
+      double message = 0;
+      for (size_t i = 0; i < apart[r].action_memory.size(); ++i) {
+        const ActionMemory& one = apart[r].action_memory[i];
+        const ActionMemory& other = turns[r].action_memory[i];
+        EXPECT_EQ(other.end - other.start, one.end - one.start) << "action " << i;
+        EXPECT_EQ(other.peak - other.start, one.peak - one.start) << "action " << i;
+        if (plan.programs[r].actions[i].kind == ActionKind::kRecvForward ||
+            plan.programs[r].actions[i].kind == ActionKind::kRecvBackward) {
+          message = one.end - one.start;
+        }
+      }
+      EXPECT_GT(message, 0);
+      EXPECT_EQ(turns[r].action_memory[0].start, apart[r].action_memory[0].start) << "static";
+      EXPECT_LE(std::abs(turns[r].peak_memory - apart[r].peak_memory), 2 * message);
+    }
   }
 }
 

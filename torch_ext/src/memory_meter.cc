@@ -4,10 +4,12 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 
 namespace pipeplan::torch_ext {
 
@@ -136,13 +138,57 @@ class CudaMemoryMeter final : public MemoryMeter {
   c10::DeviceIndex device_;
 };
 
+// Counts, of a meter of the whole device, what changes while its rank's scope is open: held
+// (own_) is the sum of what each closed span left; inside a span the device's change since it
+// opened is added. The device's peak restarts with each span, so a span's peak is its own.
+class TurnMeter final : public MemoryMeter {
+ public:
+  explicit TurnMeter(std::shared_ptr<MemoryMeter> device) : device_(std::move(device)) {}
+
+  int64_t Allocated() const override { return own_ + (depth_ > 0 ? Change() : 0); }
+  int64_t Peak() const override {
+    return depth_ > 0 ? std::max(peak_, own_ + device_->Peak() - entered_) : peak_;
+  }
+  void ResetPeak() override {
+    if (depth_ > 0) device_->ResetPeak();
+    peak_ = Allocated();
+  }
+
+ protected:
+  std::shared_ptr<CpuAccount> account() override { return AccountOf(*device_); }
+  void Enter() override {
+    if (depth_++ > 0) return;
+    device_->ResetPeak();
+    entered_ = device_->Allocated();
+  }
+  void Leave() override {
+    if (--depth_ > 0) return;
+    peak_ = std::max(peak_, own_ + device_->Peak() - entered_);
+    own_ += device_->Allocated() - entered_;
+  }
+
+ private:
+  int64_t Change() const { return device_->Allocated() - entered_; }
+
+  std::shared_ptr<MemoryMeter> device_;
+  int depth_ = 0;
+  int64_t entered_ = 0;  // the device's bytes when the span opened
+  int64_t own_ = 0;      // the rank's bytes as of the last closed span
+  int64_t peak_ = 0;     // the rank's peak since ResetPeak, as of the last closed span
+};
+
 }  // namespace
 
-MemoryMeter::Scope::Scope(MemoryMeter* meter) : previous_(current_account) {
-  if (meter != nullptr) current_account = meter->account();
+MemoryMeter::Scope::Scope(MemoryMeter* meter) : previous_(current_account), meter_(meter) {
+  if (meter == nullptr) return;
+  current_account = meter->account();
+  meter->Enter();
 }
 
-MemoryMeter::Scope::~Scope() { current_account = previous_; }
+MemoryMeter::Scope::~Scope() {
+  if (meter_ != nullptr) meter_->Leave();
+  current_account = previous_;
+}
 
 Status UseCountingAllocator(bool on) {
   const Allocators& allocators = GetAllocators();
@@ -150,6 +196,20 @@ Status UseCountingAllocator(bool on) {
   c10::SetCPUAllocator(on ? static_cast<c10::Allocator*>(allocators.counting) : allocators.inner,
                        kPriority);
   return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<MemoryMeter>> DeviceMeter(const at::Device& device) {
+  if (device.is_cpu()) {
+    PIPEPLAN_RETURN_IF_ERROR(InstallCountingAllocator());
+    static const auto process = std::make_shared<CpuMemoryMeter>();
+    return std::shared_ptr<MemoryMeter>(process);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<MemoryMeter> meter, MakeMemoryMeter(device));
+  return std::shared_ptr<MemoryMeter>(std::move(meter));
+}
+
+std::unique_ptr<MemoryMeter> MakeTurnMeter(std::shared_ptr<MemoryMeter> device) {
+  return std::make_unique<TurnMeter>(std::move(device));
 }
 
 StatusOr<std::unique_ptr<MemoryMeter>> MakeMemoryMeter(const at::Device& device) {

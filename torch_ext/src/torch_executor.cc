@@ -72,7 +72,10 @@ StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Create(
     return InvalidArgument("unknown device '" + options.device + "' (expected cpu or cuda:N)");
   }
   std::unique_ptr<MemoryMeter> meter;
-  if (options.count_memory) {
+  if (options.count_memory && options.memory_in_turns) {
+    PIPEPLAN_ASSIGN_OR_RETURN(std::shared_ptr<MemoryMeter> whole, DeviceMeter(*device));
+    meter = MakeTurnMeter(std::move(whole));
+  } else if (options.count_memory) {
     PIPEPLAN_ASSIGN_OR_RETURN(meter, MakeMemoryMeter(*device));
   }
   // The parameters, optimizer and data are this rank's memory too.
@@ -244,8 +247,11 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
   }
   state->root = at::Tensor();
   // The first stage's input gradient goes nowhere; a sent one stays until its send completes
-  // (SendCompleted).
+  // (SendCompleted). The input itself may live on in what W still needs: its grad field must
+  // not keep the gradient alive too, or the gradient would go with W or the send, whichever
+  // ended last.
   if (!map_.IsFirst(stage)) state->input_grad = state->input.grad().contiguous();
+  state->input.mutable_grad().reset();
   state->input = at::Tensor();
   // The next stage has used the activation sent (its gradient came back): F's memory goes.
   state->output = at::Tensor();

@@ -86,8 +86,8 @@ Options:
                           ops of different ranks never share the GPU, so each op's time is
                           its own, as on one GPU per rank: the costs the simulator wants),
                           timed by CUDA events; the step is then the sum of every rank's
-                          work, not a P-GPU step. Peak memory is not measured per rank
-                          there (the ranks share the device's allocator)
+                          work, not a P-GPU step. Each rank's memory is what changes in
+                          its own turns (the ranks share the device's allocator)
   --serial                inproc only: the ranks take turns, one op at a time, so that ops
                           do not contend for the cores (uncontended op costs on a machine
                           with fewer cores than ranks); the step is then serial
@@ -395,10 +395,10 @@ struct RankExecutor {
 };
 
 StatusOr<RankExecutor> MakeExecutor(const Plan& plan, RankId rank, const Options& o,
-                                    const std::string& device, bool count_memory = true) {
+                                    const std::string& device, bool memory_in_turns = false) {
   TorchExecutorOptions options;
   options.device = device;
-  options.count_memory = count_memory;
+  options.memory_in_turns = memory_in_turns;
   options.model = o.model;
   options.stage_modules = o.stage_modules;
   options.optimizer = o.optimizer;
@@ -642,14 +642,15 @@ Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
 Status RunInProcess(const Plan& plan, const Options& o) {
   const int ranks = plan.request.topology.ranks;
   const bool gpu = o.gpu >= 0;
-  // One rank per allocator or none: the CUDA allocator's figures are the device's.
-  const bool count_memory = !gpu || ranks == 1;
+  // The CUDA allocator's figures are the device's: ranks sharing it count their own turns
+  // (cuda:N implies --serial). On the CPU each rank's thread has an account of its own.
+  const bool memory_in_turns = gpu && ranks > 1;
   std::mutex shared_device;
   std::vector<RankExecutor> executors;
   std::vector<std::unique_ptr<runtime::OpTimer>> timers;
   for (int r = 0; r < ranks; ++r) {
     PIPEPLAN_ASSIGN_OR_RETURN(RankExecutor executor,
-                              MakeExecutor(plan, RankId(r), o, o.device, count_memory));
+                              MakeExecutor(plan, RankId(r), o, o.device, memory_in_turns));
     executors.push_back(std::move(executor));
     if (gpu) {
       PIPEPLAN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::OpTimer> timer, MakeCudaEventTimer(o.gpu));
@@ -664,10 +665,6 @@ Status RunInProcess(const Plan& plan, const Options& o) {
   for (int r = 0; r < ranks; ++r) {
     executor_ptrs.push_back(executors[r].executor.get());
     transport_ptrs.push_back(transports[r].get());
-  }
-  if (!count_memory) {
-    std::cout << "memory: not measured per rank (" << ranks << " ranks share " << o.device
-              << "'s allocator; per-rank bytes need one GPU per rank)\n";
   }
   runtime::LocalRunOptions run;
   for (const std::unique_ptr<runtime::OpTimer>& timer : timers) run.timers.push_back(timer.get());

@@ -9,11 +9,13 @@
 // scope (intra-op worker threads) are charged to no rank. Each CPU allocation carries a
 // 64-byte header (the account and the size), which is not counted.
 // CUDA: the caching allocator's statistics for the device (allocated bytes, current and
-// peak; not the reserved memory nvidia-smi shows): one figure per device and process, so one
-// rank per GPU.
+// peak; not the reserved memory nvidia-smi shows): one figure per device and process. Ranks
+// that share a GPU taking turns (threads, one op at a time) each count their own share with a
+// turn meter (MakeTurnMeter): what the device's figures do while the rank's scope is open.
 //
 // Thread safety: Allocated, Peak and ResetPeak may be called from any thread; the figures
-// are exact when the rank's own thread calls them between its ops.
+// are exact when the rank's own thread calls them between its ops. A turn meter: its rank's
+// thread only.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,7 +38,8 @@ class MemoryMeter {
   virtual void ResetPeak() = 0;           // the peak restarts from what is held now
 
   // While a Scope lives, the CPU allocations of its thread are charged to `meter` (null:
-  // nothing changes; CUDA meters need no scope). Scopes nest.
+  // nothing changes; CUDA meters need no scope), and a turn meter counts what changes as its
+  // rank's. Scopes nest.
   class Scope {
    public:
     explicit Scope(MemoryMeter* meter);
@@ -46,15 +49,30 @@ class MemoryMeter {
 
    private:
     std::shared_ptr<CpuAccount> previous_;
+    MemoryMeter* meter_;
   };
 
  protected:
   // The CPU meter's account, charged inside its scopes; null for a CUDA meter.
   virtual std::shared_ptr<CpuAccount> account() { return nullptr; }
+  static std::shared_ptr<CpuAccount> AccountOf(MemoryMeter& meter) { return meter.account(); }
+  // A Scope of this meter opens and closes.
+  virtual void Enter() {}
+  virtual void Leave() {}
 };
 
 // A meter for `device` (cpu, or cuda:N where the build and the machine have CUDA).
 StatusOr<std::unique_ptr<MemoryMeter>> MakeMemoryMeter(const at::Device& device);
+
+// The whole device's figures: for cuda:N the caching allocator's (as MakeMemoryMeter's); for
+// the CPU one account of the process, charged inside a scope of any meter that shares it.
+StatusOr<std::shared_ptr<MemoryMeter>> DeviceMeter(const at::Device& device);
+
+// One rank's share of `device` (DeviceMeter) where ranks take turns on it: one at a time, every
+// executor call inside a Scope of the rank's meter (the runtime's StepOptions::shared_device).
+// What the device's figures do inside the rank's scopes is the rank's. Exact when the rank
+// allocates and frees only inside its scopes and no other rank does meanwhile.
+std::unique_ptr<MemoryMeter> MakeTurnMeter(std::shared_ptr<MemoryMeter> device);
 
 // Puts the counting CPU allocator in place (on) or the one it wraps back (off), for a
 // benchmark that times steps with and without counting in one process. Blocks allocated by

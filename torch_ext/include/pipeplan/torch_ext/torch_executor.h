@@ -66,6 +66,10 @@ struct TorchExecutorOptions {
   // Counts each op's bytes (memory_meter.h; TakeOpMemory). Off: no meter at all, for the
   // benchmark that prices counting.
   bool count_memory = true;
+  // The rank shares its device's allocator with other ranks that take turns on it (every call
+  // under the runtime's StepOptions::shared_device): it counts what changes in its own turns
+  // (MakeTurnMeter), not the device's total.
+  bool memory_in_turns = false;
   // Called in EndStep, before the optimizer step, with this rank's stages' gradients and,
   // on the rank holding the last stage, the step's loss (else NaN). An error fails the step.
   std::function<Status(int step, double loss, const std::vector<StageGradients>&)> on_gradients;
