@@ -33,11 +33,6 @@ bool IsValidationComm(ActionKind kind) {
   return kind == ActionKind::kRecvPostValidation || kind == ActionKind::kSendPostValidation;
 }
 
-bool IsSend(ActionKind kind) {
-  return kind == ActionKind::kSendForward || kind == ActionKind::kSendBackward ||
-         kind == ActionKind::kSendPostValidation;
-}
-
 const Status& StatusOf(const Status& status) { return status; }
 template <typename T>
 Status StatusOf(const StatusOr<T>& result) {

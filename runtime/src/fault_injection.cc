@@ -83,10 +83,7 @@ Status CheckFault(const Plan& plan, const Fault& fault, int total_steps) {
                            std::to_string(fault.action_index + 1));
   }
   const Action& action = actions[fault.action_index];
-  const bool is_send = action.kind == ActionKind::kSendForward ||
-                       action.kind == ActionKind::kSendBackward ||
-                       action.kind == ActionKind::kSendPostValidation;
-  if (fault.kind == FaultKind::kTruncate ? !is_send : !IsCompute(action.kind)) {
+  if (fault.kind == FaultKind::kTruncate ? !IsSend(action.kind) : !IsCompute(action.kind)) {
     return InvalidArgument("rank " + std::to_string(rank) + ", action " +
                            std::to_string(fault.action_index) + " is " + ToString(action) +
                            (fault.kind == FaultKind::kTruncate

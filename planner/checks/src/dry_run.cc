@@ -17,11 +17,6 @@
 namespace pipeplan {
 namespace {
 
-bool IsSendKind(ActionKind kind) {
-  return kind == ActionKind::kSendForward || kind == ActionKind::kSendBackward ||
-         kind == ActionKind::kSendPostValidation;
-}
-
 struct CommOp {
   int index = 0;  // in the rank's program
   int peer = 0;
@@ -96,7 +91,7 @@ class DryRunner {
       op.index = static_cast<int>(i);
       op.peer = action.peer.value;
       if (op.peer < 0 || op.peer >= ranks) continue;
-      op.link = LinkOf(out, op.peer, IsSendKind(action.kind));
+      op.link = LinkOf(out, op.peer, IsSend(action.kind));
       op.ordinal = link_count_[op.link]++;
     }
     out.group_start.push_back(static_cast<int>(out.ops.size()));

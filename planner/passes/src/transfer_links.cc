@@ -3,11 +3,6 @@
 namespace pipeplan {
 namespace {
 
-bool IsSend(ActionKind kind) {
-  return kind == ActionKind::kSendForward || kind == ActionKind::kSendBackward ||
-         kind == ActionKind::kSendPostValidation;
-}
-
 // The position of `peer` in a rank's links (from `first`), appending a new link if needed.
 int LinkOf(std::vector<TransferLinks::Link>& links, size_t first, int peer) {
   for (size_t i = first; i < links.size(); ++i) {

@@ -37,6 +37,10 @@ constexpr bool IsComm(ActionKind kind) {
   return (kind >= ActionKind::kSendForward && kind <= ActionKind::kRecvBackward) ||
          kind == ActionKind::kSendPostValidation || kind == ActionKind::kRecvPostValidation;
 }
+constexpr bool IsSend(ActionKind kind) {
+  return kind == ActionKind::kSendForward || kind == ActionKind::kSendBackward ||
+         kind == ActionKind::kSendPostValidation;
+}
 // Whether the kind's actions name a microbatch: PV and its SEND/RECV carry the optimizer's
 // state of the whole step, so theirs is unused.
 constexpr bool HasMicrobatch(ActionKind kind) { return kind < ActionKind::kPostValidation; }
