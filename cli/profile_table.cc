@@ -124,6 +124,14 @@ std::string RenderMemory(const Profile& profile) {
     }
     out += "\n";
   }
+  if (!profile.own_static_bytes.empty()) {
+    out += "of which each stage's own (parameters, gradients, optimizer state, data):";
+    for (size_t s = 0; s < profile.stages.size(); ++s) {
+      out += (s == 0 ? " " : ", ") + std::to_string(s) + ": " +
+             app::FormatBytes(profile.stages[s].memory.static_bytes);
+    }
+    out += "\n";
+  }
   return out;
 }
 
@@ -205,7 +213,20 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
              app::FormatBytes(memory.stages[s].freed_by_input) + ")";
     }
     out +=
-        "; static per rank " + app::FormatBytes(memory.static_per_rank) + " (the largest rank's)\n";
+        "; static per rank " + app::FormatBytes(memory.static_per_rank) + " (the largest rank's)";
+    if (std::any_of(memory.stages.begin(), memory.stages.end(),
+                    [](const StageMemory& m) { return m.static_bytes > 0; })) {
+      out += " besides its stages':";
+      for (size_t s = 0; s < memory.stages.size(); ++s) {
+        out += std::string(s == 0 ? " " : ", ") + (options.uniform ? "each" : std::to_string(s)) +
+               " " + app::FormatBytes(memory.stages[s].static_bytes);
+      }
+      if (options.uniform) {
+        out += ", the first + " + app::FormatBytes(memory.first_stage_static) + ", the last + " +
+               app::FormatBytes(memory.last_stage_static);
+      }
+    }
+    out += "\n";
   }
   if (profile.boundaries.empty()) return out;
 

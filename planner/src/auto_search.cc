@@ -29,20 +29,9 @@ class AutoSearcher {
  public:
   explicit AutoSearcher(const PlanRequest& request) : request_(request) {
     // Normalise the given costs and memory (one stage at the request's V) to a rank's share.
-    share_ = request.costs;
-    share_memory_ = request.memory;
     const int given_v = std::max(1, request.topology.stages_per_rank);
-    for (StageCosts& c : share_.stages) {
-      c.forward *= given_v;
-      c.backward *= given_v;
-      c.backward_input *= given_v;
-      c.backward_weight *= given_v;
-      c.overlap *= given_v;
-    }
-    for (StageMemory& m : share_memory_.stages) {
-      m.activation *= given_v;
-      m.freed_by_input *= given_v;
-    }
+    share_ = ShareOfStageCosts(request.costs, given_v);
+    share_memory_ = ShareOfStageMemory(request.memory, given_v);
   }
 
   StatusOr<AutoResult> Run() {
@@ -121,8 +110,9 @@ class AutoSearcher {
     const int p = candidate.topology.ranks;
     const double activation =
         candidate.memory.Activation(StageId(0), ChunksPerShare(candidate.topology));
-    const double base = candidate.memory.LargestFixed(candidate.topology.stages_per_rank *
-                                                      candidate.topology.microbatches);
+    const double base = candidate.memory.LargestFixed(
+        StageMap(candidate.topology),
+        candidate.topology.stages_per_rank * candidate.topology.microbatches);
     const double top = request_.memory.limit.value_or(base + 2 * p * activation);
     const size_t before = candidates_.size();
     for (int k = 1; k <= 2 * p; ++k) {

@@ -155,8 +155,9 @@ class InstanceBuilder {
       }
       figures.push_back(changes.HandedTo(StageId(s)));
     }
+    const StageMap map(request_.topology);
     for (int r = 0; r < request_.topology.ranks; ++r) {
-      figures.push_back(request_.memory.StaticOf(RankId(r)));
+      figures.push_back(request_.memory.StaticOf(RankId(r), map));
     }
     if (request_.memory.limit.has_value()) figures.push_back(*request_.memory.limit);
     return figures;
@@ -271,14 +272,15 @@ class InstanceBuilder {
 
   void AddMemoryLimit() {
     const MemoryModel& memory = request_.memory;
+    const StageMap map(request_.topology);
     for (int r = 0; r < request_.topology.ranks; ++r) {
-      out_.static_memory.push_back(Up(memory.StaticOf(RankId(r)), memory_.factor));
+      out_.static_memory.push_back(Up(memory.StaticOf(RankId(r), map), memory_.factor));
     }
     if (!memory.limit.has_value()) return;
     std::vector<int64_t> capacity;
     capacity.reserve(static_cast<size_t>(request_.topology.ranks));
     for (int r = 0; r < request_.topology.ranks; ++r) {
-      capacity.push_back(Down(*memory.limit - memory.StaticOf(RankId(r)), memory_.factor));
+      capacity.push_back(Down(*memory.limit - memory.StaticOf(RankId(r), map), memory_.factor));
     }
     out_.capacity = std::move(capacity);
   }

@@ -98,6 +98,11 @@ class StepRunner {
         OnDevice([&]() -> StatusOr<std::vector<OpMemory>> { return executor_.TakeOpMemory(); });
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(memory.status()));
     RecordMemory(*memory);
+    if (memory->empty()) return Status::Ok();
+    StatusOr<std::vector<StageStatic>> stage_static = OnDevice(
+        [&]() -> StatusOr<std::vector<StageStatic>> { return executor_.StageStaticBytes(); });
+    PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(stage_static.status()));
+    timeline_.stage_static = std::move(*stage_static);
     return Status::Ok();
   }
 

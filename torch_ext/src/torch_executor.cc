@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "pipeplan/torch_ext/gradient_state.h"
@@ -295,6 +296,33 @@ Status TorchExecutor::Run(const Action& action, const runtime::OpContext& contex
 }
 
 std::vector<runtime::OpMemory> TorchExecutor::TakeOpMemory() { return std::exchange(memory_, {}); }
+
+std::vector<StageStatic> TorchExecutor::StageStaticBytes() {
+  std::set<const void*> counted;  // a storage shared by two tensors counts once
+  const auto bytes_of = [&](const at::Tensor& t) {
+    if (!t.defined() || !counted.insert(t.storage().data()).second) return 0.0;
+    return static_cast<double>(t.storage().nbytes());
+  };
+  std::vector<StageStatic> out;
+  size_t index = 0;  // into parameters_, the optimizer's order
+  for (const auto& stage : stages_) {
+    double bytes = 0.0;
+    for (const at::Tensor& param : stage->parameters()) {
+      bytes += bytes_of(param) + bytes_of(param.grad());
+      for (const auto& [name, state] : optimizer_->StateOf(index++)) bytes += bytes_of(state);
+    }
+    const StageId id(stage->stage());
+    const auto data_bytes = [&](const std::vector<at::Tensor>& data) {
+      double sum = 0.0;
+      for (const at::Tensor& t : data) sum += bytes_of(t);
+      return sum;
+    };
+    if (map_.IsFirst(id)) bytes += data_bytes(inputs_);
+    if (map_.IsLast(id)) bytes += data_bytes(targets_);
+    out.push_back({.stage = id, .bytes = bytes});
+  }
+  return out;
+}
 
 Status TorchExecutor::Compute(const Action& action, const runtime::OpContext& context) {
   // The first backward after a failed verdict: the replay is over, and with it the transfers

@@ -30,6 +30,7 @@ void ToProto(const StageMemoryProfile& memory, v1::StageMemoryProfile* out) {
       {&memory.received_forward, out->mutable_received_forward()},
       {&memory.received_backward, out->mutable_received_backward()}};
   for (const auto& [stats, field] : fields) ToProto(*stats, field);
+  out->set_static_bytes(memory.static_bytes);
 }
 
 // Kinds with no samples are left out: an absent message reads back as nothing measured.
@@ -50,6 +51,7 @@ void ToProto(const Profile& profile, v1::Profile* out) {
     if (stage.memory != StageMemoryProfile{}) ToProto(stage.memory, entry->mutable_memory());
   }
   for (const double bytes : profile.static_bytes) out->add_static_bytes(bytes);
+  for (const double bytes : profile.own_static_bytes) out->add_own_static_bytes(bytes);
   for (const BoundaryProfile& boundary : profile.boundaries) {
     v1::BoundaryProfile* entry = out->add_boundaries();
     if (boundary.transfer.samples > 0) ToProto(boundary.transfer, entry->mutable_transfer());
@@ -84,7 +86,8 @@ StageMemoryProfile FromProto(const v1::StageMemoryProfile& proto) {
           .input_transient = FromProto(proto.input_transient()),
           .weight_transient = FromProto(proto.weight_transient()),
           .received_forward = FromProto(proto.received_forward()),
-          .received_backward = FromProto(proto.received_backward())};
+          .received_backward = FromProto(proto.received_backward()),
+          .static_bytes = proto.static_bytes()};
 }
 
 StatusOr<Profile> FromProto(const v1::Profile& proto) {
@@ -100,6 +103,7 @@ StatusOr<Profile> FromProto(const v1::Profile& proto) {
                               .memory = FromProto(stage.memory())});
   }
   profile.static_bytes.assign(proto.static_bytes().begin(), proto.static_bytes().end());
+  profile.own_static_bytes.assign(proto.own_static_bytes().begin(), proto.own_static_bytes().end());
   for (const v1::BoundaryProfile& boundary : proto.boundaries()) {
     profile.boundaries.push_back({.transfer = FromProto(boundary.transfer()),
                                   .late_receives = boundary.late_receives(),

@@ -46,9 +46,12 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
     entry->set_input_transient(stage.input_transient);
     entry->set_weight_transient(stage.weight_transient);
     entry->set_retained(stage.retained);
+    entry->set_static_bytes(stage.static_bytes);
   }
   out->set_static_per_rank(memory.static_per_rank);
   for (const double bytes : memory.static_by_rank) out->add_static_by_rank(bytes);
+  out->set_first_stage_static(memory.first_stage_static);
+  out->set_last_stage_static(memory.last_stage_static);
   if (memory.limit.has_value()) out->set_limit(*memory.limit);
   out->set_unit(memory.unit);
 }
@@ -143,11 +146,14 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
                                .backward_transient = stage.backward_transient(),
                                .input_transient = stage.input_transient(),
                                .weight_transient = stage.weight_transient(),
-                               .retained = stage.retained()});
+                               .retained = stage.retained(),
+                               .static_bytes = stage.static_bytes()});
     }
   }
   memory.static_per_rank = proto.static_per_rank();
   memory.static_by_rank.assign(proto.static_by_rank().begin(), proto.static_by_rank().end());
+  memory.first_stage_static = proto.first_stage_static();
+  memory.last_stage_static = proto.last_stage_static();
   if (proto.has_limit()) memory.limit = proto.limit();
   memory.unit = proto.unit();
   return memory;

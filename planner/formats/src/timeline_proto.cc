@@ -51,6 +51,11 @@ void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
     entry->set_action_index(run.action_index);
     ToProto(run.timing, entry->mutable_timing());
   }
+  for (const StageStatic& stage : rank.stage_static) {
+    v1::StageStatic* entry = out->add_stage_static();
+    entry->set_stage(stage.stage.value);
+    entry->set_bytes(stage.bytes);
+  }
 }
 
 void ToProto(const Timeline& timeline, v1::Timeline* out) {
@@ -85,6 +90,9 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
     rank.discarded.push_back({.action_index = static_cast<size_t>(run.action_index()),
                               .timing = FromProto(run.timing())});
   }
+  for (const v1::StageStatic& stage : proto.stage_static()) {
+    rank.stage_static.push_back({.stage = StageId(stage.stage()), .bytes = stage.bytes()});
+  }
   return rank;
 }
 
@@ -112,6 +120,17 @@ StatusOr<RankTimeline> CheckedRank(const v1::RankTimeline& proto, const std::str
         return FieldError(Element(Child(path, "action_memory"), a),
                           "memory must be a finite number >= 0, got " + FormatNumber(value));
       }
+    }
+  }
+  for (int s = 0; s < proto.stage_static_size(); ++s) {
+    const v1::StageStatic& stage = proto.stage_static(s);
+    if (stage.stage() < 0) {
+      return FieldError(Child(Element(Child(path, "stage_static"), s), "stage"),
+                        "must be >= 0, got " + std::to_string(stage.stage()));
+    }
+    if (!(stage.bytes() >= 0.0) || std::isinf(stage.bytes())) {
+      return FieldError(Child(Element(Child(path, "stage_static"), s), "bytes"),
+                        "must be a finite number >= 0, got " + FormatNumber(stage.bytes()));
     }
   }
   for (int d = 0; d < proto.discarded_size(); ++d) {

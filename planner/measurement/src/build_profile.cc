@@ -31,6 +31,7 @@ struct StageSamples {
   std::vector<double> weight_transient;
   std::vector<double> received_forward;
   std::vector<double> received_backward;
+  std::vector<double> static_bytes;  // what the runtime told the stage holds, per step
 };
 
 // A rank's timeline counted bytes for every action.
@@ -188,7 +189,7 @@ class ProfileBuilder {
     PIPEPLAN_RETURN_IF_ERROR(CheckShape(plan_, timeline));
     PIPEPLAN_RETURN_IF_ERROR(CheckTimes(plan_, timeline));
     AddCompute(timeline);
-    AddStatic(timeline);
+    PIPEPLAN_RETURN_IF_ERROR(AddStatic(timeline));
     return AddTransfers(timeline);
   }
 
@@ -208,6 +209,12 @@ class ProfileBuilder {
       if (!bytes.empty()) profile.static_bytes.push_back(SummarizeDurations(bytes).median);
     }
     if (profile.static_bytes.size() != static_bytes_.size()) profile.static_bytes.clear();
+    for (std::vector<double>& bytes : own_static_bytes_) {
+      if (!bytes.empty()) profile.own_static_bytes.push_back(SummarizeDurations(bytes).median);
+    }
+    if (profile.own_static_bytes.size() != profile.static_bytes.size()) {
+      profile.own_static_bytes.clear();
+    }
     const StageMap map(plan_.request.topology);
     for (size_t s = 0; s < boundaries_.size(); ++s) {
       BoundarySamples& b = boundaries_[s];
@@ -248,27 +255,48 @@ class ProfileBuilder {
   }
 
   // What each rank held when its first compute began (the measured timeline's peak less its
-  // peak above that start).
-  void AddStatic(const Timeline& timeline) {
+  // peak above that start) and, where the runtime told them, what each of its stages holds and
+  // what is left to the rank itself.
+  Status AddStatic(const Timeline& timeline) {
     static_bytes_.resize(timeline.ranks.size());
+    own_static_bytes_.resize(timeline.ranks.size());
+    const StageMap map(plan_.request.topology);
     for (size_t r = 0; r < timeline.ranks.size(); ++r) {
       const RankTimeline& rank = timeline.ranks[r];
-      if (HasBytes(rank))
-        static_bytes_[r].push_back(rank.peak_memory - rank.peak_activation_memory);
+      if (!HasBytes(rank)) continue;
+      const double held = rank.peak_memory - rank.peak_activation_memory;
+      static_bytes_[r].push_back(held);
+      if (rank.stage_static.empty()) continue;
+      double stages_hold = 0.0;
+      for (const StageStatic& stage : rank.stage_static) {
+        if (stage.stage.value < 0 || stage.stage.value >= map.num_stages() ||
+            map.RankOf(stage.stage).value != static_cast<int>(r)) {
+          return InvalidArgument("rank " + std::to_string(r) + ": stage_static names stage " +
+                                 std::to_string(stage.stage.value) +
+                                 ", which the plan does not place on this rank");
+        }
+        stages_[static_cast<size_t>(stage.stage.value)].static_bytes.push_back(stage.bytes);
+        stages_hold += stage.bytes;
+      }
+      // Allocator rounding may make the stages' own figures a little above what was counted.
+      own_static_bytes_[r].push_back(std::max(0.0, held - stages_hold));
     }
+    return Status::Ok();
   }
 
   static StageMemoryProfile SummarizeMemory(StageSamples& s) {
-    return {.kept_by_forward = SummarizeDurations(std::move(s.kept_by_forward)),
-            .freed_by_backward = SummarizeDurations(std::move(s.freed_by_backward)),
-            .freed_by_input = SummarizeDurations(std::move(s.freed_by_input)),
-            .freed_by_weight = SummarizeDurations(std::move(s.freed_by_weight)),
-            .forward_transient = SummarizeDurations(std::move(s.forward_transient)),
-            .backward_transient = SummarizeDurations(std::move(s.backward_transient)),
-            .input_transient = SummarizeDurations(std::move(s.input_transient)),
-            .weight_transient = SummarizeDurations(std::move(s.weight_transient)),
-            .received_forward = SummarizeDurations(std::move(s.received_forward)),
-            .received_backward = SummarizeDurations(std::move(s.received_backward))};
+    return {
+        .kept_by_forward = SummarizeDurations(std::move(s.kept_by_forward)),
+        .freed_by_backward = SummarizeDurations(std::move(s.freed_by_backward)),
+        .freed_by_input = SummarizeDurations(std::move(s.freed_by_input)),
+        .freed_by_weight = SummarizeDurations(std::move(s.freed_by_weight)),
+        .forward_transient = SummarizeDurations(std::move(s.forward_transient)),
+        .backward_transient = SummarizeDurations(std::move(s.backward_transient)),
+        .input_transient = SummarizeDurations(std::move(s.input_transient)),
+        .weight_transient = SummarizeDurations(std::move(s.weight_transient)),
+        .received_forward = SummarizeDurations(std::move(s.received_forward)),
+        .received_backward = SummarizeDurations(std::move(s.received_backward)),
+        .static_bytes = s.static_bytes.empty() ? 0.0 : SummarizeDurations(s.static_bytes).median};
   }
 
   // Pairs every send with its receive as the transport does (k-th send on a link with the
@@ -327,8 +355,9 @@ class ProfileBuilder {
   TransferLinks links_;
   std::vector<StageSamples> stages_;
   std::vector<BoundarySamples> boundaries_;
-  std::vector<std::vector<double>> static_bytes_;     // per rank, one per step that counted bytes
-  std::vector<std::vector<bool>> feeds_second_half_;  // per rank and action
+  std::vector<std::vector<double>> static_bytes_;      // per rank, one per step that counted bytes
+  std::vector<std::vector<double>> own_static_bytes_;  // per rank: less its stages' own
+  std::vector<std::vector<bool>> feeds_second_half_;   // per rank and action
 };
 
 // Of sorted samples: summed in that order, so the same samples give the same bits; clamped

@@ -203,9 +203,36 @@ StageMemory MeanStageMemory(const std::vector<StageMemory>& stages) {
   return mean;
 }
 
+// A uniform model's static memory: one stage's the mean of the stages between the first and the
+// last (with two or fewer, the smaller of the ends'), the ends' surplus over it their extras.
+void UniformStatic(const Profile& profile, MemoryModel& memory) {
+  const std::vector<StageProfile>& stages = profile.stages;
+  const double first = stages.front().memory.static_bytes;
+  const double last = stages.back().memory.static_bytes;
+  double share = std::min(first, last);
+  if (stages.size() > 2) {
+    share = 0.0;
+    for (size_t s = 1; s + 1 < stages.size(); ++s) share += stages[s].memory.static_bytes;
+    share /= static_cast<double>(stages.size() - 2);
+  }
+  memory.stages.front().static_bytes = share;
+  if (stages.size() == 1) return;
+  memory.first_stage_static = std::max(0.0, first - share);
+  memory.last_stage_static = std::max(0.0, last - share);
+}
+
+// Per rank what the profile says stays with the rank: all its static memory, or where the
+// stages' own were told, the rest.
+void RankStatic(const std::vector<double>& bytes, MemoryModel& memory) {
+  for (const double b : bytes) memory.static_per_rank = std::max(memory.static_per_rank, b);
+  const bool ranks_differ =
+      std::any_of(bytes.begin(), bytes.end(), [&](double b) { return b != bytes.front(); });
+  if (ranks_differ) memory.static_by_rank = bytes;
+}
+
 // The memory model in bytes where the profile counted them: per stage what a microbatch holds
-// and I frees, and the transients; per rank the static memory where ranks differ
-// (static_per_rank is the largest).
+// and I frees, the transients and the stage's own static memory; per rank the rest of the
+// static memory where ranks differ (static_per_rank is the largest).
 StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, bool uniform) {
   bool any = !profile.static_bytes.empty();
   for (const StageProfile& stage : profile.stages)
@@ -223,14 +250,13 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
     if (!stage.ok()) return stage.status().WithContext("profile stage " + std::to_string(s));
     memory.stages[s] = *stage;
   }
-  if (uniform) memory.stages = {MeanStageMemory(memory.stages)};
-  for (const double bytes : profile.static_bytes) {
-    memory.static_per_rank = std::max(memory.static_per_rank, bytes);
+  const bool stages_told = !profile.own_static_bytes.empty();
+  for (size_t s = 0; s < memory.stages.size() && stages_told; ++s) {
+    memory.stages[s].static_bytes = profile.stages[s].memory.static_bytes;
   }
-  const bool ranks_differ =
-      std::any_of(profile.static_bytes.begin(), profile.static_bytes.end(),
-                  [&](double bytes) { return bytes != profile.static_bytes.front(); });
-  if (ranks_differ) memory.static_by_rank = profile.static_bytes;
+  if (uniform) memory.stages = {MeanStageMemory(memory.stages)};
+  if (uniform && stages_told) UniformStatic(profile, memory);
+  RankStatic(stages_told ? profile.own_static_bytes : profile.static_bytes, memory);
   return std::optional<MemoryModel>(std::move(memory));
 }
 

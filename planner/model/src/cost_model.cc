@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace pipeplan {
 namespace {
@@ -65,16 +66,29 @@ double CostModel::ReceiveOverhead(StageId from, StageId to) const {
   return Boundary(from, to).receive_overhead;
 }
 
+namespace {
+
+template <typename Scale>
+CostModel ScaleStageCosts(CostModel costs, Scale scale) {
+  for (StageCosts& c : costs.stages) {
+    for (double* figure :
+         {&c.forward, &c.backward, &c.backward_input, &c.backward_weight, &c.overlap}) {
+      *figure = scale(*figure);
+    }
+  }
+  return costs;
+}
+
+}  // namespace
+
 CostModel SplitShareCosts(CostModel share, int chunks) {
   if (chunks <= 1) return share;
-  for (StageCosts& c : share.stages) {
-    c.forward /= chunks;
-    c.backward /= chunks;
-    c.backward_input /= chunks;
-    c.backward_weight /= chunks;
-    c.overlap /= chunks;
-  }
-  return share;
+  return ScaleStageCosts(std::move(share), [chunks](double x) { return x / chunks; });
+}
+
+CostModel ShareOfStageCosts(CostModel stage, int chunks) {
+  if (chunks <= 1) return stage;
+  return ScaleStageCosts(std::move(stage), [chunks](double x) { return x * chunks; });
 }
 
 Status ValidateCostModel(const CostModel& costs, int num_stages) {

@@ -85,14 +85,22 @@ double MemoryModel::Transient(ActionKind kind, StageId stage) const {
   return MemoryOfPart(*this, kind, stage, 1).transient;
 }
 
-double MemoryModel::StaticOf(RankId rank) const {
+double MemoryModel::StaticOf(RankId rank, const StageMap& map) const {
   const auto r = static_cast<size_t>(rank.value);
-  return r < static_by_rank.size() ? static_by_rank[r] : static_per_rank;
+  double bytes = r < static_by_rank.size() ? static_by_rank[r] : static_per_rank;
+  for (const StageId stage : map.StagesOf(rank)) {
+    bytes += Entry(stages, stage).static_bytes;
+    if (map.IsFirst(stage)) bytes += first_stage_static;
+    if (map.IsLast(stage)) bytes += last_stage_static;
+  }
+  return bytes;
 }
 
-double MemoryModel::LargestFixed(int microbatch_stages) const {
-  double most_static = static_per_rank;
-  for (const double bytes : static_by_rank) most_static = std::max(most_static, bytes);
+double MemoryModel::LargestFixed(const StageMap& map, int microbatch_stages) const {
+  double most_static = 0.0;
+  for (int r = 0; r < map.num_ranks(); ++r) {
+    most_static = std::max(most_static, StaticOf(RankId(r), map));
+  }
   double transient = 0.0;
   double retained = 0.0;
   for (const StageMemory& stage : stages) {
@@ -118,13 +126,29 @@ const char* MemoryModel::FixedName() const {
   return "static";
 }
 
+namespace {
+
+// What scales with a stage's depth: its activation, what I frees, its own static bytes.
+template <typename Scale>
+MemoryModel ScaleStageMemory(MemoryModel memory, Scale scale) {
+  for (StageMemory& stage : memory.stages) {
+    for (double* figure : {&stage.activation, &stage.freed_by_input, &stage.static_bytes}) {
+      *figure = scale(*figure);
+    }
+  }
+  return memory;
+}
+
+}  // namespace
+
 MemoryModel SplitShareMemory(MemoryModel share, int chunks) {
   if (chunks <= 1) return share;
-  for (StageMemory& stage : share.stages) {
-    stage.activation /= chunks;
-    stage.freed_by_input /= chunks;
-  }
-  return share;
+  return ScaleStageMemory(std::move(share), [chunks](double x) { return x / chunks; });
+}
+
+MemoryModel ShareOfStageMemory(MemoryModel stage, int chunks) {
+  if (chunks <= 1) return stage;
+  return ScaleStageMemory(std::move(stage), [chunks](double x) { return x * chunks; });
 }
 
 Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
@@ -138,15 +162,18 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFigure(memory.stages[s].freed_by_input, where + "freed_by_input"));
     const StageMemory& stage = memory.stages[s];
-    for (const auto& [value, name] : {std::pair{stage.forward_transient, "forward_transient"},
-                                      std::pair{stage.backward_transient, "backward_transient"},
-                                      std::pair{stage.input_transient, "input_transient"},
-                                      std::pair{stage.weight_transient, "weight_transient"},
-                                      std::pair{stage.retained, "retained"}}) {
+    for (const auto& [value, name] :
+         {std::pair{stage.forward_transient, "forward_transient"},
+          std::pair{stage.backward_transient, "backward_transient"},
+          std::pair{stage.input_transient, "input_transient"},
+          std::pair{stage.weight_transient, "weight_transient"},
+          std::pair{stage.retained, "retained"}, std::pair{stage.static_bytes, "static_bytes"}}) {
       PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, where + name));
     }
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.static_per_rank, "memory.static_per_rank"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.first_stage_static, "memory.first_stage_static"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.last_stage_static, "memory.last_stage_static"));
   for (size_t r = 0; r < memory.static_by_rank.size(); ++r) {
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFigure(memory.static_by_rank[r], "memory.static_by_rank[" + std::to_string(r) + "]"));

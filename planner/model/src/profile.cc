@@ -70,7 +70,7 @@ Status CheckStageMemory(const StageMemoryProfile& m, const std::string& path) {
   for (const auto& [name, stats] : transients) {
     PIPEPLAN_RETURN_IF_ERROR(CheckStats(*stats, path + name));
   }
-  return Status::Ok();
+  return CheckFigure(m.static_bytes, path + "static_bytes");
 }
 
 }  // namespace
@@ -99,6 +99,21 @@ Status ValidateProfile(const Profile& profile) {
   for (size_t r = 0; r < profile.static_bytes.size(); ++r) {
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFigure(profile.static_bytes[r], "static_bytes[" + std::to_string(r) + "]"));
+  }
+  if (!profile.own_static_bytes.empty() &&
+      profile.own_static_bytes.size() != profile.static_bytes.size()) {
+    return InvalidArgument("own_static_bytes: " + std::to_string(profile.own_static_bytes.size()) +
+                           " entries for " + std::to_string(profile.static_bytes.size()) +
+                           " ranks in static_bytes");
+  }
+  for (size_t r = 0; r < profile.own_static_bytes.size(); ++r) {
+    const std::string path = "own_static_bytes[" + std::to_string(r) + "]";
+    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(profile.own_static_bytes[r], path));
+    if (profile.own_static_bytes[r] > profile.static_bytes[r]) {
+      return InvalidArgument(path + ": " + FormatNumber(profile.own_static_bytes[r]) +
+                             " is above the rank's static_bytes " +
+                             FormatNumber(profile.static_bytes[r]) + " (it is a part of them)");
+    }
   }
   for (size_t b = 0; b < profile.boundaries.size(); ++b) {
     const BoundaryProfile& boundary = profile.boundaries[b];

@@ -127,12 +127,12 @@ RankTimeline TimeRank(int rank, const RankProgram& program, const ListScheduleRe
 // gradient it sent from the first op that starts once the gradient landed, where the runtime
 // frees a buffer whose send completed (OpExecutor::SendCompleted).
 void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
-                 const StageMbTable<double>& gradient_landed, RankTimeline& out) {
+                 const StageMbTable<double>& gradient_landed, double static_memory,
+                 RankTimeline& out) {
   const MemoryModel& memory = changes.memory();
   const int stages_per_rank = changes.stages_per_rank();
   out.memory.reserve(3 * program.actions.size() + 1);
   RankMemoryTracker tracker(changes);
-  const double static_memory = memory.StaticOf(out.rank);
   out.memory.push_back({0.0, static_memory});
   struct Sent {
     double landed;
@@ -301,8 +301,10 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
   const MemoryChangeTable changes(memory, topology);
   const StageMbTable<double> landed =
       CollectGradientLandings(plan.programs, timeline.ranks, topology);
+  const StageMap map(topology);
   for (size_t r = 0; r < plan.programs.size(); ++r) {
-    TrackMemory(plan.programs[r], changes, landed, timeline.ranks[r]);
+    TrackMemory(plan.programs[r], changes, landed,
+                memory.StaticOf(RankId(static_cast<int>(r)), map), timeline.ranks[r]);
   }
   // A solver's proven bound holds for the costs it solved with, the plan's own.
   double lower_bound = LowerBound(plan, costs);

@@ -365,7 +365,7 @@ ZbProblem MakeProblem(const PlanRequest& request, const StageMap& stages, double
   const int stages_per_rank = request.topology.stages_per_rank;
   ZbProblem problem;
   problem.microbatches = request.topology.microbatches;
-  problem.static_memory = request.memory.LargestFixed(request.topology.microbatches);
+  problem.static_memory = request.memory.LargestFixed(stages, request.topology.microbatches);
   problem.stages.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     const StageId stage = stages.StagesOf(RankId(r)).front();

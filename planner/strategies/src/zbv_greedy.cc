@@ -614,7 +614,7 @@ ZbvModel MakeModel(const PlanRequest& request, const StageMap& stages) {
   model.ranks = stages.num_ranks();
   model.microbatches = request.topology.microbatches;
   model.num_stages = stages.num_stages();
-  model.static_memory = request.memory.LargestFixed(2 * request.topology.microbatches);
+  model.static_memory = request.memory.LargestFixed(stages, 2 * request.topology.microbatches);
   for (int rank = 0; rank < model.ranks; ++rank) {
     const std::vector<StageId>& own = stages.StagesOf(RankId(rank));
     model.chunks.push_back({MakeChunkModel(request, stages, own[kDownChunk]),

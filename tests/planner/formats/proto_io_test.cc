@@ -106,7 +106,8 @@ Timeline MakeTimeline() {
        .memory_unit = MemoryUnit::kBytes,
        .action_memory = {{.start = 1, .end = 2.5, .peak = 4},
                          {.start = 2.5, .end = 2, .peak = 2.5}},
-       .discarded = {{.action_index = 1, .timing = {.start = 0.05, .end = 0.08, .thread = 1}}}});
+       .discarded = {{.action_index = 1, .timing = {.start = 0.05, .end = 0.08, .thread = 1}}},
+       .stage_static = {{.stage = StageId(0), .bytes = 1.25}}});
   timeline.ranks.push_back({.rank = RankId(1),
                             .actions = {{.start = 1.0 / 3, .end = 2.0 / 3}},
                             .busy = 1.0 / 3,
@@ -116,7 +117,8 @@ Timeline MakeTimeline() {
                             .peak_memory = 2.5,
                             .memory = {},
                             .action_memory = {},
-                            .discarded = {}});
+                            .discarded = {},
+                            .stage_static = {}});
   timeline.metrics = {.makespan = 2.0 / 3,
                       .zb_bubble_rate = 0.1,
                       .bubble_fraction_max = 0.5,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -348,6 +349,56 @@ TEST(CalibrateMemoryTest, BytesHeldPerStageAndTheStaticMemoryOfEachRank) {
   EXPECT_TRUE(one_figure->memory->static_by_rank.empty());
 }
 
+// FbProfileWithBytes whose stages hold 1500 and 2500 of their ranks' 1700 and 2800 bytes.
+Profile ProfileWithStageStatic() {
+  Profile profile = FbProfileWithBytes({1000, 3000}, {1000, 3000});
+  profile.static_bytes = {1700, 2800};
+  profile.stages[0].memory.static_bytes = 1500;
+  profile.stages[1].memory.static_bytes = 2500;
+  profile.own_static_bytes = {200, 300};
+  return profile;
+}
+
+// Where the profile tells each stage's own static memory, the stages carry it and the ranks
+// the rest; uniform: the share of a stage between the ends, and what the ends hold beyond it.
+TEST(CalibrateMemoryTest, StaticMemoryThatMovesWithItsStage) {
+  const Profile profile = ProfileWithStageStatic();
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  const MemoryModel& memory = *costs->memory;
+  EXPECT_EQ(memory.stages[0].static_bytes, 1500);
+  EXPECT_EQ(memory.stages[1].static_bytes, 2500);
+  EXPECT_EQ(memory.static_per_rank, 300);
+  EXPECT_EQ(memory.static_by_rank, (std::vector<double>{200, 300}));
+  EXPECT_EQ(memory.first_stage_static, 0);
+  EXPECT_EQ(memory.last_stage_static, 0);
+
+  // Two stages: the share is the smaller end's.
+  const StatusOr<CostModel> uniform = Calibrate(profile, Options(TimeUnit::kMicroseconds, true));
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  EXPECT_EQ(uniform->memory->stages.front().static_bytes, 1500);
+  EXPECT_EQ(uniform->memory->first_stage_static, 0);
+  EXPECT_EQ(uniform->memory->last_stage_static, 1000);
+}
+
+TEST(CalibrateMemoryTest, UniformStaticIsTheMiddleStagesMeanAndTheEndsExtras) {
+  Profile profile = FbProfileWithBytes({1000, 1000}, {1000, 1000});
+  profile.stages.resize(4, profile.stages[1]);
+  profile.boundaries.resize(3, profile.boundaries[0]);
+  const double own[] = {1300, 1000, 1200, 1600};
+  for (size_t s = 0; s < 4; ++s) profile.stages[s].memory.static_bytes = own[s];
+  profile.static_bytes = {1310, 1010, 1210, 1610};
+  profile.own_static_bytes = {10, 10, 10, 10};
+  const StatusOr<CostModel> uniform = Calibrate(profile, Options(TimeUnit::kMicroseconds, true));
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  const MemoryModel& memory = *uniform->memory;
+  EXPECT_EQ(memory.stages.front().static_bytes, 1100);  // (1000 + 1200) / 2
+  EXPECT_EQ(memory.first_stage_static, 200);
+  EXPECT_EQ(memory.last_stage_static, 500);
+  EXPECT_EQ(memory.static_per_rank, 10);
+  EXPECT_TRUE(memory.static_by_rank.empty());
+}
+
 // A stage whose RECV_F allocates 200 and RECV_B 100: the activation counts the received input;
 // I frees what it freed less the received gradient (which the model never allocated), and
 // the received gradient sits under I, in its transient; what the backward did not free of
@@ -468,6 +519,35 @@ TEST(CalibrateMemoryTest, TheCostFileKeepsItsMemoryModelAndRefusesBadBytesNaming
     const StatusOr<CostModel> parsed = ParseCostModel(edited, ProtoFormat::kText);
     ASSERT_FALSE(parsed.ok());
     EXPECT_NE(parsed.status().message().find(field), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+// The static memory that moves with a stage survives the file, and a bad figure is refused
+// naming its field.
+TEST(CalibrateMemoryTest, TheCostFileKeepsEachStagesStaticBytesAndRefusesBadOnes) {
+  const Profile profile = ProfileWithStageStatic();
+  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kMicroseconds, true));
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  const StatusOr<std::string> text = SerializeCostModel(*costs, ProtoFormat::kText);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  const StatusOr<CostModel> back = ParseCostModel(*text, ProtoFormat::kText);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, *costs);
+  EXPECT_EQ(back->memory->last_stage_static, 1000);
+  for (const auto& [field, figure, bad, named] :
+       {std::tuple<std::string, std::string, std::string, std::string>{
+            "static_bytes", "1500", "-1", "memory.stages[0].static_bytes"},
+        {"last_stage_static", "1000", "nan", "memory.last_stage_static"}}) {
+    SCOPED_TRACE(field);
+    std::string edited = *text;
+    const std::string line = field + ": " + figure;
+    const size_t at = edited.find(line);
+    ASSERT_NE(at, std::string::npos) << edited;
+    edited.replace(at, line.size(), field + ": " + bad);
+    const StatusOr<CostModel> parsed = ParseCostModel(edited, ProtoFormat::kText);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.status().message().find(named), std::string::npos)
         << parsed.status().message();
   }
 }

@@ -546,6 +546,52 @@ TEST(BuildProfileTest, MemoryInBytesPerStageAndKindAndStaticPerRank) {
   EXPECT_TRUE(ValidateProfile(*profile).ok());
 }
 
+// The runtime told what each stage holds of its rank's static memory: per stage the median
+// over the steps, per rank the rest.
+TEST(BuildProfileTest, WhatEachStageHoldsOfItsRanksStaticMemory) {
+  const Plan plan = TinyPlan();
+  std::vector<Timeline> steps = {TinyStepWithBytes(plan, 1000, 2000, 100),
+                                 TinyStepWithBytes(plan, 1000, 2000, 100)};
+  steps[0].ranks[0].stage_static = {{.stage = StageId(0), .bytes = 900}};
+  steps[0].ranks[1].stage_static = {{.stage = StageId(1), .bytes = 1500}};
+  steps[1].ranks[0].stage_static = {{.stage = StageId(0), .bytes = 900}};
+  steps[1].ranks[1].stage_static = {{.stage = StageId(1), .bytes = 1700}};
+  const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  EXPECT_EQ(profile->stages[0].memory.static_bytes, 900);
+  EXPECT_EQ(profile->stages[1].memory.static_bytes, 1600);
+  EXPECT_EQ(profile->static_bytes, (std::vector<double>{1000, 2000}));
+  EXPECT_EQ(profile->own_static_bytes, (std::vector<double>{100, 400}));
+  EXPECT_TRUE(ValidateProfile(*profile).ok());
+
+  steps[1].ranks[1].stage_static = {{.stage = StageId(0), .bytes = 1700}};
+  const StatusOr<Profile> wrong = BuildProfile(plan, steps, {});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find(
+                "rank 1: stage_static names stage 0, which the plan does not place on this rank"),
+            std::string::npos)
+      << wrong.status().message();
+}
+
+TEST(BuildProfileTest, OwnStaticBytesAboveTheRanksStaticAreRefused) {
+  const Plan plan = TinyPlan();
+  const std::vector<Timeline> steps = {TinyStepWithBytes(plan, 1000, 2000, 100)};
+  StatusOr<Profile> profile = BuildProfile(plan, steps, {});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  profile->own_static_bytes = {100, 2500};
+  const Status status = ValidateProfile(*profile);
+  EXPECT_EQ(status.message(),
+            "own_static_bytes[1]: 2500 is above the rank's static_bytes 2000 (it is a part of "
+            "them)");
+  profile->own_static_bytes = {100};
+  EXPECT_EQ(ValidateProfile(*profile).message(),
+            "own_static_bytes: 1 entries for 2 ranks in static_bytes");
+  profile->own_static_bytes = {};
+  profile->stages[1].memory.static_bytes = -1;
+  EXPECT_NE(ValidateProfile(*profile).message().find("stages[1].memory.static_bytes"),
+            std::string::npos);
+}
+
 // A receive's memory is the message buffer it allocated: rank 1's RECV_F allocates 64, rank
 // 0's RECV_B 32 (stage 0 receives no input, stage 1 no gradient).
 TEST(BuildProfileTest, WhatAReceiveAllocatesPerStage) {

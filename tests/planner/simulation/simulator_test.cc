@@ -137,6 +137,32 @@ TEST(Simulator, TheCurveShowsATransientInsideItsAction) {
   EXPECT_DOUBLE_EQ(most, 1.5);
 }
 
+// A stage's static bytes go with it: 1F1B puts the first stage on rank 0 and the last on rank
+// 3, a V shape both on rank 0, with two stages (each half a share) on every rank.
+TEST(Simulator, StaticMemoryOfAStageIsCountedWhereThePlanPutsIt) {
+  MemoryModel share;
+  share.stages = {StageMemory{.activation = 1.0, .static_bytes = 100}};
+  share.static_per_rank = 1;
+  share.first_stage_static = 30;
+  share.last_stage_static = 50;
+  const auto statics = [&](const char* strategy, int v) {
+    PlanRequest request = MakeRequest(strategy, 4, 8);
+    request.topology.stages_per_rank = v;
+    if (v == 2) request.topology.placement = Placement::kVShape;
+    request.memory = SplitShareMemory(share, v);
+    const Timeline t = SimulateOrDie(BuildOrDie(request));
+    std::vector<double> out;
+    for (const RankTimeline& rank : t.ranks) {
+      out.push_back(rank.peak_memory - rank.peak_activation_memory);
+    }
+    EXPECT_DOUBLE_EQ(request.memory.LargestFixed(StageMap(request.topology), 0),
+                     *std::max_element(out.begin(), out.end()));
+    return out;
+  };
+  EXPECT_EQ(statics("1f1b", 1), (std::vector<double>{131, 101, 101, 151}));
+  EXPECT_EQ(statics("zbv", 2), (std::vector<double>{181, 101, 101, 101}));
+}
+
 TEST(Simulator, StaticMemoryPerRankWhereRanksDiffer) {
   // 1F1B P=4: rank r holds P - r activations at its peak, on its own static memory.
   constexpr int kRanks = 4;

@@ -105,6 +105,11 @@ class OpExecutor {
   // receives (what RecvBuffer allocated), where the executor measures it; the rank timeline
   // then counts bytes. Default: not measured.
   virtual std::vector<OpMemory> TakeOpMemory() { return {}; }
+  // What each of the rank's stages holds from step to step, in bytes (parameters, gradients,
+  // optimizer state, its data): the part of the rank's static memory that moves with the stage
+  // when another plan places it elsewhere. Asked after a step whose memory was measured.
+  // Default: not told.
+  virtual std::vector<StageStatic> StageStaticBytes() { return {}; }
 };
 
 inline StatusOr<Verdict> OpExecutor::Validate(const Action& pv, const OpContext& context) {

@@ -111,6 +111,9 @@ class TorchExecutor final : public runtime::OpExecutor {
   // Bytes around each compute action (memory_meter.h: the rank's CPU tensors, or the CUDA
   // caching allocator's device total).
   std::vector<runtime::OpMemory> TakeOpMemory() override;
+  // Per local stage, the bytes of its parameters, their gradients and optimizer state, and the
+  // data it holds (the first stage's inputs, the last one's targets).
+  std::vector<StageStatic> StageStaticBytes() override;
 
   // This rank's stages, in chunk order.
   const std::vector<std::unique_ptr<StageModule>>& stages() const { return stages_; }

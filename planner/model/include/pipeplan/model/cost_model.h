@@ -61,6 +61,8 @@ struct CostModel {
 // duration divided by `chunks`; comm is unchanged. Compare and auto use it so every strategy
 // models the same work per rank.
 CostModel SplitShareCosts(CostModel share, int chunks);
+// The inverse: the costs of one of `chunks` stages per rank as a rank's whole share.
+CostModel ShareOfStageCosts(CostModel stage, int chunks);
 
 // Checks sizes against the number of stages and that every figure is finite and >= 0, the
 // memory model's too.

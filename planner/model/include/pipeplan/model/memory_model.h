@@ -9,6 +9,7 @@
 #include "pipeplan/model/action.h"
 #include "pipeplan/model/ids.h"
 #include "pipeplan/model/status.h"
+#include "pipeplan/model/topology.h"
 
 namespace pipeplan {
 
@@ -29,6 +30,9 @@ struct StageMemory {
   // torch.distributed.pipelining only at the step's end) or, on the same rank, by the previous
   // stage's backward. At most the activation.
   double retained = 0.0;
+  // What the stage itself holds from step to step (its parameters, gradients, optimizer state,
+  // its data): static memory that moves with the stage to whichever rank holds it.
+  double static_bytes = 0.0;
 
   bool operator==(const StageMemory&) const = default;
 };
@@ -37,10 +41,16 @@ inline constexpr const char* kBytesUnit = "bytes";
 
 struct MemoryModel {
   std::vector<StageMemory> stages = {StageMemory{}};  // size 1 (uniform) or S
-  double static_per_rank = 0.0;                       // parameters, optimizer state, ...
-  // Per rank where ranks differ (rank 0 holding the data, the last one the loss); empty: every
-  // rank has static_per_rank, which is then the largest of these.
+  // A rank's static memory besides its stages' static_bytes (all of it where those are 0, as
+  // in a model written by hand: parameters, optimizer state, ...).
+  double static_per_rank = 0.0;
+  // Per rank where ranks differ; empty: every rank has static_per_rank, which is then the
+  // largest of these.
   std::vector<double> static_by_rank;
+  // Held by the rank of the first / last stage of a chain beyond that stage's static_bytes: a
+  // uniform model's first and last stage (the data and embedding, the loss and its targets).
+  double first_stage_static = 0.0;
+  double last_stage_static = 0.0;
   std::optional<double> limit;  // on static + activations, per rank
   // "bytes" where the figures are bytes (pipeplan calibrate from measured memory); empty: the
   // default unit, microbatch activations. A limit given with a byte unit needs "bytes".
@@ -60,13 +70,14 @@ struct MemoryModel {
   double Change(ActionKind kind, StageId stage, int stages_per_rank) const;
   // The transient of F, B, I or W on `stage` (0 for other kinds).
   double Transient(ActionKind kind, StageId stage) const;
-  // The static memory of `rank`.
-  double StaticOf(RankId rank) const;
-  // The most any rank holds besides the activations in flight: the largest static memory, the
-  // largest transient, and the retained bytes of `microbatch_stages` (V x M: every microbatch
-  // of every stage of a rank) at the largest figure. The greedy schedulers keep activations
-  // under the limit minus this, so that the plan's true peak fits.
-  double LargestFixed(int microbatch_stages) const;
+  // The static memory of `rank` where `map` places the stages: its own, its stages'
+  // static_bytes and, where it holds a chain's first or last stage, that stage's extra.
+  double StaticOf(RankId rank, const StageMap& map) const;
+  // The most any rank of `map` holds besides the activations in flight: the largest static
+  // memory, the largest transient, and the retained bytes of `microbatch_stages` (V x M: every
+  // microbatch of every stage of a rank) at the largest figure. The greedy schedulers keep
+  // activations under the limit minus this, so that the plan's true peak fits.
+  double LargestFixed(const StageMap& map, int microbatch_stages) const;
   // A figure in this model's unit, for messages: "31.5 MiB (32985136 B)" in bytes (exact, so
   // that a limit quoted back is not rounded below), else the plain number.
   std::string Describe(double value) const;
@@ -76,11 +87,13 @@ struct MemoryModel {
   bool operator==(const MemoryModel&) const = default;
 };
 
-// One rank's share of activation memory split over `chunks` stages: explicit activations and
-// what I frees divided by `chunks` (the 1/V default already is); static memory, the limit and
-// the transients stay (a transient is one layer's workspace at a time, whatever a stage's
-// depth).
+// One rank's share of activation memory split over `chunks` stages: explicit activations,
+// what I frees and a stage's static bytes divided by `chunks` (the 1/V default already is);
+// a rank's own static memory, the first and last stage's extras, the limit and the transients
+// stay (a transient is one layer's workspace at a time, whatever a stage's depth).
 MemoryModel SplitShareMemory(MemoryModel share, int chunks);
+// The inverse: the figures of one of `chunks` stages per rank as a rank's whole share.
+MemoryModel ShareOfStageMemory(MemoryModel stage, int chunks);
 
 Status ValidateMemoryModel(const MemoryModel& memory, int num_stages);
 // static_by_rank, when given, has one entry per rank.

@@ -43,6 +43,9 @@ struct StageMemoryProfile {
   // did not count receives).
   DurationStats received_forward;
   DurationStats received_backward;
+  // Bytes the stage holds from step to step (parameters, gradients, optimizer state, data),
+  // the median over the steps; 0 where the runtime did not tell them.
+  double static_bytes = 0.0;
 
   bool operator==(const StageMemoryProfile&) const = default;
 };
@@ -95,6 +98,9 @@ struct Profile {
   // Per rank, bytes held when its first compute of a step began (parameters, gradients,
   // optimizer state, data), the median over the steps; empty where memory was not counted.
   std::vector<double> static_bytes = {};
+  // Per rank, static_bytes less its stages' own (StageMemoryProfile::static_bytes): what stays
+  // with the rank wherever the stages go. Empty where the runtime did not tell the stages'.
+  std::vector<double> own_static_bytes = {};
 
   bool operator==(const Profile&) const = default;
 };

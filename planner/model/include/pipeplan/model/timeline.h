@@ -61,6 +61,15 @@ struct ActionMemory {
   bool operator==(const ActionMemory&) const = default;
 };
 
+// What one stage holds from step to step, in bytes (parameters, gradients, optimizer state,
+// its data): the part of its rank's static memory that moves with it.
+struct StageStatic {
+  StageId stage;
+  double bytes = 0.0;
+
+  bool operator==(const StageStatic&) const = default;
+};
+
 struct RankTimeline {
   RankId rank;
   std::vector<ActionTiming> actions;
@@ -74,6 +83,7 @@ struct RankTimeline {
   MemoryUnit memory_unit = MemoryUnit::kModel;
   std::vector<ActionMemory> action_memory;  // measured: empty, or index-aligned with actions
   std::vector<DiscardedRun> discarded;      // measured: runs a failed validation replaced
+  std::vector<StageStatic> stage_static;    // measured: the rank's stages, where told
 
   bool operator==(const RankTimeline&) const = default;
 };
