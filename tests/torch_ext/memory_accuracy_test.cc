@@ -219,9 +219,10 @@ TEST(MemoryRanking, MeasuredAndPredictedPeaksRankAsThePapersSay) {
 // places the same model's stages otherwise: ZB-H1 at V=1 (each stage two of the V shape's),
 // where rank 0 holds the data and rank 3 the loss's targets, where zbv put both on rank 0.
 // Every rank's static memory within 0.5% of measured, its peak within 5% (2026-11-27, 2-core
-// VM: static +0.12%, peaks +1.6% to +2.7%: a stage of two layers receives one input, not the
-// two its halves' figures count). Carried over per rank as measured under the V shape, the
-// static memory would be a data set (1 MiB, 7.6%) high on rank 0 and as much low on rank 3.
+// VM: static +0.12%, peaks +0.3% to +1.5%; +1.6% to +2.7% while a stage of two layers was
+// counted two received inputs, one per half). Carried over per rank as measured under the V
+// shape, the static memory would be a data set (1 MiB, 7.6%) high on rank 0 and as much low
+// on rank 3.
 // ZB-H1, not 1F1B: zbv runs F, I and W, so its profile tells nothing of B's transient.
 TEST(MemoryAcrossPlacements, CalibratedOnAVShapeAPlanWithOneStagePerRankIsPredicted) {
   const testing::TempDir dir("memory-placements");

@@ -47,6 +47,7 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
     entry->set_weight_transient(stage.weight_transient);
     entry->set_retained(stage.retained);
     entry->set_static_bytes(stage.static_bytes);
+    entry->set_received_input(stage.received_input);
   }
   out->set_static_per_rank(memory.static_per_rank);
   for (const double bytes : memory.static_by_rank) out->add_static_by_rank(bytes);
@@ -147,7 +148,8 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
                                .input_transient = stage.input_transient(),
                                .weight_transient = stage.weight_transient(),
                                .retained = stage.retained(),
-                               .static_bytes = stage.static_bytes()});
+                               .static_bytes = stage.static_bytes(),
+                               .received_input = stage.received_input()});
     }
   }
   memory.static_per_rank = proto.static_per_rank();

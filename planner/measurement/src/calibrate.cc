@@ -168,7 +168,8 @@ StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory, dou
                   .forward_transient = MedianOrZero(memory.forward_transient),
                   .backward_transient = MedianOrZero(memory.backward_transient) + received_backward,
                   .input_transient = MedianOrZero(memory.input_transient) + received_backward,
-                  .weight_transient = MedianOrZero(memory.weight_transient)};
+                  .weight_transient = MedianOrZero(memory.weight_transient),
+                  .received_input = received_forward};
   double freed = 0.0;
   if (Measured(memory.freed_by_backward)) {
     freed = memory.freed_by_backward.median - handed_in;
@@ -199,6 +200,7 @@ StageMemory MeanStageMemory(const std::vector<StageMemory>& stages) {
     mean.input_transient += stage.input_transient / n;
     mean.weight_transient += stage.weight_transient / n;
     mean.retained += stage.retained / n;
+    mean.received_input += stage.received_input / n;
   }
   return mean;
 }

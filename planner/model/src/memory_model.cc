@@ -132,9 +132,9 @@ namespace {
 template <typename Scale>
 MemoryModel ScaleStageMemory(MemoryModel memory, Scale scale) {
   for (StageMemory& stage : memory.stages) {
-    for (double* figure : {&stage.activation, &stage.freed_by_input, &stage.static_bytes}) {
-      *figure = scale(*figure);
-    }
+    const double input = std::min(stage.received_input, stage.activation);
+    stage.activation = input + scale(stage.activation - input);
+    for (double* figure : {&stage.freed_by_input, &stage.static_bytes}) *figure = scale(*figure);
   }
   return memory;
 }
@@ -167,7 +167,8 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
           std::pair{stage.backward_transient, "backward_transient"},
           std::pair{stage.input_transient, "input_transient"},
           std::pair{stage.weight_transient, "weight_transient"},
-          std::pair{stage.retained, "retained"}, std::pair{stage.static_bytes, "static_bytes"}}) {
+          std::pair{stage.retained, "retained"}, std::pair{stage.static_bytes, "static_bytes"},
+          std::pair{stage.received_input, "received_input"}}) {
       PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, where + name));
     }
   }

@@ -661,6 +661,18 @@ INSTANTIATE_TEST_SUITE_P(
                        "ranks { rank: 0 actions { end: 1 } discarded { action_index: 1 } }\n",
                        "timeline file: ranks[0].discarded[0].action_index: 1 is not an action of "
                        "this rank (it has 1)"},
+        ParseErrorCase{"TimelineStageStaticNegativeBytes", Parsed::kTimeline, ProtoFormat::kText,
+                       "ranks { rank: 0 stage_static { stage: 0 bytes: 5 }\n"
+                       "  stage_static { stage: 1 bytes: -5 } }\n",
+                       "timeline file: ranks[0].stage_static[1].bytes: must be a finite number "
+                       ">= 0, got -5"},
+        ParseErrorCase{"TimelineStageStaticNegativeStage", Parsed::kTimeline, ProtoFormat::kJson,
+                       R"({"ranks": [{"rank": 0, "stage_static": [{"stage": -2, "bytes": 1}]}]})",
+                       "timeline file: ranks[0].stage_static[0].stage: must be >= 0, got -2"},
+        ParseErrorCase{"ProfileOwnStaticAboveTheRanks", Parsed::kProfile, ProtoFormat::kText,
+                       "stages {} static_bytes: 10 own_static_bytes: 11\n",
+                       "profile file: own_static_bytes[0]: 11 is above the rank's static_bytes "
+                       "10 (it is a part of them)"},
         ParseErrorCase{"TimelineUnknownSource", Parsed::kTimeline, ProtoFormat::kText,
                        "source: 5\n", "timeline file: source: unknown timeline source 5"},
         ParseErrorCase{"TimelineFileNegativeTimeScale", Parsed::kTimelineFile, ProtoFormat::kText,

@@ -424,7 +424,8 @@ TEST(CalibrateMemoryTest, ReceivedMessagesAndTransients) {
                                                    .backward_transient = 100,
                                                    .input_transient = 120,
                                                    .weight_transient = 30,
-                                                   .retained = 300}));
+                                                   .retained = 300,
+                                                   .received_input = 200}));
 }
 
 // Stages 0 and 1 on one rank: stage 1's I leaves its input gradient (100 B) to stage 0, whose

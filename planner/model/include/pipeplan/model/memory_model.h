@@ -33,6 +33,10 @@ struct StageMemory {
   // What the stage itself holds from step to step (its parameters, gradients, optimizer state,
   // its data): static memory that moves with the stage to whichever rank holds it.
   double static_bytes = 0.0;
+  // Of the activation, the message its receive of the input allocated: one per stage however
+  // deep the stage is, so it does not scale with the stage's depth (SplitShareMemory). At most
+  // the activation.
+  double received_input = 0.0;
 
   bool operator==(const StageMemory&) const = default;
 };
@@ -87,10 +91,11 @@ struct MemoryModel {
   bool operator==(const MemoryModel&) const = default;
 };
 
-// One rank's share of activation memory split over `chunks` stages: explicit activations,
-// what I frees and a stage's static bytes divided by `chunks` (the 1/V default already is);
-// a rank's own static memory, the first and last stage's extras, the limit and the transients
-// stay (a transient is one layer's workspace at a time, whatever a stage's depth).
+// One rank's share of activation memory split over `chunks` stages: explicit activations
+// (but their received input, which every stage has one of), what I frees and a stage's static
+// bytes divided by `chunks` (the 1/V default already is); a rank's own static memory, the
+// first and last stage's extras, the retained gradient, the limit and the transients stay (a
+// transient is one layer's workspace at a time, whatever a stage's depth).
 MemoryModel SplitShareMemory(MemoryModel share, int chunks);
 // The inverse: the figures of one of `chunks` stages per rank as a rank's whole share.
 MemoryModel ShareOfStageMemory(MemoryModel stage, int chunks);

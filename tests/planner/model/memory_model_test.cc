@@ -1,0 +1,46 @@
+// How a memory model's figures follow a stage's depth (SplitShareMemory, ShareOfStageMemory)
+// and where static memory lands (StaticOf).
+#include "pipeplan/model/memory_model.h"
+
+#include <gtest/gtest.h>
+
+namespace pipeplan {
+namespace {
+
+// A share of 1000 activation bytes, 100 of them its received input: split over two stages,
+// each holds half of the rest and an input of its own; joined back, one input again.
+TEST(MemoryModelTest, EveryStageReceivesOneInputHoweverDeep) {
+  MemoryModel share;
+  share.stages = {StageMemory{.activation = 1000,
+                              .freed_by_input = 300,
+                              .retained = 100,
+                              .static_bytes = 4000,
+                              .received_input = 100}};
+  const MemoryModel half = SplitShareMemory(share, 2);
+  EXPECT_EQ(half.stages[0], (StageMemory{.activation = 550,
+                                         .freed_by_input = 150,
+                                         .retained = 100,
+                                         .static_bytes = 2000,
+                                         .received_input = 100}));
+  EXPECT_EQ(ShareOfStageMemory(half, 2), share);
+  EXPECT_EQ(SplitShareMemory(share, 1), share);
+}
+
+// Dual placement: each copy's first and last stage bring their extras to their ranks.
+TEST(MemoryModelTest, StaticMemoryOfEachCopysEndsUnderDualPlacement) {
+  MemoryModel memory;
+  memory.stages = {StageMemory{.static_bytes = 10}};
+  memory.static_per_rank = 1;
+  memory.first_stage_static = 100;
+  memory.last_stage_static = 1000;
+  const StageMap map(
+      Topology{.ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kDual});
+  // Rank 0: stage 0 (first of copy A) and 7 (last of copy B); rank 3: stages 3 and 4.
+  EXPECT_EQ(memory.StaticOf(RankId(0), map), 1 + 20 + 100 + 1000);
+  EXPECT_EQ(memory.StaticOf(RankId(1), map), 1 + 20);
+  EXPECT_EQ(memory.StaticOf(RankId(3), map), 1 + 20 + 100 + 1000);
+  EXPECT_EQ(memory.LargestFixed(map, 0), 1121);
+}
+
+}  // namespace
+}  // namespace pipeplan
