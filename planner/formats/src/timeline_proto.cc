@@ -96,6 +96,12 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
   return rank;
 }
 
+namespace {
+
+bool IsByteCount(double value) { return std::isfinite(value) && value >= 0.0; }
+
+}  // namespace
+
 // A rank's enums and its measured memory: one entry per action, bytes never negative or NaN.
 StatusOr<RankTimeline> CheckedRank(const v1::RankTimeline& proto, const std::string& path) {
   const std::optional<OpClock> clock = kOpClocks.FromProto(proto.clock());
@@ -116,7 +122,7 @@ StatusOr<RankTimeline> CheckedRank(const v1::RankTimeline& proto, const std::str
   for (int a = 0; a < proto.action_memory_size(); ++a) {
     const v1::ActionMemory& memory = proto.action_memory(a);
     for (const double value : {memory.start(), memory.end(), memory.peak()}) {
-      if (!(value >= 0.0) || std::isinf(value)) {
+      if (!IsByteCount(value)) {
         return FieldError(Element(Child(path, "action_memory"), a),
                           "memory must be a finite number >= 0, got " + FormatNumber(value));
       }
@@ -128,7 +134,7 @@ StatusOr<RankTimeline> CheckedRank(const v1::RankTimeline& proto, const std::str
       return FieldError(Child(Element(Child(path, "stage_static"), s), "stage"),
                         "must be >= 0, got " + std::to_string(stage.stage()));
     }
-    if (!(stage.bytes() >= 0.0) || std::isinf(stage.bytes())) {
+    if (!IsByteCount(stage.bytes())) {
       return FieldError(Child(Element(Child(path, "stage_static"), s), "bytes"),
                         "must be a finite number >= 0, got " + FormatNumber(stage.bytes()));
     }

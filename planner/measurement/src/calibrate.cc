@@ -253,8 +253,10 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
     memory.stages[s] = *stage;
   }
   const bool stages_told = !profile.own_static_bytes.empty();
-  for (size_t s = 0; s < memory.stages.size() && stages_told; ++s) {
-    memory.stages[s].static_bytes = profile.stages[s].memory.static_bytes;
+  if (stages_told) {
+    for (size_t s = 0; s < memory.stages.size(); ++s) {
+      memory.stages[s].static_bytes = profile.stages[s].memory.static_bytes;
+    }
   }
   if (uniform) memory.stages = {MeanStageMemory(memory.stages)};
   if (uniform && stages_told) UniformStatic(profile, memory);

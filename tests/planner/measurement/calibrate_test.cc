@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -499,58 +498,53 @@ TEST(CalibrateMemoryTest, InconsistentMemoryIsAnErrorNamingTheStageAndField) {
       << missing.status().message();
 }
 
+// One line of a text cost file replaced by a bad one, and what the error must name.
+struct BadLine {
+  std::string line;
+  std::string replacement;
+  std::string named;
+};
+
+// `costs` reads back from its text cost file as it was, and each bad line is refused with an
+// error naming its field.
+void ExpectRoundTripAndRefusals(const CostModel& costs, const std::vector<BadLine>& bad_lines) {
+  const StatusOr<std::string> text = SerializeCostModel(costs, ProtoFormat::kText);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  const StatusOr<CostModel> back = ParseCostModel(*text, ProtoFormat::kText);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, costs);
+  for (const BadLine& bad : bad_lines) {
+    SCOPED_TRACE(bad.replacement);
+    std::string edited = *text;
+    const size_t at = edited.find(bad.line + "\n");
+    ASSERT_NE(at, std::string::npos) << edited;
+    edited.replace(at, bad.line.size(), bad.replacement);
+    const StatusOr<CostModel> parsed = ParseCostModel(edited, ProtoFormat::kText);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.status().message().find(bad.named), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(CalibrateMemoryTest, TheCostFileKeepsItsMemoryModelAndRefusesBadBytesNamingTheField) {
   const StatusOr<CostModel> costs =
       Calibrate(FbProfileWithBytes({1000, 3000}, {1000, 2900}), Options());
   ASSERT_TRUE(costs.ok()) << costs.status().message();
-  const StatusOr<std::string> text = SerializeCostModel(*costs, ProtoFormat::kText);
-  ASSERT_TRUE(text.ok()) << text.status().message();
-  const StatusOr<CostModel> back = ParseCostModel(*text, ProtoFormat::kText);
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(*back, *costs);
-  for (const auto& [field, bad] :
-       {std::pair<std::string, std::string>{"activation", "-5"}, {"static_per_rank", "nan"}}) {
-    SCOPED_TRACE(field);
-    std::string edited = *text;
-    const size_t at = field == "activation" ? edited.find("activation: 1000")
-                                            : edited.find("static_per_rank: 7000");
-    ASSERT_NE(at, std::string::npos) << edited;
-    const size_t colon = edited.find(':', at);
-    edited.replace(colon + 2, edited.find('\n', colon) - colon - 2, bad);
-    const StatusOr<CostModel> parsed = ParseCostModel(edited, ProtoFormat::kText);
-    ASSERT_FALSE(parsed.ok());
-    EXPECT_NE(parsed.status().message().find(field), std::string::npos)
-        << parsed.status().message();
-  }
+  ExpectRoundTripAndRefusals(
+      *costs, {{"activation: 1000", "activation: -5", "activation"},
+               {"static_per_rank: 7000", "static_per_rank: nan", "static_per_rank"}});
 }
 
 // The static memory that moves with a stage survives the file, and a bad figure is refused
 // naming its field.
 TEST(CalibrateMemoryTest, TheCostFileKeepsEachStagesStaticBytesAndRefusesBadOnes) {
-  const Profile profile = ProfileWithStageStatic();
-  const StatusOr<CostModel> costs = Calibrate(profile, Options(TimeUnit::kMicroseconds, true));
+  const StatusOr<CostModel> costs =
+      Calibrate(ProfileWithStageStatic(), Options(TimeUnit::kMicroseconds, true));
   ASSERT_TRUE(costs.ok()) << costs.status().message();
-  const StatusOr<std::string> text = SerializeCostModel(*costs, ProtoFormat::kText);
-  ASSERT_TRUE(text.ok()) << text.status().message();
-  const StatusOr<CostModel> back = ParseCostModel(*text, ProtoFormat::kText);
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(*back, *costs);
-  EXPECT_EQ(back->memory->last_stage_static, 1000);
-  for (const auto& [field, figure, bad, named] :
-       {std::tuple<std::string, std::string, std::string, std::string>{
-            "static_bytes", "1500", "-1", "memory.stages[0].static_bytes"},
-        {"last_stage_static", "1000", "nan", "memory.last_stage_static"}}) {
-    SCOPED_TRACE(field);
-    std::string edited = *text;
-    const std::string line = field + ": " + figure;
-    const size_t at = edited.find(line);
-    ASSERT_NE(at, std::string::npos) << edited;
-    edited.replace(at, line.size(), field + ": " + bad);
-    const StatusOr<CostModel> parsed = ParseCostModel(edited, ProtoFormat::kText);
-    ASSERT_FALSE(parsed.ok());
-    EXPECT_NE(parsed.status().message().find(named), std::string::npos)
-        << parsed.status().message();
-  }
+  EXPECT_EQ(costs->memory->last_stage_static, 1000);
+  ExpectRoundTripAndRefusals(
+      *costs, {{"static_bytes: 1500", "static_bytes: -1", "memory.stages[0].static_bytes"},
+               {"last_stage_static: 1000", "last_stage_static: nan", "memory.last_stage_static"}});
 }
 
 }  // namespace
