@@ -48,6 +48,7 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
     entry->set_retained(stage.retained);
     entry->set_static_bytes(stage.static_bytes);
     entry->set_received_input(stage.received_input);
+    entry->set_received_gradient(stage.received_gradient);
   }
   out->set_static_per_rank(memory.static_per_rank);
   for (const double bytes : memory.static_by_rank) out->add_static_by_rank(bytes);
@@ -149,7 +150,8 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
                                .weight_transient = stage.weight_transient(),
                                .retained = stage.retained(),
                                .static_bytes = stage.static_bytes(),
-                               .received_input = stage.received_input()});
+                               .received_input = stage.received_input(),
+                               .received_gradient = stage.received_gradient()});
     }
   }
   memory.static_per_rank = proto.static_per_rank();

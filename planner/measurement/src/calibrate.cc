@@ -169,7 +169,8 @@ StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory, dou
                   .backward_transient = MedianOrZero(memory.backward_transient) + received_backward,
                   .input_transient = MedianOrZero(memory.input_transient) + received_backward,
                   .weight_transient = MedianOrZero(memory.weight_transient),
-                  .received_input = received_forward};
+                  .received_input = received_forward,
+                  .received_gradient = received_backward};
   double freed = 0.0;
   if (Measured(memory.freed_by_backward)) {
     freed = memory.freed_by_backward.median - handed_in;
@@ -201,6 +202,7 @@ StageMemory MeanStageMemory(const std::vector<StageMemory>& stages) {
     mean.weight_transient += stage.weight_transient / n;
     mean.retained += stage.retained / n;
     mean.received_input += stage.received_input / n;
+    mean.received_gradient += stage.received_gradient / n;
   }
   return mean;
 }

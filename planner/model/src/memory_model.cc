@@ -33,6 +33,28 @@ double MemoryModel::Retained(StageId stage, int stages_per_rank) const {
   return std::min(Entry(stages, stage).retained, Activation(stage, stages_per_rank));
 }
 
+double MemoryModel::ReceivedMessage(ActionKind recv, StageId stage, int stages_per_rank) const {
+  const StageMemory& entry = Entry(stages, stage);
+  switch (recv) {
+    case ActionKind::kRecvForward:
+      return std::min(entry.received_input, Activation(stage, stages_per_rank));
+    case ActionKind::kRecvBackward:
+      return entry.received_gradient;
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kOverlapFB:
+    case ActionKind::kSendForward:
+    case ActionKind::kSendBackward:
+    case ActionKind::kPostValidation:
+    case ActionKind::kSendPostValidation:
+    case ActionKind::kRecvPostValidation:
+      return 0.0;
+  }
+  return 0.0;
+}
+
 double MemoryModel::FreedByInput(StageId stage, int stages_per_rank) const {
   return std::min(Entry(stages, stage).freed_by_input, Activation(stage, stages_per_rank));
 }
@@ -168,8 +190,15 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
           std::pair{stage.input_transient, "input_transient"},
           std::pair{stage.weight_transient, "weight_transient"},
           std::pair{stage.retained, "retained"}, std::pair{stage.static_bytes, "static_bytes"},
-          std::pair{stage.received_input, "received_input"}}) {
+          std::pair{stage.received_input, "received_input"},
+          std::pair{stage.received_gradient, "received_gradient"}}) {
       PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, where + name));
+    }
+    const double backward = std::max(stage.backward_transient, stage.input_transient);
+    if (stage.received_gradient > backward) {
+      return InvalidArgument(where + "received_gradient: " + FormatNumber(stage.received_gradient) +
+                             " is above the backward's transient (" + FormatNumber(backward) +
+                             "), which counts the received gradient while the backward runs");
     }
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.static_per_rank, "memory.static_per_rank"));

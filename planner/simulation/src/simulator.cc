@@ -123,9 +123,26 @@ RankTimeline TimeRank(int rank, const RankProgram& program, const ListScheduleRe
   return out;
 }
 
-// The rank's memory over the step: what its compute holds (RankMemoryTracker), less each
-// gradient it sent from the first op that starts once the gradient landed, where the runtime
-// frees a buffer whose send completed (OpExecutor::SendCompleted).
+// A receive's message, allocated where the rank posts the receive: after the compute before
+// it, which may be well before its consumer (the comm order that no rendezvous can deadlock
+// puts some receives early). Its consumer counts it from its own start.
+struct PostedReceive {
+  ActionKind kind;  // RECV_F or RECV_B
+  StageId stage;
+  MicrobatchId microbatch;
+  double bytes;
+
+  bool ConsumedBy(const Action& part) const {
+    if (part.stage != stage || part.microbatch != microbatch) return false;
+    if (kind == ActionKind::kRecvForward) return part.kind == ActionKind::kForward;
+    return part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput;
+  }
+};
+
+// The rank's memory over the step: what its compute holds (RankMemoryTracker), the messages
+// of receives posted ahead of their consumers, less each gradient it sent from the first op
+// that starts once the gradient landed, where the runtime frees a buffer whose send completed
+// (OpExecutor::SendCompleted).
 void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
                  const StageMbTable<double>& gradient_landed, double static_memory,
                  RankTimeline& out) {
@@ -139,20 +156,36 @@ void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
     double bytes;
   };
   std::vector<Sent> sent;
+  std::vector<PostedReceive> posted;
   for (size_t i = 0; i < program.actions.size(); ++i) {
     const Action& action = program.actions[i];
+    const ActionTiming& t = out.actions[i];
     if (action.kind == ActionKind::kSendBackward &&
         gradient_landed.Contains(action.stage, action.microbatch)) {
       sent.push_back({gradient_landed.At(action.stage, action.microbatch),
                       memory.Retained(action.stage, stages_per_rank)});
     }
+    if (action.kind == ActionKind::kRecvForward || action.kind == ActionKind::kRecvBackward) {
+      const double bytes = memory.ReceivedMessage(action.kind, action.stage, stages_per_rank);
+      if (bytes > 0) {
+        posted.push_back({action.kind, action.stage, action.microbatch, bytes});
+        tracker.Hold(bytes);
+        out.memory.push_back({t.start, static_memory + tracker.held()});
+      }
+    }
     if (!IsCompute(action.kind)) continue;
-    const ActionTiming& t = out.actions[i];
     std::erase_if(sent, [&](const Sent& s) {
       if (s.landed > t.start) return false;
       tracker.Release(s.bytes);
       return true;
     });
+    for (const Action* part : ComputeParts(action)) {
+      std::erase_if(posted, [&](const PostedReceive& p) {
+        if (!p.ConsumedBy(*part)) return false;
+        tracker.Release(p.bytes);
+        return true;
+      });
+    }
     tracker.Start(action);
     out.memory.push_back({t.start, static_memory + tracker.held()});
     if (tracker.top() > tracker.held()) {

@@ -402,7 +402,9 @@ TEST(CalibrateMemoryTest, UniformStaticIsTheMiddleStagesMeanAndTheEndsExtras) {
 // I frees what it freed less the received gradient (which the model never allocated), and
 // the received gradient sits under I, in its transient; what the backward did not free of
 // all that (the gradient it sent) is retained.
-TEST(CalibrateMemoryTest, ReceivedMessagesAndTransients) {
+// Every stage: RECV_F 200 B, F 1000, RECV_B 100; I frees 350, W 650; transients F 10, I 20,
+// W 30.
+Profile ProfileWithReceivedMessages() {
   Profile profile = FbProfileWithBytes({1000, 1000}, {1000, 1000});
   for (StageProfile& stage : profile.stages) {
     StageMemoryProfile& m = stage.memory;
@@ -415,7 +417,11 @@ TEST(CalibrateMemoryTest, ReceivedMessagesAndTransients) {
     m.input_transient = Constant(20);
     m.weight_transient = Constant(30);
   }
-  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  return profile;
+}
+
+TEST(CalibrateMemoryTest, ReceivedMessagesAndTransients) {
+  const StatusOr<CostModel> costs = Calibrate(ProfileWithReceivedMessages(), Options());
   ASSERT_TRUE(costs.ok()) << costs.status().message();
   EXPECT_EQ(costs->memory->stages[0], (StageMemory{.activation = 1200,
                                                    .freed_by_input = 250,
@@ -424,7 +430,8 @@ TEST(CalibrateMemoryTest, ReceivedMessagesAndTransients) {
                                                    .input_transient = 120,
                                                    .weight_transient = 30,
                                                    .retained = 300,
-                                                   .received_input = 200}));
+                                                   .received_input = 200,
+                                                   .received_gradient = 100}));
 }
 
 // Stages 0 and 1 on one rank: stage 1's I leaves its input gradient (100 B) to stage 0, whose
@@ -545,6 +552,18 @@ TEST(CalibrateMemoryTest, TheCostFileKeepsEachStagesStaticBytesAndRefusesBadOnes
   ExpectRoundTripAndRefusals(
       *costs, {{"static_bytes: 1500", "static_bytes: -1", "memory.stages[0].static_bytes"},
                {"last_stage_static: 1000", "last_stage_static: nan", "memory.last_stage_static"}});
+}
+
+// The received messages survive the file; a received gradient above the backward's transient,
+// which counts it, is refused naming the stage and field.
+TEST(CalibrateMemoryTest, TheCostFileKeepsTheReceivedMessagesAndRefusesBadOnes) {
+  const StatusOr<CostModel> costs = Calibrate(ProfileWithReceivedMessages(), Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  ExpectRoundTripAndRefusals(
+      *costs,
+      {{"received_input: 200", "received_input: -1", "memory.stages[0].received_input"},
+       {"received_gradient: 100", "received_gradient: 500",
+        "memory.stages[0].received_gradient: 500 is above the backward's transient (120)"}});
 }
 
 }  // namespace

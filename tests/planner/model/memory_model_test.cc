@@ -8,20 +8,25 @@ namespace pipeplan {
 namespace {
 
 // A share of 1000 activation bytes, 100 of them its received input: split over two stages,
-// each holds half of the rest and an input of its own; joined back, one input again.
+// each holds half of the rest and an input of its own; joined back, one input again. A
+// received gradient, one message per stage too, stays as it is.
 TEST(MemoryModelTest, EveryStageReceivesOneInputHoweverDeep) {
   MemoryModel share;
   share.stages = {StageMemory{.activation = 1000,
                               .freed_by_input = 300,
+                              .input_transient = 100,
                               .retained = 100,
                               .static_bytes = 4000,
-                              .received_input = 100}};
+                              .received_input = 100,
+                              .received_gradient = 100}};
   const MemoryModel half = SplitShareMemory(share, 2);
   EXPECT_EQ(half.stages[0], (StageMemory{.activation = 550,
                                          .freed_by_input = 150,
+                                         .input_transient = 100,
                                          .retained = 100,
                                          .static_bytes = 2000,
-                                         .received_input = 100}));
+                                         .received_input = 100,
+                                         .received_gradient = 100}));
   EXPECT_EQ(ShareOfStageMemory(half, 2), share);
   EXPECT_EQ(SplitShareMemory(share, 1), share);
 }
@@ -40,6 +45,17 @@ TEST(MemoryModelTest, StaticMemoryOfEachCopysEndsUnderDualPlacement) {
   EXPECT_EQ(memory.StaticOf(RankId(1), map), 1 + 20);
   EXPECT_EQ(memory.StaticOf(RankId(3), map), 1 + 20 + 100 + 1000);
   EXPECT_EQ(memory.LargestFixed(map, 0), 1121);
+}
+
+// What a receive allocates: RECV_F its stage's received input (at most the activation),
+// RECV_B its received gradient; nothing for other kinds.
+TEST(MemoryModelTest, AReceivesMessageIsItsStagesReceivedInputOrGradient) {
+  MemoryModel memory;
+  memory.stages = {StageMemory{.activation = 50, .received_input = 80, .received_gradient = 30}};
+  EXPECT_EQ(memory.ReceivedMessage(ActionKind::kRecvForward, StageId(0), 1), 50);
+  EXPECT_EQ(memory.ReceivedMessage(ActionKind::kRecvBackward, StageId(0), 1), 30);
+  EXPECT_EQ(memory.ReceivedMessage(ActionKind::kForward, StageId(0), 1), 0);
+  EXPECT_EQ(memory.ReceivedMessage(ActionKind::kSendBackward, StageId(0), 1), 0);
 }
 
 }  // namespace

@@ -226,6 +226,62 @@ TEST(Simulator, ASentGradientIsFreedOnceItLanded) {
   }
 }
 
+// A receive's message is held from where the rank posts it. ZB-H2 P=2 M=4, rank 1: RECV_F0
+// F0 I0 RECV_F1 RECV_F2 SEND_B0 F1 I1 SEND_B1 F2 I2 RECV_F3 SEND_B2 W0 F3 ...: the message of
+// mb 2 waits through F1 and I1, that of mb 3 through W0. With activation 1 (its received input
+// 0.25 of it) and W freeing it all, W0 starts holding three activations and mb 3's message.
+TEST(Simulator, AReceivePostedAheadOfItsConsumerHoldsItsMessageFromThere) {
+  for (const double message : {0.0, 0.25}) {
+    SCOPED_TRACE("received input " + std::to_string(message));
+    PlanRequest request = MakeRequest("zb-h2", 2, 4);
+    request.memory.stages = {StageMemory{.activation = 1.0, .received_input = message}};
+    const Plan plan = BuildOrDie(request);
+    ASSERT_LT(Find(plan, 1, "1RECV_F3"), Find(plan, 1, "1W0"));
+    const Timeline t = SimulateOrDie(plan);
+    EXPECT_DOUBLE_EQ(t.ranks[1].peak_activation_memory, 3.0 + message);
+  }
+}
+
+// The same for a received gradient, which the backward that reads it counts in its transient
+// from its start. ZBV P=2 M=4, rank 1: ... RECV_B2.1 SEND_B1.0 W1.0 F2.2 RECV_F1.3 SEND_F2.2
+// I2.1 ...: W1.0 starts holding what it would without the message, and the message.
+TEST(Simulator, AGradientReceivedAheadOfItsBackwardIsHeldFromItsReceive) {
+  // The curve's last sample at an action's start is the one taken as it started.
+  const auto held_at_start = [](const Timeline& t, size_t index) {
+    const double start = t.ranks[1].actions[index].start;
+    double held = -1.0;
+    for (const MemorySample& sample : t.ranks[1].memory) {
+      if (sample.time == start) held = sample.bytes;
+    }
+    return held;
+  };
+  PlanRequest request = MakeRequest("zbv", 2, 4, 2);
+  request.memory.stages = {StageMemory{.activation = 1.0, .input_transient = 0.5}};
+  const Plan plan = BuildOrDie(request);
+  const size_t weight = Find(plan, 1, "1W0");
+  ASSERT_LT(Find(plan, 1, "2RECV_B1"), weight);
+  ASSERT_GT(Find(plan, 1, "2I1"), weight);
+  const Timeline without = SimulateOrDie(plan);
+  request.memory.stages[0].received_gradient = 0.5;
+  const Timeline with = SimulateOrDie(BuildOrDie(request));
+  EXPECT_DOUBLE_EQ(held_at_start(with, weight), held_at_start(without, weight) + 0.5);
+  // I2.1 counts it in its transient: its peak is the same either way.
+  const size_t input = Find(plan, 1, "2I1");
+  EXPECT_DOUBLE_EQ(held_at_start(with, input), held_at_start(without, input));
+}
+
+TEST(Simulator, AReceivedGradientAboveTheBackwardsTransientIsRefused) {
+  PlanRequest request = MakeRequest("zbv", 2, 4, 2);
+  request.memory.stages = {
+      StageMemory{.activation = 1.0, .input_transient = 0.5, .received_gradient = 0.75}};
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("memory.stages[0].received_gradient: 0.75 is above the "
+                                         "backward's transient (0.5)"),
+            std::string::npos)
+      << plan.status().message();
+}
+
 TEST(Simulator, ABadMemoryFigureIsRefusedNamingIt) {
   PlanRequest request = MakeRequest("1f1b", 2, 4);
   request.memory.stages = {StageMemory{.activation = 1.0, .weight_transient = -1}};

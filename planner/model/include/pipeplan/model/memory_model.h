@@ -37,6 +37,9 @@ struct StageMemory {
   // deep the stage is, so it does not scale with the stage's depth (SplitShareMemory). At most
   // the activation.
   double received_input = 0.0;
+  // Of B's and I's transient, the message the stage's receive of its output gradient
+  // allocated. At most the larger of the two.
+  double received_gradient = 0.0;
 
   bool operator==(const StageMemory&) const = default;
 };
@@ -68,6 +71,10 @@ struct MemoryModel {
   // rank's first op once it landed), until the previous stage's
   // backward where that stage is on the same rank (MemoryChangeTable).
   double Retained(StageId stage, int stages_per_rank) const;
+  // The message a receive of `stage` allocates (RECV_F: its received input; RECV_B: its
+  // received gradient; 0 for other kinds). The consumer counts it from its own start (F's
+  // activation, the backward's transient); a receive posted earlier holds it from there on.
+  double ReceivedMessage(ActionKind recv, StageId stage, int stages_per_rank) const;
   // What one compute part (F, B, I or W) does to its rank's activation memory: + the
   // activation for F (when it starts), - what B, I or W release (when they end: all but the
   // retained bytes), 0 otherwise.
@@ -92,10 +99,10 @@ struct MemoryModel {
 };
 
 // One rank's share of activation memory split over `chunks` stages: explicit activations
-// (but their received input, which every stage has one of), what I frees and a stage's static
-// bytes divided by `chunks` (the 1/V default already is); a rank's own static memory, the
-// first and last stage's extras, the retained gradient, the limit and the transients stay (a
-// transient is one layer's workspace at a time, whatever a stage's depth).
+// (but their received input, which every stage has one of, as of the received gradient), what I
+// frees and a stage's static bytes divided by `chunks` (the 1/V default already is); a rank's own
+// static memory, the first and last stage's extras, the retained gradient, the limit and the
+// transients stay (a transient is one layer's workspace at a time, whatever a stage's depth).
 MemoryModel SplitShareMemory(MemoryModel share, int chunks);
 // The inverse: the figures of one of `chunks` stages per rank as a rank's whole share.
 MemoryModel ShareOfStageMemory(MemoryModel stage, int chunks);

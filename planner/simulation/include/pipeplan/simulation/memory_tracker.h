@@ -114,6 +114,11 @@ class RankMemoryTracker {
 
   // Between actions: `bytes` held no more (a sent gradient whose send completed).
   void Release(double bytes) { held_ = std::max(held_ - bytes, 0.0); }
+  // Between actions: `bytes` held from now on (a receive's buffer, posted).
+  void Hold(double bytes) {
+    held_ += bytes;
+    peak_ = std::max(peak_, held_);
+  }
 
   double held() const { return held_; }
   // The most the action begun last holds while it runs, activations included.
