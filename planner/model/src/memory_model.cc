@@ -35,24 +35,10 @@ double MemoryModel::Retained(StageId stage, int stages_per_rank) const {
 
 double MemoryModel::ReceivedMessage(ActionKind recv, StageId stage, int stages_per_rank) const {
   const StageMemory& entry = Entry(stages, stage);
-  switch (recv) {
-    case ActionKind::kRecvForward:
-      return std::min(entry.received_input, Activation(stage, stages_per_rank));
-    case ActionKind::kRecvBackward:
-      return entry.received_gradient;
-    case ActionKind::kForward:
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kOverlapFB:
-    case ActionKind::kSendForward:
-    case ActionKind::kSendBackward:
-    case ActionKind::kPostValidation:
-    case ActionKind::kSendPostValidation:
-    case ActionKind::kRecvPostValidation:
-      return 0.0;
+  if (recv == ActionKind::kRecvForward) {
+    return std::min(entry.received_input, Activation(stage, stages_per_rank));
   }
-  return 0.0;
+  return recv == ActionKind::kRecvBackward ? entry.received_gradient : 0.0;
 }
 
 double MemoryModel::FreedByInput(StageId stage, int stages_per_rank) const {
