@@ -230,8 +230,8 @@ TEST(MemoryRanking, MeasuredAndPredictedPeaksRankAsThePapersSay) {
     EXPECT_LT(of("1f1b"), of("zb-h2"));
   }
   // Counting activations alone, as the papers do, the predictions rank zbv at or below 1F1B
-  // (by the order alone: 20070400 B against 20071424 B on 2026-11-27); the early receive is at
-  // least one message between the two counts.
+  // (by the order alone: 20070400 B against 20071424 B on 2026-11-27). Messages put zbv at
+  // least one above that count in every run: the early receive.
   const auto papers = [&](const char* strategy) {
     return Largest(peaks[strategy].predicted_as_papers_count_above_static);
   };

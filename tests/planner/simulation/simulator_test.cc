@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "test_support.h"
@@ -21,6 +22,13 @@ size_t Find(const Plan& plan, int rank, const std::string& token) {
   }
   ADD_FAILURE() << token << " not on rank " << rank;
   return 0;
+}
+
+// The request is refused with a message that says `named`.
+void ExpectRefused(const PlanRequest& request, const std::string& named) {
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find(named), std::string::npos) << plan.status().message();
 }
 
 TEST(Simulator, CommLatencyDelaysTheConsumerOnly) {
@@ -176,13 +184,9 @@ TEST(Simulator, StaticMemoryPerRankWhereRanksDiffer) {
         << "rank " << r;
   }
   request.memory.static_by_rank = {40, 10};
-  const StatusOr<Plan> plan = BuildPlan(request);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find(
+  ExpectRefused(request,
                 "memory.static_by_rank has 2 entries (one per rank of the profiled run) but the "
-                "plan has 4 ranks"),
-            std::string::npos)
-      << plan.status().message();
+                "plan has 4 ranks");
 }
 
 TEST(Simulator, RetainedBytesStayUntilTheStepEnds) {
@@ -274,23 +278,14 @@ TEST(Simulator, AReceivedGradientAboveTheBackwardsTransientIsRefused) {
   PlanRequest request = MakeRequest("zbv", 2, 4, 2);
   request.memory.stages = {
       StageMemory{.activation = 1.0, .input_transient = 0.5, .received_gradient = 0.75}};
-  const StatusOr<Plan> plan = BuildPlan(request);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("memory.stages[0].received_gradient: 0.75 is above the "
-                                         "backward's transient (0.5)"),
-            std::string::npos)
-      << plan.status().message();
+  ExpectRefused(request,
+                "memory.stages[0].received_gradient: 0.75 is above the backward's transient (0.5)");
 }
 
 TEST(Simulator, ABadMemoryFigureIsRefusedNamingIt) {
   PlanRequest request = MakeRequest("1f1b", 2, 4);
   request.memory.stages = {StageMemory{.activation = 1.0, .weight_transient = -1}};
-  const StatusOr<Plan> plan = BuildPlan(request);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("memory.stages[0].weight_transient must be a finite "
-                                         "number >= 0"),
-            std::string::npos)
-      << plan.status().message();
+  ExpectRefused(request, "memory.stages[0].weight_transient must be a finite number >= 0");
 }
 
 TEST(Simulator, InputBackwardFreesItsShareAndWeightTheRest) {

@@ -99,9 +99,9 @@ struct MemoryModel {
 };
 
 // One rank's share of activation memory split over `chunks` stages: explicit activations
-// (but their received input, which every stage has one of, as of the received gradient), what I
-// frees and a stage's static bytes divided by `chunks` (the 1/V default already is); a rank's own
-// static memory, the first and last stage's extras, the retained gradient, the limit and the
+// (but their received input: every stage has one, however deep), what I frees and a stage's
+// static bytes divided by `chunks` (the 1/V default already is); a rank's own static memory,
+// the first and last stage's extras, the retained and the received gradient, the limit and the
 // transients stay (a transient is one layer's workspace at a time, whatever a stage's depth).
 MemoryModel SplitShareMemory(MemoryModel share, int chunks);
 // The inverse: the figures of one of `chunks` stages per rank as a rank's whole share.
