@@ -178,7 +178,7 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
         FormatFixed(m.zb_bubble_rate, 4),
         FormatFixed(m.bubble_fraction_max, 4),
         FormatFixed(m.bubble_fraction_mean, 4),
-        app::FormatMemory(app::PeakActivationMemory(*row.timeline), row.plan->request.memory),
+        app::FormatMemory(PeakActivationMemory(*row.timeline), row.plan->request.memory),
         app::FormatPercent(m.gap_to_lower_bound)};
     if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(*row.plan)));
     if (with_optimal) {

@@ -158,7 +158,7 @@ void NoteAutoPick(const Plan& plan) {
       "auto chose " + plan.request.strategy + " (V=" + std::to_string(t.stages_per_rank) + ")";
   if (const StatusOr<Timeline> timeline = Simulate(plan); timeline.ok()) {
     line += ": makespan " + app::FormatCompact(timeline->metrics.makespan) + ", peak memory " +
-            app::FormatMemory(app::PeakMemory(*timeline), plan.request.memory);
+            app::FormatMemory(PeakMemory(*timeline), plan.request.memory);
   }
   app::PrintNote(line + "; 'pipeplan compare --auto' lists the candidates");
 }

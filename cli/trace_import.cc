@@ -75,15 +75,14 @@ void PrintSummary(const std::vector<TraceFile>& ranks, const TraceImport& import
   app::TextTable table({"step", "makespan", "peak memory", ""}, {true, false, false, true});
   for (size_t s = 0; s < imported.steps.size(); ++s) {
     const ImportedStep& step = imported.steps[s];
-    double peak = 0.0;
     bool bytes = false;
     for (const RankTimeline& rank : step.timeline.ranks) {
-      peak = std::max(peak, rank.peak_memory);
       bytes = bytes || rank.memory_unit == MemoryUnit::kBytes;
     }
     table.AddRow({std::to_string(step.number),
                   app::FormatFixed(step.timeline.metrics.makespan / 1e3, 3) + " ms",
-                  bytes ? app::FormatBytes(peak) : "-", s == imported.chosen ? "written" : ""});
+                  bytes ? app::FormatBytes(PeakMemory(step.timeline)) : "-",
+                  s == imported.chosen ? "written" : ""});
   }
   std::cout << table.Render();
   std::cout << "clock alignment (step " << chosen.number << "):";

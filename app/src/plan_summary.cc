@@ -34,18 +34,4 @@ std::string PostValidationLine(const Plan& plan) {
          (pv.rollback_receives == 1 ? " receive" : " receives") + " tagged rollback";
 }
 
-double PeakMemory(const Timeline& timeline) {
-  double peak = 0;
-  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
-  return peak;
-}
-
-double PeakActivationMemory(const Timeline& timeline) {
-  double peak = 0;
-  for (const RankTimeline& rank : timeline.ranks) {
-    peak = std::max(peak, rank.peak_activation_memory);
-  }
-  return peak;
-}
-
 }  // namespace pipeplan::app

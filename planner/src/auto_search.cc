@@ -135,9 +135,7 @@ class AutoSearcher {
       return {};
     }
     candidate.makespan = planned->timeline.metrics.makespan;
-    for (const RankTimeline& rank : planned->timeline.ranks) {
-      candidate.peak_memory = std::max(candidate.peak_memory, rank.peak_memory);
-    }
+    candidate.peak_memory = PeakMemory(planned->timeline);
     return std::move(planned->plan);
   }
 
@@ -171,24 +169,12 @@ class AutoSearcher {
 
   // The smallest limit with which `request`'s strategy plans it and its plan's peak holds
   // it; nullopt when it cannot plan the request at all.
-  static std::optional<double> SmallestLimitOf(PlanRequest request) {
-    const Strategy* strategy = FindStrategy(request.strategy);
-    request.memory.limit.reset();
-    if (strategy != nullptr && strategy->smallest_limit != nullptr) {
-      StatusOr<PlanRequest> normalized = NormalizeRequest(request);
-      if (!normalized.ok()) return std::nullopt;
-      const StatusOr<double> least =
-          strategy->smallest_limit(*normalized, StageMap(normalized->topology));
-      if (!least.ok()) return std::nullopt;
-      request.memory.limit = *least;
-    }
-    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(request);
+  static std::optional<double> SmallestLimitOf(const PlanRequest& request) {
+    const StatusOr<PlanRequest> least = AtSmallestLimit(request);
+    if (!least.ok()) return std::nullopt;
+    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(*least);
     if (!planned.ok()) return std::nullopt;
-    double peak = request.memory.limit.value_or(0.0);
-    for (const RankTimeline& rank : planned->timeline.ranks) {
-      peak = std::max(peak, rank.peak_memory);
-    }
-    return peak;
+    return std::max(least->memory.limit.value_or(0.0), PeakMemory(planned->timeline));
   }
 
   std::string FirstReason() const {

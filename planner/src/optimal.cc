@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/model/stage_mb_table.h"
@@ -334,28 +336,66 @@ StatusOr<Candidate> PlanOrder(const PlanRequest& request, ComputeOrder order, st
   return candidate;
 }
 
-// The fastest plan of the catalogue's strategies with the same placement, said in the optimal
-// strategy's kinds (ties: catalogue order); nullopt when none plans the request.
-std::optional<Candidate> BestHeuristic(const PlanRequest& request, const OptimalStrategy& optimal) {
-  std::optional<Candidate> best;
+// A catalogue strategy's order, said in the optimal strategy's kinds and planned again, and the
+// smallest memory limit under which it plans (what --memory-limit must be for it).
+struct HeuristicOrder {
+  Candidate candidate;
+  double limit_needed = 0.0;
+};
+
+// Each catalogue strategy with the optimal one's placement that plans `request`, in catalogue
+// order. `smallest`: each plans under the smallest limit it can, not the request's own.
+std::vector<HeuristicOrder> HeuristicOrders(const PlanRequest& request,
+                                            const OptimalStrategy& optimal, bool smallest) {
+  std::vector<HeuristicOrder> out;
   for (const Strategy& strategy : AllStrategies()) {
     if (strategy.placement != optimal.placement) continue;
     if (!CheckApplicable(strategy, request.topology).ok()) continue;
     PlanRequest heuristic = request;
     heuristic.strategy = std::string(strategy.name);
+    if (smallest) {
+      StatusOr<PlanRequest> least = AtSmallestLimit(std::move(heuristic));
+      if (!least.ok()) continue;
+      heuristic = *std::move(least);
+    }
     const StatusOr<Plan> plan = BuildPlan(heuristic);
     if (!plan.ok()) continue;
     std::optional<ComputeOrder> order = OrderInKinds(*plan, optimal);
     if (!order.has_value()) continue;
-    StatusOr<Candidate> candidate =
-        PlanOrder(request, *std::move(order), std::string(strategy.name));
+    PlanRequest again = request;
+    if (smallest) again.memory.limit.reset();
+    StatusOr<Candidate> candidate = PlanOrder(again, *std::move(order), std::string(strategy.name));
     if (!candidate.ok()) continue;
+    const double needed =
+        std::max(heuristic.memory.limit.value_or(0.0), PeakMemory(candidate->timeline));
+    out.push_back({*std::move(candidate), needed});
+  }
+  return out;
+}
+
+// The fastest of HeuristicOrders under the request's limit (ties: catalogue order); nullopt
+// when none plans the request.
+std::optional<Candidate> BestHeuristic(const PlanRequest& request, const OptimalStrategy& optimal) {
+  std::optional<Candidate> best;
+  for (HeuristicOrder& made : HeuristicOrders(request, optimal, /*smallest=*/false)) {
     if (!best.has_value() ||
-        candidate->timeline.metrics.makespan < best->timeline.metrics.makespan) {
-      best = *std::move(candidate);
+        made.candidate.timeline.metrics.makespan < best->timeline.metrics.makespan) {
+      best = std::move(made.candidate);
     }
   }
   return best;
+}
+
+// The one of HeuristicOrders that needs the smallest limit (ties: catalogue order).
+std::optional<HeuristicOrder> SmallestHeuristic(const PlanRequest& request,
+                                                const OptimalStrategy& optimal) {
+  std::optional<HeuristicOrder> smallest;
+  for (HeuristicOrder& made : HeuristicOrders(request, optimal, /*smallest=*/true)) {
+    if (!smallest.has_value() || made.limit_needed < smallest->limit_needed) {
+      smallest = std::move(made);
+    }
+  }
+  return smallest;
 }
 
 // When a candidate's plan starts each of its compute parts.
@@ -433,28 +473,62 @@ std::string Certificate(double makespan, double bound, bool proven) {
          " to the proven bound";
 }
 
-// When nothing fits the limit: the smallest limit any order fits, from a second solve.
+bool Solved(const SolverOutcome& outcome) {
+  return outcome.result == SolverOutcome::Result::kOptimal ||
+         outcome.result == SolverOutcome::Result::kFeasible;
+}
+
+// When the solver found nothing under the limit: the smallest limit an order is known to fit
+// (the catalogue's smallest, or the one of a second solve that minimizes memory, started from
+// it, when that needs less), and what the solver proved: nothing fits at the limit, or below
+// its bound. The solver counts a received message from its consumer's start, the simulation
+// from where the rank posts the receive (docs/planning.md, section 2), so the orders are
+// judged as simulated.
 Status NothingFits(const PlanRequest& request, SolverInstance instance, const SolveFn& solve) {
   const MemoryModel& memory = request.memory;
-  const std::string base = "nothing fits the memory limit " + memory.Describe(*memory.limit) +
-                           " with " + request.strategy;
+  const double limit = *memory.limit;
+  const std::string base =
+      "nothing fits the memory limit " + memory.Describe(limit) + " with " + request.strategy;
+  const OptimalStrategy* optimal = FindOptimalStrategy(request.strategy);
+  std::optional<HeuristicOrder> smallest;
+  if (optimal != nullptr) smallest = SmallestHeuristic(request, *optimal);
   instance.minimize_memory = true;
   instance.capacity.reset();
   instance.hint.clear();
-  const StatusOr<SolverOutcome> smallest = solve(instance);
-  if (!smallest.ok() || (smallest->result != SolverOutcome::Result::kOptimal &&
-                         smallest->result != SolverOutcome::Result::kFeasible)) {
-    return FailedPrecondition(base + " (the solver found no smallest limit in its time)");
+  if (smallest.has_value()) instance.hint = HintFrom(smallest->candidate, instance);
+  const StatusOr<SolverOutcome> least = solve(instance);
+  const bool solved = least.ok() && Solved(*least);
+  if (solved && least->starts.size() == instance.ops.size()) {
+    PlanRequest unlimited = request;
+    unlimited.memory.limit.reset();
+    StatusOr<Candidate> made =
+        PlanOrder(unlimited, OrderFromStarts(instance, least->starts), "the solver");
+    if (made.ok() && (!smallest.has_value() ||
+                      PeakMemory(made->timeline) < smallest->limit_needed * (1 - 1e-12))) {
+      const double needed = PeakMemory(made->timeline);
+      smallest = HeuristicOrder{*std::move(made), needed};
+    }
   }
-  const double limit = static_cast<double>(smallest->objective) / instance.memory_scale;
-  if (smallest->result == SolverOutcome::Result::kOptimal) {
+  if (!smallest.has_value()) {
+    return FailedPrecondition(base +
+                              " (no strategy of the catalogue plans the request, and the solver "
+                              "found no order in its time)");
+  }
+  const double objective = solved ? static_cast<double>(least->objective) / instance.memory_scale
+                                  : std::numeric_limits<double>::infinity();
+  if (solved && least->result == SolverOutcome::Result::kOptimal && instance.exact &&
+      smallest->limit_needed <= objective * (1 + 1e-12)) {
     return FailedPrecondition(base + "; the smallest limit any order fits is " +
-                              memory.Describe(limit) + " (proven by the solver)");
+                              memory.Describe(smallest->limit_needed) + " (proven by the solver)");
   }
+  const double bound = solved ? static_cast<double>(least->bound) / instance.memory_scale : limit;
+  const std::string below = bound > limit ? "none fits below " + memory.Describe(bound)
+                                          : "none fits at or below " + memory.Describe(limit);
   return FailedPrecondition(
-      base + "; an order fits " + memory.Describe(limit) + ", and none fits below " +
-      memory.Describe(static_cast<double>(smallest->bound) / instance.memory_scale) +
-      " (proven; the solver stopped at its time limit)");
+      base + "; the smallest limit known to fit is " + memory.Describe(smallest->limit_needed) +
+      " (" + smallest->candidate.name + "'s order), and " + below +
+      (instance.exact ? " (proven by the solver)"
+                      : " as the solver counts it (its figures rounded, so not a proof)"));
 }
 
 // What one solve gave: the solver's answer and, when it found one, the order it makes.
@@ -463,11 +537,6 @@ struct SolverAnswer {
   SolverOutcome outcome;
   std::optional<ComputeOrder> order;
 };
-
-bool Solved(const SolverOutcome& outcome) {
-  return outcome.result == SolverOutcome::Result::kOptimal ||
-         outcome.result == SolverOutcome::Result::kFeasible;
-}
 
 // A whole-step solve of a long steady state (M >= 4P) starts from a periodic plan when that
 // is faster than the heuristic: under tight memory the heuristics are far from the optimum and
@@ -488,6 +557,9 @@ StatusOr<SolverAnswer> SolveWhole(const PlanRequest& request, const OptimalOptio
   if (heuristic.has_value()) answer.instance.hint = HintFrom(*heuristic, answer.instance);
   PIPEPLAN_ASSIGN_OR_RETURN(answer.outcome, solve(answer.instance));
   if (answer.outcome.result == SolverOutcome::Result::kInfeasible) {
+    // Rounded figures can make the solver's count stricter than the simulation's; an order
+    // that fits as simulated then stands.
+    if (heuristic.has_value()) return answer;
     if (request.memory.limit.has_value()) return NothingFits(request, answer.instance, solve);
     return Internal("the solver found no order for " + request.strategy +
                     " although no memory limit was given");

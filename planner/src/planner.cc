@@ -203,6 +203,16 @@ StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request,
   return plan;
 }
 
+StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request) {
+  request.memory.limit.reset();
+  const Strategy* strategy = FindStrategy(request.strategy);
+  if (strategy == nullptr || strategy->smallest_limit == nullptr) return request;
+  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest normalized, NormalizeRequest(request));
+  PIPEPLAN_ASSIGN_OR_RETURN(request.memory.limit,
+                            strategy->smallest_limit(normalized, StageMap(normalized.topology)));
+  return request;
+}
+
 StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request) {
   PIPEPLAN_RETURN_IF_ERROR(RefuseSolverMade(request));
   SimulatedPlan out;

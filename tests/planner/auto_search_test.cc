@@ -17,12 +17,6 @@ PlanRequest PaperRequest(const std::string& strategy) {
   return MakeRequest(strategy, 8, 24, 0, 18522, 18086, 9337, 601);
 }
 
-double PeakMemory(const Timeline& timeline) {
-  double peak = 0;
-  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
-  return peak;
-}
-
 TEST(AutoSearch, IsNoSlowerThanAnySingleStrategyAtOneStagePerRank) {
   const StatusOr<AutoResult> result = AutoSearch(PaperRequest("auto"));
   ASSERT_TRUE(result.ok()) << result.status().message();

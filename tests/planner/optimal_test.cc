@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -329,6 +331,124 @@ TEST_F(OptimalTest, ALimitNothingFitsNamesTheSmallestThatDoes) {
                                            "the smallest limit any order fits is 1 (proven"),
             std::string::npos)
       << solved.status().message();
+}
+
+// ---- When nothing fits: stand-ins for the solver, so each answer is known ----
+
+// A stand-in whose makespan solves find nothing under any limit, and whose memory-minimizing
+// solve answers `result` with the order `order_of` gives, and that objective and bound (in
+// the memory model's unit).
+SolveFn StandIn(SolverOutcome::Result result, double objective, double bound,
+                std::function<std::vector<int64_t>(const SolverInstance&)> order_of) {
+  return [=](const SolverInstance& instance) -> StatusOr<SolverOutcome> {
+    SolverOutcome outcome;
+    outcome.result = SolverOutcome::Result::kInfeasible;
+    if (!instance.minimize_memory) return outcome;
+    outcome.result = result;
+    outcome.objective = std::llround(objective * instance.memory_scale);
+    outcome.bound = std::llround(bound * instance.memory_scale);
+    if (result == SolverOutcome::Result::kOptimal || result == SolverOutcome::Result::kFeasible) {
+      outcome.starts = order_of(instance);
+    }
+    return outcome;
+  };
+}
+
+// Starts that run one microbatch at a time, each op alone: its forwards down the stages, then
+// its backwards (or input gradients) up, then its weight gradients. A rank then holds one
+// microbatch's activation at most, the least any order can.
+std::vector<int64_t> OneMicrobatchAtATime(const SolverInstance& instance) {
+  int64_t spacing = 1;
+  for (const SolverOp& op : instance.ops) spacing += op.duration + op.setup;
+  for (const SolverPrecedence& p : instance.precedences) spacing += p.delay;
+  std::vector<std::tuple<int, int, int, size_t>> keys;  // microbatch, phase, position, op
+  for (size_t i = 0; i < instance.ops.size(); ++i) {
+    const Action& a = instance.ops[i].action;
+    const int phase = a.kind == ActionKind::kForward          ? 0
+                      : a.kind == ActionKind::kBackwardWeight ? 2
+                                                              : 1;
+    keys.emplace_back(a.microbatch.value, phase, phase == 1 ? -a.stage.value : a.stage.value, i);
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<int64_t> starts(instance.ops.size(), 0);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    starts[std::get<3>(keys[k])] = static_cast<int64_t>(k) * spacing;
+  }
+  return starts;
+}
+
+std::vector<int64_t> TheHint(const SolverInstance& instance) { return instance.hint; }
+
+// BuildOptimalPlan with `solve` fails as nothing fitting, saying `expected`.
+void ExpectNothingFitsSays(const PlanRequest& request, const SolveFn& solve,
+                           const std::string& expected) {
+  OptimalOptions options;
+  options.time_limit_s = 1;
+  const StatusOr<OptimalPlan> solved = BuildOptimalPlan(request, options, solve);
+  ASSERT_FALSE(solved.ok());
+  EXPECT_EQ(solved.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(solved.status().message().find(expected), std::string::npos)
+      << solved.status().message();
+}
+
+// A limit under one activation: zb plans at a limit of one activation (one microbatch at a
+// time), so the message names it, and the limit the solver found infeasible as the bound. The
+// memory-minimizing solve starts from zb's order (its hint) and finds nothing smaller.
+TEST(OptimalNothingFits, NamesTheCataloguesSmallestOrderAndTheLimitTheSolverRefused) {
+  PlanRequest request = MakeRequest("optimal", 2, 4);
+  request.memory.limit = 0.5;
+  const SolveFn stand_in = StandIn(SolverOutcome::Result::kFeasible, 1000, 0, TheHint);
+  int hinted = 0;
+  const SolveFn checking = [&](const SolverInstance& instance) {
+    if (instance.minimize_memory && instance.hint.size() == instance.ops.size()) ++hinted;
+    return stand_in(instance);
+  };
+  ExpectNothingFitsSays(
+      request, checking,
+      "nothing fits the memory limit 0.5 with optimal; the smallest limit known to fit is 1 (zb's "
+      "order), and none fits at or below 0.5 (proven by the solver)");
+  EXPECT_EQ(hinted, 1);
+}
+
+// The solver found no order in its time: the catalogue's smallest still stands.
+TEST(OptimalNothingFits, NamesTheCataloguesSmallestWhenTheSolverFindsNothing) {
+  PlanRequest request = MakeRequest("optimal", 2, 4);
+  request.memory.limit = 0.5;
+  ExpectNothingFitsSays(request, StandIn(SolverOutcome::Result::kUnknown, 0, 0, TheHint),
+                        "known to fit is 1 (zb's order), and none fits at or below 0.5");
+}
+
+// B whole: the catalogue's orders (1F1B's 2 activations, GPipe's 4) need more than the solver's
+// one microbatch at a time, which the message names as simulated; a bound above the limit is
+// the one it gives, and a proven optimum is said as one.
+TEST(OptimalNothingFits, NamesTheSolversOrderWhenItNeedsLessThanTheCatalogues) {
+  PlanRequest request = MakeRequest("optimal-fb", 2, 4);
+  request.memory.limit = 0.5;
+  ExpectNothingFitsSays(request,
+                        StandIn(SolverOutcome::Result::kFeasible, 1, 0, OneMicrobatchAtATime),
+                        "the smallest limit known to fit is 1 (the solver's order), and none fits "
+                        "at or below 0.5 (proven by the solver)");
+  ExpectNothingFitsSays(request,
+                        StandIn(SolverOutcome::Result::kFeasible, 1, 0.8, OneMicrobatchAtATime),
+                        "(the solver's order), and none fits below 0.8 (proven by the solver)");
+  ExpectNothingFitsSays(request,
+                        StandIn(SolverOutcome::Result::kOptimal, 1, 1, OneMicrobatchAtATime),
+                        "the smallest limit any order fits is 1 (proven by the solver)");
+}
+
+// A solver that finds nothing under a limit an order of the catalogue fits (its rounded figures
+// can count more than the simulation does): that order stands.
+TEST(OptimalNothingFits, AnOrderThatFitsAsSimulatedStandsWhenTheSolverFindsNone) {
+  PlanRequest request = MakeRequest("optimal", 2, 4);
+  request.memory.limit = 2;
+  OptimalOptions options;
+  options.time_limit_s = 1;
+  const StatusOr<OptimalPlan> solved =
+      BuildOptimalPlan(request, options, StandIn(SolverOutcome::Result::kUnknown, 0, 0, TheHint));
+  ASSERT_TRUE(solved.ok()) << solved.status().message();
+  EXPECT_FALSE(solved->solver_improved);
+  EXPECT_FALSE(solved->best_heuristic.empty());
+  for (const RankTimeline& rank : solved->timeline.ranks) EXPECT_LE(rank.peak_memory, 2);
 }
 
 // ---- Periodic steady states (large M) ----

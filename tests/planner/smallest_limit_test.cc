@@ -37,12 +37,6 @@ PlanRequest RandomRequest(const std::string& strategy, int ranks, int microbatch
   return request;
 }
 
-double PeakMemory(const Timeline& timeline) {
-  double peak = 0;
-  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
-  return peak;
-}
-
 // The limit named by "the smallest limit that works is X" / "... that fits is X". (Not
 // std::regex: GCC 12's <regex> trips -Wmaybe-uninitialized in the sanitizer build.)
 double ReportedLimit(const std::string& message) {

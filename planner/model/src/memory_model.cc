@@ -121,7 +121,7 @@ double MemoryModel::LargestFixed(const StageMap& map, int microbatch_stages) con
 
 std::string MemoryModel::Describe(double value) const {
   if (unit != kBytesUnit) return FormatNumber(value);
-  return FormatBytes(value) + " (" + FormatNumber(std::ceil(value)) + " B)";
+  return FormatBytes(value) + " (" + FormatFixed(std::ceil(value), 0) + " B)";
 }
 
 const char* MemoryModel::FixedName() const {

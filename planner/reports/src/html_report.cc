@@ -53,14 +53,6 @@ std::string Ratio(double value) {
   return FormatFixed(value, 4);
 }
 
-double PeakActivationMemory(const Timeline& timeline) {
-  double peak = 0;
-  for (const RankTimeline& rank : timeline.ranks) {
-    peak = std::max(peak, rank.peak_activation_memory);
-  }
-  return peak;
-}
-
 std::string_view SourceName(TimelineSource source) {
   switch (source) {
     case TimelineSource::kSimulated:

@@ -57,12 +57,6 @@ PlanRequest SeedRequest(const SeedSetting& s, double limit_chunks) {
   return request;
 }
 
-double PeakMemory(const Timeline& timeline) {
-  double peak = 0;
-  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
-  return peak;
-}
-
 TEST(ZbvGreedy, ZeroBubbleWithEqualCostsAndEnoughMicrobatches) {
   for (int p : {2, 4, 8}) {
     for (int m : {2 * p, 3 * p}) {

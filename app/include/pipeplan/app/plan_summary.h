@@ -24,9 +24,4 @@ PostValidationSummary SummarizePostValidation(const Plan& plan);
 // not all have one); empty for a plan without post-validation.
 std::string PostValidationLine(const Plan& plan);
 
-// Static + activation memory, max over ranks.
-double PeakMemory(const Timeline& timeline);
-// Activation memory only, max over ranks.
-double PeakActivationMemory(const Timeline& timeline);
-
 }  // namespace pipeplan::app

@@ -13,6 +13,11 @@ std::string_view ToolVersion();
 // Resolves defaults (placement from the strategy, group size), checks the request.
 StatusOr<PlanRequest> NormalizeRequest(PlanRequest request);
 
+// `request` with the smallest memory limit its strategy can plan under, for the strategies
+// that plan under a limit (zb, zbv: a lower one finds them no order), or with no limit (the
+// others' orders do not depend on it). Fails where the strategy cannot plan the request.
+StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request);
+
 // The strategy name that asks BuildPlan to search (see auto_search.h).
 inline constexpr std::string_view kAutoStrategy = "auto";
 

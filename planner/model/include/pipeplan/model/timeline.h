@@ -2,6 +2,7 @@
 // memory, and the step metrics. The simulator and the runtime both write this type.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -111,5 +112,20 @@ struct Timeline {
 
   bool operator==(const Timeline&) const = default;
 };
+
+// The most any rank holds: static + activation memory (what a per-rank limit bounds), and
+// activation memory alone; 0 for a timeline without ranks.
+inline double PeakMemory(const Timeline& timeline) {
+  double peak = 0.0;
+  for (const RankTimeline& rank : timeline.ranks) peak = std::max(peak, rank.peak_memory);
+  return peak;
+}
+inline double PeakActivationMemory(const Timeline& timeline) {
+  double peak = 0.0;
+  for (const RankTimeline& rank : timeline.ranks) {
+    peak = std::max(peak, rank.peak_activation_memory);
+  }
+  return peak;
+}
 
 }  // namespace pipeplan
