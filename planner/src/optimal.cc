@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -503,9 +502,8 @@ Status NothingFits(const PlanRequest& request, SolverInstance instance, const So
     unlimited.memory.limit.reset();
     StatusOr<Candidate> made =
         PlanOrder(unlimited, OrderFromStarts(instance, least->starts), "the solver");
-    if (made.ok() && (!smallest.has_value() ||
-                      PeakMemory(made->timeline) < smallest->limit_needed * (1 - 1e-12))) {
-      const double needed = PeakMemory(made->timeline);
+    const double needed = made.ok() ? PeakMemory(made->timeline) : 0.0;
+    if (made.ok() && (!smallest.has_value() || needed < smallest->limit_needed * (1 - 1e-12))) {
       smallest = HeuristicOrder{*std::move(made), needed};
     }
   }
@@ -514,10 +512,9 @@ Status NothingFits(const PlanRequest& request, SolverInstance instance, const So
                               " (no strategy of the catalogue plans the request, and the solver "
                               "found no order in its time)");
   }
-  const double objective = solved ? static_cast<double>(least->objective) / instance.memory_scale
-                                  : std::numeric_limits<double>::infinity();
   if (solved && least->result == SolverOutcome::Result::kOptimal && instance.exact &&
-      smallest->limit_needed <= objective * (1 + 1e-12)) {
+      smallest->limit_needed <=
+          static_cast<double>(least->objective) / instance.memory_scale * (1 + 1e-12)) {
     return FailedPrecondition(base + "; the smallest limit any order fits is " +
                               memory.Describe(smallest->limit_needed) + " (proven by the solver)");
   }
