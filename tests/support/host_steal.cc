@@ -29,15 +29,20 @@ bool TimingAttempts::Next() {
   return true;
 }
 
-double TimingAttempts::Record(double error) {
+double TimingAttempts::Record(double error, const std::string& disturbance) {
   const double steal = StealShare(before_, ReadCpuTimes());
   error_ = error;
   if (met()) {
     done_ = true;
-  } else if (steal > kQuietSteal) {
-    disturbed_ += " " + std::to_string(100 * steal).substr(0, 4) + "%";
-  } else if (++quiet_missed_ == quiet_misses_) {
-    done_ = true;
+    return steal;
+  }
+  const std::string why = steal > kQuietSteal
+                              ? "host steal " + std::to_string(100 * steal).substr(0, 4) + "%"
+                              : disturbance;
+  if (why.empty()) {
+    done_ = ++quiet_missed_ >= quiet_misses_;
+  } else {
+    disturbed_ += (disturbed_.empty() ? "" : "; ") + why;
   }
   return steal;
 }

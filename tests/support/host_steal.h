@@ -25,8 +25,8 @@ inline constexpr double kQuietSteal = 0.02;
 
 // The retry policy of tests that compare a measured time with a prediction: another attempt
 // only after a miss (a burst of outside load can push one attempt over, a real miss repeats);
-// a miss while the host stole more than kQuietSteal counts neither way; `quiet_misses`
-// quiet misses end the attempts.
+// a miss while the host stole more than kQuietSteal, or one the test saw disturbed itself,
+// counts neither way; `quiet_misses` quiet misses end the attempts.
 class TimingAttempts {
  public:
   TimingAttempts(double tolerance, int max_attempts, int quiet_misses)
@@ -35,15 +35,17 @@ class TimingAttempts {
   // Whether another attempt runs; starts measuring its host steal.
   bool Next();
   // The attempt's relative error (measured - predicted) / predicted; returns the share of
-  // CPU time the host stole during the attempt.
-  double Record(double error);
+  // CPU time the host stole during the attempt. `disturbance`, where not empty, says how the
+  // test saw the machine disturb the attempt where steal does not show it (steal is counted in
+  // 10 ms ticks, so a thread that lost its core for a millisecond goes unseen).
+  double Record(double error, const std::string& disturbance = "");
 
   int attempt() const { return attempt_; }  // 1-based, the one running or last run
   double error() const { return error_; }   // of the last attempt
   bool met() const;
   // Whether the result can be judged: met, or missed on enough quiet attempts.
   bool judged() const { return met() || quiet_missed_ >= quiet_misses_; }
-  // The steal figures of the misses that did not count (" 4.1% 6.0%").
+  // Why the misses that did not count were disturbed ("host steal 4.1%; host steal 6.0%").
   const std::string& disturbed() const { return disturbed_; }
 
  private:

@@ -174,7 +174,7 @@ TEST_P(CalibratedSimulation, OneF1BOnTwoRanksPredictsTheNextRun) {
   }
   RecordProperty("relative_error_percent", std::to_string(100 * attempts.error()));
   if (!attempts.judged()) {
-    GTEST_SKIP() << "the host stole CPU time during every attempt that missed (steal"
+    GTEST_SKIP() << "the host stole CPU time during every attempt that missed ("
                  << attempts.disturbed() << "); accuracy cannot be judged on this machine now";
   }
   EXPECT_LT(std::abs(attempts.error()), launch.tolerance)
