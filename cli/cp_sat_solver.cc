@@ -141,6 +141,7 @@ std::string SolverInstanceJson(const SolverInstance& instance) {
   out += ",\"workers\":" + std::to_string(instance.workers);
   out += ",\"time_scale\":" + FormatNumber(instance.time_scale);
   out += ",\"memory_scale\":" + FormatNumber(instance.memory_scale);
+  out += ",\"exact\":" + std::string(instance.exact ? "true" : "false");
   if (instance.period_microbatches > 0) {
     out += ",\"period_microbatches\":" + std::to_string(instance.period_microbatches);
     out += ",\"hint_period\":" + std::to_string(instance.hint_period);

@@ -775,5 +775,20 @@ TEST_F(OptimalTest, RoundedFiguresClaimNoProof) {
   EXPECT_LE(solved->timeline.metrics.makespan, solved->best_heuristic_makespan);
 }
 
+// The solver runs a memory-limited search without its LP relaxation only where the figures
+// were rounded (no bound is a proof there), so the instance must say which it is.
+TEST(SolverInstanceJson, SaysWhetherTheFiguresWereRounded) {
+  PlanRequest exact = MakeRequest("optimal", 2, 2, 1, 1, 1, 1);
+  exact.memory.limit = 2;
+  PlanRequest rounded = MakeRequest("optimal", 2, 2, 1, 1.0 / 3, 1, 1);
+  rounded.memory.limit = 2;
+  for (const auto& [request, want] :
+       {std::pair{exact, "\"exact\":true"}, std::pair{rounded, "\"exact\":false"}}) {
+    const StatusOr<SolverInstance> instance = BuildSolverInstance(request);
+    ASSERT_TRUE(instance.ok()) << instance.status().message();
+    EXPECT_NE(cli::SolverInstanceJson(*instance).find(want), std::string::npos) << want;
+  }
+}
+
 }  // namespace
 }  // namespace pipeplan
