@@ -17,14 +17,12 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include "cp_sat_solver.h"
-#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/app/request_flags.h"
 #include "pipeplan/planner/optimal.h"
 
 namespace pipeplan {
@@ -116,15 +114,16 @@ void RunMeasured(benchmark::State& state, const PlanRequest& request, double tim
         budget_text, *result);
 }
 
-// The request with the costs and memory model of a cost file of examples/.
+// The request with the costs and memory model of a cost file of examples/, read as
+// `pipeplan plan --costs FILE` reads it.
 StatusOr<PlanRequest> WithCostFile(PlanRequest request, const std::string& name) {
-  const std::string path = std::string(PIPEPLAN_EXAMPLES_DIR) + "/" + name;
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return NotFound("cannot read " + path);
-  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, ParseCostModel(text.str(), ProtoFormat::kText));
-  if (request.costs.memory.has_value()) request.memory = *request.costs.memory;
+  app::CostFlags flags;
+  flags.costs_file = std::string(PIPEPLAN_EXAMPLES_DIR) + "/" + name;
+  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, app::LoadCosts(flags));
+  if (request.costs.memory.has_value()) {
+    request.memory = *std::move(request.costs.memory);
+    request.costs.memory.reset();
+  }
   return request;
 }
 
