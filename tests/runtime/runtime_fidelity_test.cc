@@ -4,10 +4,10 @@
 // the simulated one. Runs on its own (RUN_SERIAL): other tests on the 2 cores would skew it.
 // A virtual machine's host can take the cores away as well (steal time): an attempt during
 // which it did counts neither way, and a case that never got a quiet attempt is skipped with
-// the steal figures, so the bar itself stays 5%. The transfer suites, whose bar is half a
-// latency (about 0.5 ms), also count an attempt whose compute ran over as disturbed. A second suite
-// gives the boundaries a receive overhead, which the executor and the simulator must model the same
-// way.
+// the steal figures, so the bar itself stays 5%. A second suite gives the boundaries a
+// receive overhead, which the executor and the simulator must model the same way. The
+// transfer suites, whose bar is half a latency (about 0.5 ms), also count an attempt whose
+// compute ran over as disturbed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -165,11 +165,10 @@ std::string ComputeOverrun(const Plan& plan, const Timeline& simulated, const Ti
 
 // Runs `plan` (one step after a warm-up) until `judge` finds every transfer of the measured
 // step within half a latency (see the file comment for the attempts; a step whose compute
-// overran, ComputeOverrun, counts as disturbed).
+// overran `simulated`, ComputeOverrun, counts as disturbed).
 void ExpectTransfersWithinHalfALatency(
-    const Plan& plan, const std::function<void(const Timeline&, WorstTransfer&)>& judge) {
-  const StatusOr<Timeline> simulated = Simulate(plan);
-  ASSERT_TRUE(simulated.ok()) << simulated.status().message();
+    const Plan& plan, const Timeline& simulated,
+    const std::function<void(const Timeline&, WorstTransfer&)>& judge) {
   LocalRunOptions options;
   options.steps = 1;
   options.warmup = 1;
@@ -181,7 +180,7 @@ void ExpectTransfersWithinHalfALatency(
     ASSERT_TRUE(measured.ok()) << measured.status().message();
     WorstTransfer worst(plan);
     judge(measured->front(), worst);
-    const std::string overrun = ComputeOverrun(plan, *simulated, measured->front());
+    const std::string overrun = ComputeOverrun(plan, simulated, measured->front());
     const double steal = attempts.Record(worst.worst(), overrun);
     std::printf(
         "[ fidelity ] attempt %d: worst transfer end %.3f latencies off (%s; host steal "
@@ -207,16 +206,17 @@ TEST_P(TransferSpans, EndWithinHalfALatencyOfTheSimulator) {
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   const StatusOr<Timeline> simulated = Simulate(*plan);
   ASSERT_TRUE(simulated.ok()) << simulated.status().message();
-  ExpectTransfersWithinHalfALatency(*plan, [&](const Timeline& step, WorstTransfer& worst) {
-    for (size_t r = 0; r < plan->programs.size(); ++r) {
-      const std::vector<Action>& actions = plan->programs[r].actions;
-      for (size_t i = 0; i < actions.size(); ++i) {
-        if (!IsComm(actions[i].kind)) continue;
-        worst.Judge(static_cast<int>(r), i, step.ranks[r].actions[i].end,
-                    simulated->ranks[r].actions[i].end);
-      }
-    }
-  });
+  ExpectTransfersWithinHalfALatency(
+      *plan, *simulated, [&](const Timeline& step, WorstTransfer& worst) {
+        for (size_t r = 0; r < plan->programs.size(); ++r) {
+          const std::vector<Action>& actions = plan->programs[r].actions;
+          for (size_t i = 0; i < actions.size(); ++i) {
+            if (!IsComm(actions[i].kind)) continue;
+            worst.Judge(static_cast<int>(r), i, step.ranks[r].actions[i].end,
+                        simulated->ranks[r].actions[i].end);
+          }
+        }
+      });
 }
 
 // Absolute ends accumulate the step's drift: in a fresh-clone run zbv's late receives ended
@@ -239,31 +239,34 @@ bool IsPostValidationMessage(ActionKind kind) {
 TEST_P(TransferLanding, SendsAndReceivesEndWhereTheirDataLands) {
   const StatusOr<Plan> plan = BuildPlan(RuntimeRequest(GetParam(), 2, 4, kCommLatency));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const StatusOr<Timeline> simulated = Simulate(*plan);
+  ASSERT_TRUE(simulated.ok()) << simulated.status().message();
   const TransferLinks links(plan->programs);
   int judged = 0;
-  ExpectTransfersWithinHalfALatency(*plan, [&](const Timeline& step, WorstTransfer& worst) {
-    judged = 0;
-    for (int rank = 0; rank < static_cast<int>(plan->programs.size()); ++rank) {
-      for (const TransferLinks::Link& link : links.SendLinks(rank)) {
-        const TransferLinks::Link* back = links.FindReceiveLink(link.peer, rank);
-        ASSERT_NE(back, nullptr) << "rank " << rank << " sends to " << link.peer;
-        ASSERT_EQ(back->count, link.count) << "rank " << rank << " -> " << link.peer;
-        const auto sends = links.Refs(link);
-        const auto receives = links.Refs(*back);
-        for (size_t k = 0; k < sends.size(); ++k) {
-          const auto send = static_cast<size_t>(sends[k].index);
-          const auto receive = static_cast<size_t>(receives[k].index);
-          if (IsPostValidationMessage(plan->programs[rank].actions[send].kind)) continue;
-          const ActionTiming& sent = step.ranks[rank].actions[send];
-          const ActionTiming& received = step.ranks[link.peer].actions[receive];
-          const double landing = sent.start + kCommLatency;
-          worst.Judge(rank, send, sent.end, landing);
-          worst.Judge(link.peer, receive, received.end, std::max(received.start, landing));
-          ++judged;
+  ExpectTransfersWithinHalfALatency(
+      *plan, *simulated, [&](const Timeline& step, WorstTransfer& worst) {
+        judged = 0;
+        for (int rank = 0; rank < static_cast<int>(plan->programs.size()); ++rank) {
+          for (const TransferLinks::Link& link : links.SendLinks(rank)) {
+            const TransferLinks::Link* back = links.FindReceiveLink(link.peer, rank);
+            ASSERT_NE(back, nullptr) << "rank " << rank << " sends to " << link.peer;
+            ASSERT_EQ(back->count, link.count) << "rank " << rank << " -> " << link.peer;
+            const auto sends = links.Refs(link);
+            const auto receives = links.Refs(*back);
+            for (size_t k = 0; k < sends.size(); ++k) {
+              const auto send = static_cast<size_t>(sends[k].index);
+              const auto receive = static_cast<size_t>(receives[k].index);
+              if (IsPostValidationMessage(plan->programs[rank].actions[send].kind)) continue;
+              const ActionTiming& sent = step.ranks[rank].actions[send];
+              const ActionTiming& received = step.ranks[link.peer].actions[receive];
+              const double landing = sent.start + kCommLatency;
+              worst.Judge(rank, send, sent.end, landing);
+              worst.Judge(link.peer, receive, received.end, std::max(received.start, landing));
+              ++judged;
+            }
+          }
         }
-      }
-    }
-  });
+      });
   EXPECT_GT(judged, 0);
 }
 
