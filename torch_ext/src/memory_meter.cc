@@ -1,5 +1,6 @@
 #include "pipeplan/torch_ext/memory_meter.h"
 
+#include <ATen/Context.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
@@ -225,6 +226,15 @@ StatusOr<std::unique_ptr<MemoryMeter>> MakeMemoryMeter(const at::Device& device)
   if (!device.has_index() || device.index() >= count) {
     return InvalidArgument("no memory meter for '" + device.str() + "': this machine has " +
                            std::to_string(count) + " CUDA devices");
+  }
+  // The caching allocator keeps statistics once LibTorch has initialised CUDA, which it does
+  // at the first CUDA tensor; ranks taking turns read their meter before that ("did you call
+  // init?").
+  try {
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+  } catch (const std::exception& e) {
+    return Internal("no memory meter for '" + device.str() +
+                    "': CUDA did not initialise: " + e.what());
   }
   return std::unique_ptr<MemoryMeter>(std::make_unique<CudaMemoryMeter>(device.index()));
 }

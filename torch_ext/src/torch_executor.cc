@@ -72,16 +72,28 @@ StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Create(
   } catch (const std::exception&) {
     return InvalidArgument("unknown device '" + options.device + "' (expected cpu or cuda:N)");
   }
+  try {
+    return Build(plan, rank, options, *device);
+  } catch (const std::exception& e) {
+    return Internal("rank " + std::to_string(rank.value) + " could not set up its stages on " +
+                    options.device + ": " + e.what());
+  }
+}
+
+StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Build(const Plan& plan, RankId rank,
+                                                              const TorchExecutorOptions& options,
+                                                              const at::Device& device) {
   std::unique_ptr<MemoryMeter> meter;
   if (options.count_memory && options.memory_in_turns) {
-    PIPEPLAN_ASSIGN_OR_RETURN(std::shared_ptr<MemoryMeter> whole, DeviceMeter(*device));
+    PIPEPLAN_ASSIGN_OR_RETURN(std::shared_ptr<MemoryMeter> whole, DeviceMeter(device));
     meter = MakeTurnMeter(std::move(whole));
   } else if (options.count_memory) {
-    PIPEPLAN_ASSIGN_OR_RETURN(meter, MakeMemoryMeter(*device));
+    PIPEPLAN_ASSIGN_OR_RETURN(meter, MakeMemoryMeter(device));
   }
   // The parameters, optimizer and data are this rank's memory too.
   const MemoryMeter::Scope scope(meter.get());
-  PIPEPLAN_ASSIGN_OR_RETURN(auto stages, MakeStages(StageMap(topology), rank, options, *device));
+  PIPEPLAN_ASSIGN_OR_RETURN(auto stages,
+                            MakeStages(StageMap(plan.request.topology), rank, options, device));
   return std::unique_ptr<TorchExecutor>(
       new TorchExecutor(plan, rank, options, std::move(stages), std::move(meter)));
 }

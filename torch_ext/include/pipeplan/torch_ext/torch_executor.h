@@ -90,7 +90,8 @@ struct TorchExecutorOptions {
 
 class TorchExecutor final : public runtime::OpExecutor {
  public:
-  // Builds the stages `plan` places on `rank`. Dual placement (two model copies) is refused.
+  // Builds the stages `plan` places on `rank`. Dual placement (two model copies) is refused;
+  // what torch throws while building (no such device, out of memory) is returned as an error.
   static StatusOr<std::unique_ptr<TorchExecutor>> Create(const Plan& plan, RankId rank,
                                                          const TorchExecutorOptions& options);
 
@@ -126,6 +127,11 @@ class TorchExecutor final : public runtime::OpExecutor {
   int64_t undo_bytes() const { return undo_bytes_; }
 
  private:
+  // Create's torch work, which may throw.
+  static StatusOr<std::unique_ptr<TorchExecutor>> Build(const Plan& plan, RankId rank,
+                                                        const TorchExecutorOptions& options,
+                                                        const at::Device& device);
+
   // What one (stage, microbatch) keeps between its F, backward and W.
   struct Microbatch {
     at::Tensor input;       // leaf the stage ran on; its grad is the gradient to pass back
