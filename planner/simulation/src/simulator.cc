@@ -42,34 +42,60 @@ ProducerEnds CollectProducerEnds(const std::vector<RankProgram>& programs,
   return ends;
 }
 
+// Each boundary's transfer time and receive overhead (CostModel::TransferTime and
+// ReceiveOverhead), looked up once: every comm action reads them.
+class BoundaryTimes {
+ public:
+  BoundaryTimes(const CostModel& costs, int num_stages) {
+    for (int s = 0; s + 1 < num_stages; ++s) {
+      const StageId from(s);
+      const StageId to(s + 1);
+      transfer_.push_back(costs.TransferTime(from, to));
+      overhead_.push_back(costs.ReceiveOverhead(from, to));
+    }
+  }
+  // Between `a` and its neighbour `b` (CheckIndices made sure both exist).
+  double Transfer(StageId a, StageId b) const { return transfer_[Index(a, b)]; }
+  double Overhead(StageId a, StageId b) const { return overhead_[Index(a, b)]; }
+
+ private:
+  static size_t Index(StageId a, StageId b) {
+    return static_cast<size_t>(std::min(a.value, b.value));
+  }
+
+  std::vector<double> transfer_;
+  std::vector<double> overhead_;
+};
+
 // A SEND runs from its producer's end until the data lands; a RECV from the moment the rank
 // reaches it until the data lands, and for at least the boundary's receive overhead.
 ActionTiming CommTiming(const Action& action, double rank_time, const ProducerEnds& ends,
-                        const CostModel& costs) {
+                        const BoundaryTimes& boundaries) {
   const StageId s = action.stage;
   const MicrobatchId m = action.microbatch;
   switch (action.kind) {
     case ActionKind::kSendForward: {
       const double start = ends.forward.At(s, m);
-      return {start, start + costs.TransferTime(s, StageId(s.value + 1))};
+      return {start, start + boundaries.Transfer(s, StageId(s.value + 1)), kCommThread};
     }
     case ActionKind::kSendBackward: {
       const double start = ends.input_grad.At(s, m);
-      return {start, start + costs.TransferTime(s, StageId(s.value - 1))};
+      return {start, start + boundaries.Transfer(s, StageId(s.value - 1)), kCommThread};
     }
     case ActionKind::kRecvForward: {
       const StageId from(s.value - 1);
-      const double arrival = ends.forward.At(from, m) + costs.TransferTime(from, s);
-      return {rank_time, std::max(rank_time + costs.ReceiveOverhead(from, s), arrival)};
+      const double arrival = ends.forward.At(from, m) + boundaries.Transfer(from, s);
+      return {rank_time, std::max(rank_time + boundaries.Overhead(from, s), arrival), kCommThread};
     }
     case ActionKind::kRecvBackward: {
       const StageId from(s.value + 1);
-      const double arrival = ends.input_grad.At(from, m) + costs.TransferTime(from, s);
-      return {rank_time, std::max(rank_time + costs.ReceiveOverhead(from, s), arrival)};
+      const double arrival = ends.input_grad.At(from, m) + boundaries.Transfer(from, s);
+      return {rank_time, std::max(rank_time + boundaries.Overhead(from, s), arrival), kCommThread};
     }
-    case ActionKind::kPostValidation:
     case ActionKind::kSendPostValidation:
     case ActionKind::kRecvPostValidation:
+      return {rank_time, rank_time, kCommThread};
+    case ActionKind::kPostValidation:
     case ActionKind::kForward:
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
@@ -100,20 +126,20 @@ StageMbTable<double> CollectGradientLandings(const std::vector<RankProgram>& pro
 }
 
 RankTimeline TimeRank(int rank, const RankProgram& program, const ListScheduleResult& schedule,
-                      const ProducerEnds& ends, const CostModel& costs) {
+                      const ProducerEnds& ends, const BoundaryTimes& boundaries) {
   RankTimeline out;
   out.rank = RankId(rank);
-  out.actions.reserve(program.actions.size());
+  out.actions.resize(program.actions.size());
   double rank_time = 0.0;
   size_t compute = 0;
-  for (const Action& action : program.actions) {
+  for (size_t i = 0; i < program.actions.size(); ++i) {
+    const Action& action = program.actions[i];
     if (!IsCompute(action.kind)) {
-      ActionTiming& timing = out.actions.emplace_back(CommTiming(action, rank_time, ends, costs));
-      if (IsComm(action.kind)) timing.thread = kCommThread;
+      out.actions[i] = CommTiming(action, rank_time, ends, boundaries);
       continue;
     }
     const ScheduledCompute& t = schedule.At(rank, compute);
-    out.actions.push_back({t.start, t.end});
+    out.actions[i] = {t.start, t.end};
     if (compute == 0) out.first_start = t.start;
     out.last_end = t.end;
     out.busy += t.end - t.start;
@@ -146,8 +172,6 @@ struct PostedReceive {
 void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
                  const StageMbTable<double>& gradient_landed, double static_memory,
                  RankTimeline& out) {
-  const MemoryModel& memory = changes.memory();
-  const int stages_per_rank = changes.stages_per_rank();
   out.memory.reserve(3 * program.actions.size() + 1);
   RankMemoryTracker tracker(changes);
   out.memory.push_back({0.0, static_memory});
@@ -162,11 +186,11 @@ void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
     const ActionTiming& t = out.actions[i];
     if (action.kind == ActionKind::kSendBackward &&
         gradient_landed.Contains(action.stage, action.microbatch)) {
-      sent.push_back({gradient_landed.At(action.stage, action.microbatch),
-                      memory.Retained(action.stage, stages_per_rank)});
+      sent.push_back(
+          {gradient_landed.At(action.stage, action.microbatch), changes.Retained(action.stage)});
     }
     if (action.kind == ActionKind::kRecvForward || action.kind == ActionKind::kRecvBackward) {
-      const double bytes = memory.ReceivedMessage(action.kind, action.stage, stages_per_rank);
+      const double bytes = changes.ReceivedMessage(action.kind, action.stage);
       if (bytes > 0) {
         posted.push_back({action.kind, action.stage, action.microbatch, bytes});
         tracker.Hold(bytes);
@@ -196,7 +220,7 @@ void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
   }
   out.peak_activation_memory = tracker.peak();
   out.peak_memory = static_memory + tracker.peak();
-  if (memory.unit == kBytesUnit) out.memory_unit = MemoryUnit::kBytes;
+  if (changes.memory().unit == kBytesUnit) out.memory_unit = MemoryUnit::kBytes;
 }
 
 Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {
@@ -324,12 +348,13 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
                            const ListScheduleResult& schedule) {
   const Topology& topology = plan.request.topology;
   const ProducerEnds ends = CollectProducerEnds(plan.programs, schedule, topology);
+  const BoundaryTimes boundaries(costs, topology.num_stages());
   Timeline timeline;
   timeline.source = TimelineSource::kSimulated;
   timeline.ranks.reserve(plan.programs.size());
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     timeline.ranks.push_back(
-        TimeRank(static_cast<int>(r), plan.programs[r], schedule, ends, costs));
+        TimeRank(static_cast<int>(r), plan.programs[r], schedule, ends, boundaries));
   }
   const MemoryChangeTable changes(memory, topology);
   const StageMbTable<double> landed =

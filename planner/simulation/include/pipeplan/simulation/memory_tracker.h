@@ -34,6 +34,13 @@ class MemoryChangeTable {
         cells_[s][static_cast<size_t>(kind)] = Compute(kind, StageId(s));
       }
     }
+    messages_.resize(static_cast<size_t>(num_stages));
+    for (int s = 0; s < num_stages; ++s) {
+      const StageId stage(s);
+      messages_[s] = {memory.Retained(stage, stages_per_rank_),
+                      memory.ReceivedMessage(ActionKind::kRecvForward, stage, stages_per_rank_),
+                      memory.ReceivedMessage(ActionKind::kRecvBackward, stage, stages_per_rank_)};
+    }
     const StageMap map(topology);
     for (int s = 0; s + 1 < num_stages; ++s) {
       if (map.RankOf(StageId(s)) == map.RankOf(StageId(s + 1))) {
@@ -59,6 +66,14 @@ class MemoryChangeTable {
     return stage.value >= 0 && s < handed_to_.size() ? handed_to_[s] : 0.0;
   }
 
+  // MemoryModel::Retained and ReceivedMessage of a stage that exists.
+  double Retained(StageId stage) const { return messages_[Index(stage)].retained; }
+  double ReceivedMessage(ActionKind recv, StageId stage) const {
+    const Messages& m = messages_[Index(stage)];
+    if (recv == ActionKind::kRecvForward) return m.received_input;
+    return recv == ActionKind::kRecvBackward ? m.received_gradient : 0.0;
+  }
+
   const MemoryModel& memory() const { return memory_; }
   int stages_per_rank() const { return stages_per_rank_; }
 
@@ -70,6 +85,13 @@ class MemoryChangeTable {
     double transient = 0.0;
   };
 
+  struct Messages {
+    double retained = 0.0;  // of the input gradient a backward sends
+    double received_input = 0.0;
+    double received_gradient = 0.0;
+  };
+
+  static size_t Index(StageId stage) { return static_cast<size_t>(stage.value); }
   Cell Compute(ActionKind kind, StageId stage) const {
     return {memory_.Change(kind, stage, stages_per_rank_), memory_.Transient(kind, stage)};
   }
@@ -85,6 +107,7 @@ class MemoryChangeTable {
   const MemoryModel& memory_;
   int stages_per_rank_;
   std::vector<std::array<Cell, kTabulatedKinds>> cells_;  // [stage][kind]
+  std::vector<Messages> messages_;                        // [stage]
   std::vector<double> handed_to_;                         // [stage]
 };
 
