@@ -32,6 +32,10 @@ stages (loop or V placement) gets 1/V of each compute duration (F, B, I, W, over
 stage, so every row models the same network; DualPipe's dual placement holds a full share of
 each of two model copies and keeps the durations. The comm latency is per transfer and is
 never divided. 'pipeplan plan --strategy auto' splits the durations the same way.
+Per-stage costs or memory (--costs with an entry per stage, as 'pipeplan calibrate' writes)
+describe one cut of the model: used as they are where a row has that many stages, cut again
+by depth where it has another number (an estimate: a profiled stage's layers are taken to
+cost alike; profile a plan with that V to measure it).
 
 Request:
   --ranks P                    pipeline-parallel ranks, integer >= 1; required

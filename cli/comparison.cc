@@ -24,6 +24,8 @@ PlanRequest RowRequest(const PlanRequest& base, std::string_view strategy, Place
   request.topology.placement = placement;
   // Loop and V placements split a rank's share of the model into V stages; dual placement
   // (DualPipe) holds one full share of each of two model copies, so its stages keep the cost.
+  // Per-stage figures are the stages' own, at the V they were written for.
+  if (HasPerStageFigures(base)) return request;
   request.costs = SplitShareCosts(base.costs, ChunksPerShare(request.topology));
   request.memory = SplitShareMemory(base.memory, ChunksPerShare(request.topology));
   return request;

@@ -5,7 +5,9 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "pipeplan/model/stage_recut.h"
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/planner.h"
@@ -63,9 +65,7 @@ class AutoSearcher {
 
  private:
   void AddCandidates(const Strategy& strategy) {
-    const bool per_stage_costs = request_.costs.stages.size() > 1 ||
-                                 request_.memory.stages.size() > 1 ||
-                                 request_.costs.boundaries.size() > 1;
+    const bool per_stage_costs = HasPerStageFigures(request_);
     if (request_.options.post_validation && !SupportsPostValidation(strategy.name)) return;
     for (const int v : StagesPerRankOptions(strategy)) {
       PlanRequest candidate = request_;
@@ -73,9 +73,12 @@ class AutoSearcher {
       candidate.topology.stages_per_rank = v;
       candidate.topology.placement = strategy.placement;
       candidate.options.microbatch_group_size = 0;
-      // Per-stage costs are tied to the number of stages the user described.
-      if (per_stage_costs && v != std::max(1, request_.topology.stages_per_rank)) continue;
-      if (!per_stage_costs) {
+      if (per_stage_costs) {
+        // The user's cut of the model, cut again by depth where V differs (stage_recut.h).
+        StageFigures fitted = FitStageFigures(request_.costs, request_.memory, candidate.topology);
+        candidate.costs = std::move(fitted.costs);
+        candidate.memory = std::move(fitted.memory);
+      } else {
         candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
         candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
       }

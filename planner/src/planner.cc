@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "pipeplan/checks/added_actions_check.h"
 #include "pipeplan/checks/validator.h"
+#include "pipeplan/model/stage_recut.h"
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/passes/comm_insertion.h"
 #include "pipeplan/passes/post_validation.h"
@@ -78,6 +80,11 @@ Status CheckRequestModels(const PlanRequest& request) {
 
 std::string_view ToolVersion() { return PIPEPLAN_VERSION; }
 
+bool HasPerStageFigures(const PlanRequest& request) {
+  return request.costs.stages.size() > 1 || request.costs.boundaries.size() > 1 ||
+         request.memory.stages.size() > 1;
+}
+
 namespace {
 
 // What NormalizeRequest needs of a strategy, from the catalogue or the solver-made ones.
@@ -126,6 +133,10 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
         "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not " +
         request.strategy);
   }
+  // Per-stage figures written for another cut of the model are cut again by depth.
+  StageFigures fitted = FitStageFigures(request.costs, request.memory, request.topology);
+  request.costs = std::move(fitted.costs);
+  request.memory = std::move(fitted.memory);
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   return request;
 }

@@ -1,5 +1,6 @@
 // End-to-end tests of the pipeplan command across strategies: compare, demo, auto, the
 // post-validation and overlap families.
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -314,6 +315,29 @@ TEST(CliTest, CompareAndAutoAgree) {
     ++checked;
   }
   EXPECT_EQ(checked, 8);
+}
+
+// Per-stage costs (as calibrate writes them) describe one cut of the model; compare and auto
+// cut it again by depth for every other V. Four equal entries at P=4 are the same network as
+// a uniform share of the same figures: every row and every candidate must agree.
+TEST(CliTest, ComparePerStageCostsCutForEveryV) {
+  ScratchDir dir;
+  std::string per_stage;
+  for (int s = 0; s < 4; ++s) per_stage += "stages { forward: 4 backward: 6 }\n";
+  dir.Write("costs.textproto", per_stage + "boundaries { latency: 0.25 }\n");
+  const RunResult given = RunPipeplan(
+      {"compare", "--ranks", "4", "--microbatches", "8", "--costs", "costs.textproto", "--auto"},
+      dir.path());
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  const RunResult share =
+      RunPipeplan({"compare", "--ranks", "4", "--microbatches", "8", "--forward", "4", "--backward",
+                   "6", "--comm", "0.25", "--auto"},
+                  dir.path());
+  ASSERT_EQ(share.exit_code, 0) << share.err;
+  // Everything after the first line (which states the costs).
+  const auto body = [](const std::string& out) { return out.substr(out.find('\n')); };
+  EXPECT_EQ(body(given.out), body(share.out));
+  EXPECT_EQ(given.out.find("failed:"), std::string::npos) << given.out;
 }
 
 }  // namespace

@@ -112,6 +112,23 @@ TEST(CudaMemoryMeter, WithoutAGpuItIsRefusedNamingWhy) {
       << meter.status().message();
 }
 
+// Without the meter's refusal in front, the stages' CUDA tensors are what fails: torch throws,
+// and Create must return that as an error rather than let it end the process.
+TEST(TorchExecutorOnCuda, WithoutAGpuCreatingTheStagesIsAnErrorNotACrash) {
+  if (CudaDevices() > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  TorchExecutorOptions options;
+  options.device = "cuda:0";
+  options.count_memory = false;
+  options.model.hidden = 64;
+  options.model.sequence = 8;
+  const StatusOr<std::unique_ptr<TorchExecutor>> executor =
+      TorchExecutor::Create(TwoRankPlan("1f1b"), RankId(0), options);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_NE(executor.status().message().find("rank 0 could not set up its stages on cuda:0"),
+            std::string::npos)
+      << executor.status().message();
+}
+
 TEST(CudaMemoryMeter, CountsTheCachingAllocatorsBytesNotWhatItReserves) {
   const Status cuda = CudaDeviceAvailable();
   if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();

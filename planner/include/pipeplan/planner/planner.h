@@ -13,6 +13,11 @@ std::string_view ToolVersion();
 // Resolves defaults (placement from the strategy, group size), checks the request.
 StatusOr<PlanRequest> NormalizeRequest(PlanRequest request);
 
+// Whether the request's costs or memory have an entry per stage or per boundary. Such figures
+// hold for the request's own V; uniform ones describe a rank's share, which `compare` and
+// `auto` split over the stages of every V they try (SplitShareCosts, SplitShareMemory).
+bool HasPerStageFigures(const PlanRequest& request);
+
 // `request` with the smallest memory limit its strategy can plan under, for the strategies
 // that plan under a limit (zb, zbv: a lower one finds them no order), or with no limit (the
 // others' orders do not depend on it). Fails where the strategy cannot plan the request.

@@ -1,0 +1,159 @@
+#include "pipeplan/model/stage_recut.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+namespace pipeplan {
+namespace {
+
+// The fraction of old stage i (of `from`) that new stage j (of `to`) covers. Depth is counted
+// in units of 1 / (from x to): old stage i spans [i x to, (i + 1) x to), new stage j spans
+// [j x from, (j + 1) x from).
+double Covered(int i, int from, int j, int to) {
+  const int64_t lo = std::max<int64_t>(int64_t{i} * to, int64_t{j} * from);
+  const int64_t hi = std::min<int64_t>(int64_t{i + 1} * to, int64_t{j + 1} * from);
+  return hi > lo ? static_cast<double>(hi - lo) / to : 0.0;
+}
+
+// Of `given` boundaries (one chain of given + 1 stages), the one nearest in depth to new
+// boundary k of a chain of `stages` stages; the lower one on a tie.
+int NearestBoundary(int k, int stages, int given) {
+  int best = 0;
+  int64_t best_distance = -1;
+  for (int i = 0; i < given; ++i) {
+    const int64_t distance = std::llabs(int64_t{k + 1} * (given + 1) - int64_t{i + 1} * stages);
+    if (best_distance < 0 || distance < best_distance) {
+      best = i;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+std::vector<StageCosts> RecutStageCosts(const std::vector<StageCosts>& given, int stages) {
+  const int from = static_cast<int>(given.size());
+  const bool any_overlap =
+      std::any_of(given.begin(), given.end(), [](const StageCosts& c) { return c.overlap > 0; });
+  std::vector<StageCosts> out(static_cast<size_t>(stages), StageCosts{0, 0, 0, 0, 0});
+  for (int j = 0; j < stages; ++j) {
+    StageCosts& cut = out[j];
+    for (int i = 0; i < from; ++i) {
+      const double f = Covered(i, from, j, stages);
+      if (f == 0) continue;
+      const StageCosts& c = given[i];
+      cut.forward += f * c.forward;
+      cut.backward += f * c.backward;
+      cut.backward_input += f * c.backward_input;
+      cut.backward_weight += f * c.backward_weight;
+      // 0 means F + B: kept where every stage has it, resolved where some do not.
+      if (any_overlap) cut.overlap += f * (c.overlap > 0 ? c.overlap : c.forward + c.backward);
+    }
+  }
+  return out;
+}
+
+std::vector<BoundaryCosts> RecutBoundaries(const std::vector<BoundaryCosts>& given, int stages) {
+  if (stages <= 1) return {given.front()};
+  std::vector<BoundaryCosts> out;
+  const int from = static_cast<int>(given.size());
+  for (int k = 0; k + 1 < stages; ++k) out.push_back(given[NearestBoundary(k, stages, from)]);
+  return out;
+}
+
+// Two copies of a chain's entries, for dual placement's two chains; between them a filler
+// boundary no transfer crosses.
+template <typename Entry>
+std::vector<Entry> TwoChains(std::vector<Entry> chain, const Entry* filler = nullptr) {
+  std::vector<Entry> both = chain;
+  if (filler != nullptr) both.push_back(*filler);
+  both.insert(both.end(), chain.begin(), chain.end());
+  return both;
+}
+
+}  // namespace
+
+CostModel RecutChainCosts(const CostModel& costs, int stages) {
+  CostModel out = costs;
+  if (costs.stages.size() > 1 && costs.stages.size() != static_cast<size_t>(stages)) {
+    out.stages = RecutStageCosts(costs.stages, stages);
+  }
+  const size_t boundaries = static_cast<size_t>(std::max(stages, 2) - 1);
+  if (costs.boundaries.size() > 1 && costs.boundaries.size() != boundaries) {
+    out.boundaries = RecutBoundaries(costs.boundaries, stages);
+  }
+  return out;
+}
+
+MemoryModel RecutChainMemory(const MemoryModel& memory, int given_chunks_per_share, int stages) {
+  const int from = static_cast<int>(memory.stages.size());
+  if (from <= 1 || from == stages) return memory;
+  const int chunks = std::max(1, given_chunks_per_share);
+  // The model's messages: every boundary passes the same kind of tensor.
+  double message_in = 0.0;
+  double message_grad = 0.0;
+  double retained = 0.0;
+  for (int i = 0; i < from; ++i) {
+    const StageMemory& m = memory.stages[i];
+    message_in =
+        std::max(message_in, std::min(m.received_input, memory.Activation(StageId(i), chunks)));
+    message_grad = std::max(message_grad, m.received_gradient);
+    retained = std::max(retained, memory.Retained(StageId(i), chunks));
+  }
+  MemoryModel out = memory;
+  out.stages.assign(static_cast<size_t>(stages), StageMemory{});
+  for (int j = 0; j < stages; ++j) {
+    StageMemory& cut = out.stages[j];
+    for (int i = 0; i < from; ++i) {
+      const double f = Covered(i, from, j, stages);
+      if (f == 0) continue;
+      const StageMemory& m = memory.stages[i];
+      const double activation = memory.Activation(StageId(i), chunks);
+      cut.activation += f * (activation - std::min(m.received_input, activation));
+      cut.freed_by_input += f * memory.FreedByInput(StageId(i), chunks);
+      cut.static_bytes += f * m.static_bytes;
+      cut.forward_transient = std::max(cut.forward_transient, m.forward_transient);
+      cut.backward_transient = std::max(cut.backward_transient, m.backward_transient);
+      cut.input_transient = std::max(cut.input_transient, m.input_transient);
+      cut.weight_transient = std::max(cut.weight_transient, m.weight_transient);
+    }
+    const bool first = j == 0;
+    const bool last = j == stages - 1;
+    cut.received_input = first ? 0.0 : message_in;
+    cut.activation += cut.received_input;
+    cut.retained = first ? 0.0 : std::min(retained, cut.activation);
+    cut.received_gradient =
+        last ? 0.0 : std::min(message_grad, std::max(cut.backward_transient, cut.input_transient));
+  }
+  return out;
+}
+
+StageFigures FitStageFigures(const CostModel& costs, const MemoryModel& memory,
+                             const Topology& topology) {
+  const int stages = topology.num_stages();
+  const bool dual = topology.placement == Placement::kDual;
+  const int chain = dual ? topology.ranks : stages;
+  StageFigures out{costs, memory};
+  const auto misfit = [](size_t entries, int wanted) {
+    return entries > 1 && entries != static_cast<size_t>(std::max(wanted, 1));
+  };
+  if (misfit(costs.stages.size(), stages)) {
+    out.costs.stages = RecutChainCosts(costs, chain).stages;
+    if (dual) out.costs.stages = TwoChains(out.costs.stages);
+  }
+  if (misfit(costs.boundaries.size(), stages - 1)) {
+    out.costs.boundaries = RecutChainCosts(costs, chain).boundaries;
+    if (dual && out.costs.boundaries.size() > 1) {
+      out.costs.boundaries = TwoChains(out.costs.boundaries, &out.costs.boundaries.back());
+    }
+  }
+  if (misfit(memory.stages.size(), stages)) {
+    const int given_chunks = std::max(1, static_cast<int>(memory.stages.size()) / topology.ranks);
+    out.memory.stages = RecutChainMemory(memory, given_chunks, chain).stages;
+    if (dual) out.memory.stages = TwoChains(out.memory.stages);
+  }
+  return out;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,155 @@
+// Per-stage figures cut again for another number of stages (stage_recut.h): by depth, with
+// what each kind of figure means kept (durations and activations add up, workspaces do not,
+// messages are the model's).
+#include "pipeplan/model/stage_recut.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace pipeplan {
+namespace {
+
+StageCosts Costs(double f, double b, double i, double w, double overlap = 0) {
+  return StageCosts{
+      .forward = f, .backward = b, .backward_input = i, .backward_weight = w, .overlap = overlap};
+}
+
+BoundaryCosts Latency(double latency) { return BoundaryCosts{.latency = latency}; }
+
+TEST(StageRecutTest, DurationsFollowTheDepthEachStageCovers) {
+  CostModel costs;
+  costs.stages = {Costs(2, 4, 3, 1), Costs(6, 8, 5, 3)};
+  costs.boundaries = {Latency(7)};
+  // Twice as many stages: each old stage in two halves.
+  EXPECT_EQ(RecutChainCosts(costs, 4).stages,
+            (std::vector<StageCosts>{Costs(1, 2, 1.5, 0.5), Costs(1, 2, 1.5, 0.5),
+                                     Costs(3, 4, 2.5, 1.5), Costs(3, 4, 2.5, 1.5)}));
+  // One stage: the whole chain.
+  EXPECT_EQ(RecutChainCosts(costs, 1).stages, (std::vector<StageCosts>{Costs(8, 12, 8, 4)}));
+  // Three: the middle one takes a third of each, and the chain's total stays.
+  const std::vector<StageCosts> thirds = RecutChainCosts(costs, 3).stages;
+  ASSERT_EQ(thirds.size(), 3u);
+  EXPECT_DOUBLE_EQ(thirds[0].forward, 2.0 * 2 / 3);
+  EXPECT_DOUBLE_EQ(thirds[1].forward, 2.0 / 3 + 6.0 / 3);
+  EXPECT_DOUBLE_EQ(thirds[2].forward, 6.0 * 2 / 3);
+  // A uniform boundary stays; so do figures that already fit.
+  EXPECT_EQ(RecutChainCosts(costs, 4).boundaries, costs.boundaries);
+  EXPECT_EQ(RecutChainCosts(costs, 2), costs);
+}
+
+TEST(StageRecutTest, AnOverlapCellIsForwardPlusBackwardWhereNotGiven) {
+  CostModel costs;
+  costs.stages = {Costs(2, 4, 3, 1), Costs(6, 8, 5, 3)};
+  EXPECT_EQ(RecutChainCosts(costs, 1).stages[0].overlap, 0);  // every stage: F + B
+  costs.stages[1].overlap = 10;
+  EXPECT_EQ(RecutChainCosts(costs, 1).stages[0].overlap, 2 + 4 + 10);
+}
+
+TEST(StageRecutTest, EachNewBoundaryTakesTheNearestGivenOne) {
+  CostModel costs;
+  costs.stages = {Costs(1, 2, 1, 1)};
+  costs.boundaries = {Latency(1), Latency(2), Latency(3)};  // at depths 1/4, 2/4, 3/4
+  // New boundaries at 1/8 ... 7/8; 3/8 and 5/8 lie halfway and take the lower one.
+  EXPECT_EQ(RecutChainCosts(costs, 8).boundaries,
+            (std::vector<BoundaryCosts>{Latency(1), Latency(1), Latency(1), Latency(2), Latency(2),
+                                        Latency(3), Latency(3)}));
+  EXPECT_EQ(RecutChainCosts(costs, 2).boundaries, (std::vector<BoundaryCosts>{Latency(2)}));
+}
+
+// Two profiled stages (bytes): the first receives nothing, the second a 100-byte input. Cut
+// in four, the activations past the input, what I frees and the static bytes are halved;
+// every stage but the first receives the model's message and keeps its input gradient; the
+// transients are those of the stage each half comes from, and only the last receives no
+// gradient.
+TEST(StageRecutTest, MemoryByDepthWithTheModelsMessages) {
+  MemoryModel memory;
+  memory.unit = kBytesUnit;
+  memory.stages = {StageMemory{.activation = 1000,
+                               .freed_by_input = 200,
+                               .forward_transient = 10,
+                               .input_transient = 50,
+                               .static_bytes = 5000,
+                               .received_gradient = 40},
+                   StageMemory{.activation = 1100,
+                               .freed_by_input = 200,
+                               .forward_transient = 20,
+                               .input_transient = 30,
+                               .retained = 100,
+                               .static_bytes = 3000,
+                               .received_input = 100}};
+  memory.static_per_rank = 7;
+  const MemoryModel cut = RecutChainMemory(memory, 1, 4);
+  EXPECT_EQ(cut.static_per_rank, 7);
+  EXPECT_EQ(cut.unit, kBytesUnit);
+  // A middle stage: half an old stage's depth, the model's messages, the old stage's
+  // transients.
+  const auto half_of = [](double static_bytes, double forward, double input) {
+    return StageMemory{.activation = 600,
+                       .freed_by_input = 100,
+                       .forward_transient = forward,
+                       .input_transient = input,
+                       .retained = 100,
+                       .static_bytes = static_bytes,
+                       .received_input = 100,
+                       .received_gradient = 40};
+  };
+  StageMemory first = half_of(2500, 10, 50);
+  first.activation = 500;  // no received input
+  first.retained = 0;
+  first.received_input = 0;
+  StageMemory third = half_of(1500, 20, 30);
+  third.received_gradient = 30;  // at most the larger backward transient
+  StageMemory last = half_of(1500, 20, 30);
+  last.received_gradient = 0;
+  EXPECT_EQ(cut.stages, (std::vector<StageMemory>{first, half_of(2500, 10, 50), third, last}));
+  EXPECT_EQ(RecutChainMemory(memory, 1, 2), memory);
+}
+
+// In microbatch activations an entry of 0 is 1/V of a share: the given ones resolve at their
+// V, so a share of 1 per rank stays 1 per rank however it is cut.
+TEST(StageRecutTest, DefaultActivationsResolveAtTheGivenV) {
+  MemoryModel memory;
+  memory.stages = std::vector<StageMemory>(4);  // P = 4, V = 1: 1 each
+  const MemoryModel cut = RecutChainMemory(memory, 1, 8);
+  ASSERT_EQ(cut.stages.size(), 8u);
+  for (const StageMemory& stage : cut.stages) EXPECT_EQ(stage.activation, 0.5);
+}
+
+// For a topology: figures that fit stay; a loop or V placement cuts the one chain; dual
+// placement gives each of its two chains the whole model, with a boundary between them that
+// no transfer crosses.
+TEST(StageRecutTest, FitsEachChainOfTheTopology) {
+  CostModel costs;
+  costs.stages = {Costs(4, 8, 4, 4), Costs(4, 8, 4, 4), Costs(4, 8, 4, 4), Costs(4, 8, 4, 4)};
+  costs.boundaries = {Latency(1), Latency(2), Latency(3)};
+  MemoryModel memory;
+  memory.stages = std::vector<StageMemory>(4, StageMemory{.activation = 2});
+
+  const Topology v1{.ranks = 4, .stages_per_rank = 1, .microbatches = 8};
+  const StageFigures same = FitStageFigures(costs, memory, v1);
+  EXPECT_EQ(same.costs, costs);
+  EXPECT_EQ(same.memory, memory);
+
+  const Topology v_shape{
+      .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kVShape};
+  const StageFigures v = FitStageFigures(costs, memory, v_shape);
+  EXPECT_EQ(v.costs.stages, std::vector<StageCosts>(8, Costs(2, 4, 2, 2)));
+  EXPECT_EQ(v.costs.boundaries.size(), 7u);
+  EXPECT_EQ(v.memory.stages, std::vector<StageMemory>(8, StageMemory{.activation = 1}));
+
+  const Topology dual{
+      .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kDual};
+  const StageFigures d = FitStageFigures(costs, memory, dual);
+  EXPECT_EQ(d.costs.stages, std::vector<StageCosts>(8, Costs(4, 8, 4, 4)));
+  EXPECT_EQ(d.costs.boundaries,
+            (std::vector<BoundaryCosts>{Latency(1), Latency(2), Latency(3), Latency(3), Latency(1),
+                                        Latency(2), Latency(3)}));
+  EXPECT_EQ(d.memory.stages, std::vector<StageMemory>(8, StageMemory{.activation = 2}));
+
+  CostModel uniform;
+  EXPECT_EQ(FitStageFigures(uniform, MemoryModel{}, v_shape).costs, uniform);
+}
+
+}  // namespace
+}  // namespace pipeplan
