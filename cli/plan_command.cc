@@ -1,6 +1,5 @@
 // pipeplan plan: build a validated plan from a strategy and a cost model, or from a request
 // file, and write it as protobuf (binary, text or JSON).
-#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -215,20 +214,6 @@ Status CheckSolverFlags(const PlanRequest& request, const PlanOptions& options) 
   return Status::Ok();
 }
 
-// Per-stage figures written for another number of stages: the planner cut them again by
-// depth (stage_recut.h), an estimate the user should know of.
-void NoteRecutFigures(const PlanRequest& request, const Plan& plan) {
-  const size_t given = std::max(request.costs.stages.size(), request.memory.stages.size());
-  const size_t stages =
-      std::max(plan.request.costs.stages.size(), plan.request.memory.stages.size());
-  if (given <= 1 || given == stages) return;
-  const Topology& t = plan.request.topology;
-  app::PrintNote("the " + std::to_string(given) + " per-stage entries of the costs were cut " +
-                 "by depth into the " + std::to_string(stages) + " stages of " +
-                 app::PlanStrategyName(plan) + " at V=" + std::to_string(t.stages_per_rank) +
-                 " (an estimate: profile a plan with that V to measure them)");
-}
-
 StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
   PIPEPLAN_RETURN_IF_ERROR(CheckSolverFlags(request, options));
   OptimalOptions solver;
@@ -253,7 +238,10 @@ StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) 
 Status ExecutePlan(const PlanOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, app::LoadRequest(options.request));
   PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, MakePlan(request, options));
-  NoteRecutFigures(request, plan);
+  // Per-stage figures of another cut of the model: the planner cut them again by depth.
+  const std::string cut =
+      app::CutFiguresLine(app::PerStageEntries(request.costs, request.memory), plan);
+  if (!cut.empty()) app::PrintNote(cut);
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");

@@ -1,6 +1,7 @@
 // pipeplan simulate: predict when every action of a plan runs and print the step metrics;
 // optionally write a Chrome trace, an SVG timeline and an HTML report.
 #include <algorithm>
+#include <cstddef>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/stage_recut.h"
 #include "pipeplan/reports/chrome_trace.h"
 #include "pipeplan/reports/html_report.h"
 #include "pipeplan/reports/svg_timeline.h"
@@ -128,14 +130,23 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     // The plan written with the timeline carries the costs it was simulated with.
     PIPEPLAN_ASSIGN_OR_RETURN(plan.request.costs,
                               app::LoadCosts(app::CostFlags{options.costs, {}, true}));
-    const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
-    if (!valid.ok()) return valid.WithContext(*options.costs);
     // A calibrated cost file brings its memory model (bytes); the plan's limit stays.
     if (plan.request.costs.memory.has_value()) {
       const std::optional<double> limit = plan.request.memory.limit;
       plan.request.memory = *std::move(plan.request.costs.memory);
       plan.request.memory.limit = limit;
       plan.request.costs.memory.reset();
+    }
+    // Per-stage figures of another cut of the model: cut again by depth, as `plan` does.
+    const size_t given = app::PerStageEntries(plan.request.costs, plan.request.memory);
+    StageFigures fitted =
+        FitStageFigures(plan.request.costs, plan.request.memory, plan.request.topology);
+    plan.request.costs = std::move(fitted.costs);
+    plan.request.memory = std::move(fitted.memory);
+    const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
+    if (!valid.ok()) return valid.WithContext(*options.costs);
+    if (const std::string cut = app::CutFiguresLine(given, plan); !cut.empty()) {
+      app::PrintNote(cut);
     }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));

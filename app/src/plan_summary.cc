@@ -1,6 +1,8 @@
 #include "pipeplan/app/plan_summary.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <string>
 
 #include "pipeplan/model/plan_util.h"
 
@@ -8,6 +10,19 @@ namespace pipeplan::app {
 
 std::string PlanStrategyName(const Plan& plan) {
   return plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
+}
+
+size_t PerStageEntries(const CostModel& costs, const MemoryModel& memory) {
+  return std::max(costs.stages.size(), memory.stages.size());
+}
+
+std::string CutFiguresLine(size_t given_entries, const Plan& plan) {
+  const size_t stages = PerStageEntries(plan.request.costs, plan.request.memory);
+  if (given_entries <= 1 || given_entries == stages) return "";
+  return "the " + std::to_string(given_entries) + " per-stage entries of the costs were cut " +
+         "by depth into the " + std::to_string(stages) + " stages of " + PlanStrategyName(plan) +
+         " at V=" + std::to_string(plan.request.topology.stages_per_rank) +
+         " (an estimate: profile a plan with that V to measure them)";
 }
 
 PostValidationSummary SummarizePostValidation(const Plan& plan) {

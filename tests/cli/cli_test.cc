@@ -232,6 +232,32 @@ TEST(CliTest, SimulateWithOtherCostsKeepsTheActionsAndWritesThoseCosts) {
   EXPECT_NE(bad.err.find("bad.textproto"), std::string::npos) << bad.err;
 }
 
+// A cost file of another cut of the model (2 stages, e.g. from a V = 1 profile at P = 2) on a
+// plan of 4: cut again by depth, and said so. Each old stage of F=4, B=8 is two of F=2, B=4.
+TEST(CliTest, SimulateCutsPerStageCostsOfAnotherV) {
+  ScratchDir dir;
+  ASSERT_EQ(RunPipeplan(
+                {"plan", "--strategy", "zbv", "--ranks", "2", "--microbatches", "4", "-o", "p.pb"},
+                dir.path())
+                .exit_code,
+            0);
+  const std::string stage =
+      "stages { forward: 4 backward: 8 backward_input: 4 backward_weight: 4 }\n";
+  dir.Write("two.textproto", stage + stage);
+  dir.Write("one.textproto",
+            "stages { forward: 2 backward: 4 backward_input: 2 backward_weight: 2 }\n");
+  const RunResult cut = RunPipeplan({"simulate", "p.pb", "--costs", "two.textproto"}, dir.path());
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  EXPECT_EQ(cut.err,
+            "note: the 2 per-stage entries of the costs were cut by depth into the 4 stages of zbv "
+            "at V=2 (an estimate: profile a plan with that V to measure them)\n");
+  const RunResult uniform =
+      RunPipeplan({"simulate", "p.pb", "--costs", "one.textproto"}, dir.path());
+  ASSERT_EQ(uniform.exit_code, 0) << uniform.err;
+  EXPECT_EQ(cut.out, uniform.out);
+  EXPECT_EQ(uniform.err, "");
+}
+
 TEST(CliTest, SimulateTableAndReports) {
   ScratchDir dir;
   ASSERT_EQ(RunPipeplan({"plan", "--strategy", "zb-h1", "--ranks", "4", "--microbatches", "8", "-o",

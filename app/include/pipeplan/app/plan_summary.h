@@ -2,8 +2,11 @@
 // ranks run PV, how many receives are tagged rollback) and peak memory over ranks.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
+#include "pipeplan/model/cost_model.h"
+#include "pipeplan/model/memory_model.h"
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
 
@@ -12,6 +15,14 @@ namespace pipeplan::app {
 // The strategy a plan records: its provenance's ("auto -> zbv" for auto's pick), else the
 // request's.
 std::string PlanStrategyName(const Plan& plan);
+
+// The most entries per stage of `costs` or `memory` (1 for uniform figures).
+size_t PerStageEntries(const CostModel& costs, const MemoryModel& memory);
+
+// "the 4 per-stage entries of the costs were cut by depth into the 8 stages of zbv at V=2
+// (...)" where `given_entries` (PerStageEntries of the figures given) is more than one and
+// differs from the plan's (stage_recut.h); empty otherwise.
+std::string CutFiguresLine(size_t given_entries, const Plan& plan);
 
 struct PostValidationSummary {
   int ranks_with_pv = 0;      // ranks whose program holds a POST_VALIDATION action
