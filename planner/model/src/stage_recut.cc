@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 namespace pipeplan {
@@ -17,19 +18,25 @@ double Covered(int i, int from, int j, int to) {
   return hi > lo ? static_cast<double>(hi - lo) / to : 0.0;
 }
 
+// The old stages that new stage j overlaps: [first, last).
+std::pair<int, int> OldStagesUnder(int j, int from, int to) {
+  const auto first = static_cast<int>(int64_t{j} * from / to);
+  const auto last = static_cast<int>((int64_t{j + 1} * from + to - 1) / to);
+  return {first, std::min(last, from)};
+}
+
 // Of `given` boundaries (one chain of given + 1 stages), the one nearest in depth to new
 // boundary k of a chain of `stages` stages; the lower one on a tie.
 int NearestBoundary(int k, int stages, int given) {
-  int best = 0;
-  int64_t best_distance = -1;
-  for (int i = 0; i < given; ++i) {
-    const int64_t distance = std::llabs(int64_t{k + 1} * (given + 1) - int64_t{i + 1} * stages);
-    if (best_distance < 0 || distance < best_distance) {
-      best = i;
-      best_distance = distance;
-    }
-  }
-  return best;
+  // Boundary i sits at depth (i + 1) / (given + 1), boundary k at (k + 1) / stages: the two
+  // given ones around it are the candidates.
+  const auto distance = [&](int i) {
+    return std::llabs(int64_t{k + 1} * (given + 1) - int64_t{i + 1} * stages);
+  };
+  const auto below = static_cast<int>(int64_t{k + 1} * (given + 1) / stages) - 1;
+  const int lower = std::clamp(below, 0, given - 1);
+  const int upper = std::clamp(below + 1, 0, given - 1);
+  return distance(upper) < distance(lower) ? upper : lower;
 }
 
 std::vector<StageCosts> RecutStageCosts(const std::vector<StageCosts>& given, int stages) {
@@ -39,7 +46,8 @@ std::vector<StageCosts> RecutStageCosts(const std::vector<StageCosts>& given, in
   std::vector<StageCosts> out(static_cast<size_t>(stages), StageCosts{0, 0, 0, 0, 0});
   for (int j = 0; j < stages; ++j) {
     StageCosts& cut = out[j];
-    for (int i = 0; i < from; ++i) {
+    const auto [lo, hi] = OldStagesUnder(j, from, stages);
+    for (int i = lo; i < hi; ++i) {
       const double f = Covered(i, from, j, stages);
       if (f == 0) continue;
       const StageCosts& c = given[i];
@@ -105,7 +113,8 @@ MemoryModel RecutChainMemory(const MemoryModel& memory, int given_chunks_per_sha
   out.stages.assign(static_cast<size_t>(stages), StageMemory{});
   for (int j = 0; j < stages; ++j) {
     StageMemory& cut = out.stages[j];
-    for (int i = 0; i < from; ++i) {
+    const auto [lo, hi] = OldStagesUnder(j, from, stages);
+    for (int i = lo; i < hi; ++i) {
       const double f = Covered(i, from, j, stages);
       if (f == 0) continue;
       const StageMemory& m = memory.stages[i];

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace pipeplan {
@@ -36,6 +37,28 @@ TEST(StageRecutTest, DurationsFollowTheDepthEachStageCovers) {
   // A uniform boundary stays; so do figures that already fit.
   EXPECT_EQ(RecutChainCosts(costs, 4).boundaries, costs.boundaries);
   EXPECT_EQ(RecutChainCosts(costs, 2), costs);
+}
+
+// As many stages as a topology may have: the chain's total is kept, each boundary found, in
+// one pass over the stages (a cut that compared every pair would not finish).
+TEST(StageRecutTest, TheLargestTopologiesKeepTheChainsTotal) {
+  CostModel costs;
+  for (int s = 0; s < 100'000; ++s) costs.stages.push_back(Costs(s % 7, 2, 1, 1));
+  costs.boundaries = std::vector<BoundaryCosts>(99'999, Latency(1));
+  costs.boundaries[50'000] = Latency(5);
+  const CostModel cut = RecutChainCosts(costs, 262'144);
+  ASSERT_EQ(cut.stages.size(), 262'144u);
+  ASSERT_EQ(cut.boundaries.size(), 262'143u);
+  double given = 0;
+  double total = 0;
+  for (const StageCosts& c : costs.stages) given += c.forward;
+  for (const StageCosts& c : cut.stages) total += c.forward;
+  EXPECT_NEAR(total, given, 1e-6 * given);
+  // The new boundaries nearest to given boundary 50000: its share of the depth, 1 / 100000,
+  // holds 2.6 of the new spacing 1 / 262144.
+  const auto nearest = std::count(cut.boundaries.begin(), cut.boundaries.end(), Latency(5));
+  EXPECT_GE(nearest, 2);
+  EXPECT_LE(nearest, 3);
 }
 
 TEST(StageRecutTest, AnOverlapCellIsForwardPlusBackwardWhereNotGiven) {
