@@ -139,10 +139,11 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     }
     // Per-stage figures of another cut of the model: cut again by depth, as `plan` does.
     const size_t given = app::PerStageEntries(plan.request.costs, plan.request.memory);
-    StageFigures fitted =
+    StatusOr<StageFigures> fitted =
         FitStageFigures(plan.request.costs, plan.request.memory, plan.request.topology);
-    plan.request.costs = std::move(fitted.costs);
-    plan.request.memory = std::move(fitted.memory);
+    if (!fitted.ok()) return fitted.status().WithContext(*options.costs);
+    plan.request.costs = std::move(fitted->costs);
+    plan.request.memory = std::move(fitted->memory);
     const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
     if (!valid.ok()) return valid.WithContext(*options.costs);
     if (const std::string cut = app::CutFiguresLine(given, plan); !cut.empty()) {

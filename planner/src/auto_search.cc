@@ -75,9 +75,14 @@ class AutoSearcher {
       candidate.options.microbatch_group_size = 0;
       if (per_stage_costs) {
         // The user's cut of the model, cut again by depth where V differs (stage_recut.h).
-        StageFigures fitted = FitStageFigures(request_.costs, request_.memory, candidate.topology);
-        candidate.costs = std::move(fitted.costs);
-        candidate.memory = std::move(fitted.memory);
+        StatusOr<StageFigures> fitted =
+            FitStageFigures(request_.costs, request_.memory, candidate.topology);
+        if (!fitted.ok()) {  // fails as planned, with the reason (NormalizeRequest)
+          candidates_.push_back({candidate, Status::Ok(), 0, 0});
+          continue;
+        }
+        candidate.costs = std::move(fitted->costs);
+        candidate.memory = std::move(fitted->memory);
       } else {
         candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
         candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));

@@ -134,9 +134,12 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
         request.strategy);
   }
   // Per-stage figures written for another cut of the model are cut again by depth.
-  StageFigures fitted = FitStageFigures(request.costs, request.memory, request.topology);
-  request.costs = std::move(fitted.costs);
-  request.memory = std::move(fitted.memory);
+  if (HasPerStageFigures(request)) {
+    PIPEPLAN_ASSIGN_OR_RETURN(StageFigures fitted,
+                              FitStageFigures(request.costs, request.memory, request.topology));
+    request.costs = std::move(fitted.costs);
+    request.memory = std::move(fitted.memory);
+  }
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   return request;
 }

@@ -138,26 +138,34 @@ MemoryModel RecutChainMemory(const MemoryModel& memory, int given_chunks_per_sha
   return out;
 }
 
-StageFigures FitStageFigures(const CostModel& costs, const MemoryModel& memory,
-                             const Topology& topology) {
+StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel& memory,
+                                       const Topology& topology) {
   const int stages = topology.num_stages();
-  const bool dual = topology.placement == Placement::kDual;
-  const int chain = dual ? topology.ranks : stages;
-  StageFigures out{costs, memory};
   const auto misfit = [](size_t entries, int wanted) {
     return entries > 1 && entries != static_cast<size_t>(std::max(wanted, 1));
   };
-  if (misfit(costs.stages.size(), stages)) {
-    out.costs.stages = RecutChainCosts(costs, chain).stages;
-    if (dual) out.costs.stages = TwoChains(out.costs.stages);
-  }
-  if (misfit(costs.boundaries.size(), stages - 1)) {
-    out.costs.boundaries = RecutChainCosts(costs, chain).boundaries;
-    if (dual && out.costs.boundaries.size() > 1) {
-      out.costs.boundaries = TwoChains(out.costs.boundaries, &out.costs.boundaries.back());
+  const bool cut_stages = misfit(costs.stages.size(), stages);
+  const bool cut_boundaries = misfit(costs.boundaries.size(), stages - 1);
+  const bool cut_memory = misfit(memory.stages.size(), stages);
+  StageFigures out{costs, memory};
+  if (!cut_stages && !cut_boundaries && !cut_memory) return out;
+  const size_t given_stages = costs.stages.size() > 1       ? costs.stages.size()
+                              : costs.boundaries.size() > 1 ? costs.boundaries.size() + 1
+                                                            : 1;
+  PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(costs, static_cast<int>(given_stages)));
+  PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(memory, static_cast<int>(memory.stages.size())));
+
+  const bool dual = topology.placement == Placement::kDual;
+  const int chain = dual ? topology.ranks : stages;
+  const CostModel cut = RecutChainCosts(costs, chain);
+  if (cut_stages) out.costs.stages = dual ? TwoChains(cut.stages) : cut.stages;
+  if (cut_boundaries) {
+    out.costs.boundaries = cut.boundaries;
+    if (dual && cut.boundaries.size() > 1) {
+      out.costs.boundaries = TwoChains(cut.boundaries, &cut.boundaries.back());
     }
   }
-  if (misfit(memory.stages.size(), stages)) {
+  if (cut_memory) {
     const int given_chunks = std::max(1, static_cast<int>(memory.stages.size()) / topology.ranks);
     out.memory.stages = RecutChainMemory(memory, given_chunks, chain).stages;
     if (dual) out.memory.stages = TwoChains(out.memory.stages);

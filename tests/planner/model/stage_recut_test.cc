@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace pipeplan {
@@ -17,6 +18,12 @@ StageCosts Costs(double f, double b, double i, double w, double overlap = 0) {
 }
 
 BoundaryCosts Latency(double latency) { return BoundaryCosts{.latency = latency}; }
+
+StageFigures Fit(const CostModel& costs, const MemoryModel& memory, const Topology& topology) {
+  StatusOr<StageFigures> fitted = FitStageFigures(costs, memory, topology);
+  EXPECT_TRUE(fitted.ok()) << fitted.status().message();
+  return fitted.ok() ? *std::move(fitted) : StageFigures{};
+}
 
 TEST(StageRecutTest, DurationsFollowTheDepthEachStageCovers) {
   CostModel costs;
@@ -150,20 +157,20 @@ TEST(StageRecutTest, FitsEachChainOfTheTopology) {
   memory.stages = std::vector<StageMemory>(4, StageMemory{.activation = 2});
 
   const Topology v1{.ranks = 4, .stages_per_rank = 1, .microbatches = 8};
-  const StageFigures same = FitStageFigures(costs, memory, v1);
+  const StageFigures same = Fit(costs, memory, v1);
   EXPECT_EQ(same.costs, costs);
   EXPECT_EQ(same.memory, memory);
 
   const Topology v_shape{
       .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kVShape};
-  const StageFigures v = FitStageFigures(costs, memory, v_shape);
+  const StageFigures v = Fit(costs, memory, v_shape);
   EXPECT_EQ(v.costs.stages, std::vector<StageCosts>(8, Costs(2, 4, 2, 2)));
   EXPECT_EQ(v.costs.boundaries.size(), 7u);
   EXPECT_EQ(v.memory.stages, std::vector<StageMemory>(8, StageMemory{.activation = 1}));
 
   const Topology dual{
       .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kDual};
-  const StageFigures d = FitStageFigures(costs, memory, dual);
+  const StageFigures d = Fit(costs, memory, dual);
   EXPECT_EQ(d.costs.stages, std::vector<StageCosts>(8, Costs(4, 8, 4, 4)));
   EXPECT_EQ(d.costs.boundaries,
             (std::vector<BoundaryCosts>{Latency(1), Latency(2), Latency(3), Latency(3), Latency(1),
@@ -171,7 +178,19 @@ TEST(StageRecutTest, FitsEachChainOfTheTopology) {
   EXPECT_EQ(d.memory.stages, std::vector<StageMemory>(8, StageMemory{.activation = 2}));
 
   CostModel uniform;
-  EXPECT_EQ(FitStageFigures(uniform, MemoryModel{}, v_shape).costs, uniform);
+  EXPECT_EQ(Fit(uniform, MemoryModel{}, v_shape).costs, uniform);
+}
+
+// A figure that is not a finite number >= 0 is named as given, before any cut moves it.
+TEST(StageRecutTest, ABadFigureIsNamedAtItsGivenEntry) {
+  CostModel costs;
+  costs.stages = {Costs(1, 2, 1, 1), Costs(1, 2, 1, 1), Costs(-1, 2, 1, 1), Costs(1, 2, 1, 1)};
+  const Topology v_shape{
+      .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kVShape};
+  const StatusOr<StageFigures> fitted = FitStageFigures(costs, MemoryModel{}, v_shape);
+  ASSERT_FALSE(fitted.ok());
+  EXPECT_EQ(fitted.status().message(),
+            "costs.stages[2].forward must be a finite number >= 0, got -1.000000");
 }
 
 }  // namespace

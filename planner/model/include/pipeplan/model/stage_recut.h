@@ -8,6 +8,7 @@
 
 #include "pipeplan/model/cost_model.h"
 #include "pipeplan/model/memory_model.h"
+#include "pipeplan/model/status.h"
 #include "pipeplan/model/topology.h"
 
 namespace pipeplan {
@@ -31,8 +32,10 @@ struct StageFigures {
 
 // The figures for `topology` where their entries do not fit its stages (or boundaries): each
 // chain cut by depth, dual placement's two chains each the whole model. Figures that fit, or
-// are uniform, stay as they are. `topology` must be valid.
-StageFigures FitStageFigures(const CostModel& costs, const MemoryModel& memory,
-                             const Topology& topology);
+// are uniform, stay as they are. Figures to cut are checked first (ValidateCostModel,
+// ValidateMemoryModel against their own number of entries), so that an error names the entry
+// as given. `topology` must be valid.
+StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel& memory,
+                                       const Topology& topology);
 
 }  // namespace pipeplan
