@@ -219,6 +219,28 @@ TEST(TorchExecutorMemory, EachForwardKeepsItsActivationUntilItsBackwardAndOneFOn
   }
 }
 
+// Each stage's static bytes tell its data apart: the model's inputs on the first stage and the
+// loss's targets on the last, one [microbatch, sequence, hidden] float tensor per microbatch
+// (calibrate keeps them with the chain's ends when a plan cuts the model otherwise).
+TEST(TorchExecutorMemory, EachStageTellsItsDataApartFromItsStaticBytes) {
+  Plan plan;
+  const int microbatches = 4;
+  const std::vector<RankTimeline> measured = MeasuredStep("1f1b", 2, microbatches, plan);
+  ASSERT_EQ(measured.size(), 2u);
+  const double data = microbatches * 2.0 * 32 * 128 * 4;  // microbatch 2, sequence 32, hidden 128
+  ASSERT_EQ(measured[0].stage_static.size(), 1u);
+  ASSERT_EQ(measured[1].stage_static.size(), 1u);
+  const StageStatic& first = measured[0].stage_static[0];
+  const StageStatic& last = measured[1].stage_static[0];
+  EXPECT_EQ(first.input_bytes, data);
+  EXPECT_EQ(first.target_bytes, 0);
+  EXPECT_EQ(last.input_bytes, 0);
+  EXPECT_EQ(last.target_bytes, data);
+  // The rest is the stage's parameters, their gradients and the optimizer's state.
+  EXPECT_GT(first.bytes, first.input_bytes);
+  EXPECT_GT(last.bytes, last.target_bytes);
+}
+
 // Ranks taking turns on one allocator (as P ranks on one GPU do) count what each would count
 // with an allocator of its own: every action's bytes and each rank's static memory are the
 // per-thread run's to the byte; a peak may differ by the gradients sent and not yet taken

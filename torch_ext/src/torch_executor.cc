@@ -329,9 +329,12 @@ std::vector<StageStatic> TorchExecutor::StageStaticBytes() {
       for (const at::Tensor& t : data) sum += bytes_of(t);
       return sum;
     };
-    if (map_.IsFirst(id)) bytes += data_bytes(inputs_);
-    if (map_.IsLast(id)) bytes += data_bytes(targets_);
-    out.push_back({.stage = id, .bytes = bytes});
+    const double inputs = map_.IsFirst(id) ? data_bytes(inputs_) : 0.0;
+    const double targets = map_.IsLast(id) ? data_bytes(targets_) : 0.0;
+    out.push_back({.stage = id,
+                   .bytes = bytes + inputs + targets,
+                   .input_bytes = inputs,
+                   .target_bytes = targets});
   }
   return out;
 }

@@ -31,6 +31,8 @@ void ToProto(const StageMemoryProfile& memory, v1::StageMemoryProfile* out) {
       {&memory.received_backward, out->mutable_received_backward()}};
   for (const auto& [stats, field] : fields) ToProto(*stats, field);
   out->set_static_bytes(memory.static_bytes);
+  out->set_input_bytes(memory.input_bytes);
+  out->set_target_bytes(memory.target_bytes);
 }
 
 // Kinds with no samples are left out: an absent message reads back as nothing measured.
@@ -87,7 +89,9 @@ StageMemoryProfile FromProto(const v1::StageMemoryProfile& proto) {
           .weight_transient = FromProto(proto.weight_transient()),
           .received_forward = FromProto(proto.received_forward()),
           .received_backward = FromProto(proto.received_backward()),
-          .static_bytes = proto.static_bytes()};
+          .static_bytes = proto.static_bytes(),
+          .input_bytes = proto.input_bytes(),
+          .target_bytes = proto.target_bytes()};
 }
 
 StatusOr<Profile> FromProto(const v1::Profile& proto) {

@@ -55,6 +55,8 @@ void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
     v1::StageStatic* entry = out->add_stage_static();
     entry->set_stage(stage.stage.value);
     entry->set_bytes(stage.bytes);
+    entry->set_input_bytes(stage.input_bytes);
+    entry->set_target_bytes(stage.target_bytes);
   }
 }
 
@@ -91,7 +93,10 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
                               .timing = FromProto(run.timing())});
   }
   for (const v1::StageStatic& stage : proto.stage_static()) {
-    rank.stage_static.push_back({.stage = StageId(stage.stage()), .bytes = stage.bytes()});
+    rank.stage_static.push_back({.stage = StageId(stage.stage()),
+                                 .bytes = stage.bytes(),
+                                 .input_bytes = stage.input_bytes(),
+                                 .target_bytes = stage.target_bytes()});
   }
   return rank;
 }
@@ -99,6 +104,29 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
 namespace {
 
 bool IsByteCount(double value) { return std::isfinite(value) && value >= 0.0; }
+
+// A stage's static bytes, and the data among them, are byte counts; the data are a part.
+Status CheckStageStatic(const v1::StageStatic& stage, const std::string& path) {
+  if (stage.stage() < 0) {
+    return FieldError(Child(path, "stage"), "must be >= 0, got " + std::to_string(stage.stage()));
+  }
+  const std::pair<const char*, double> figures[] = {{"bytes", stage.bytes()},
+                                                    {"input_bytes", stage.input_bytes()},
+                                                    {"target_bytes", stage.target_bytes()}};
+  for (const auto& [name, value] : figures) {
+    if (!IsByteCount(value)) {
+      return FieldError(Child(path, name),
+                        "must be a finite number >= 0, got " + FormatNumber(value));
+    }
+  }
+  if (stage.input_bytes() + stage.target_bytes() > stage.bytes()) {
+    return FieldError(path, "input_bytes + target_bytes (" +
+                                FormatNumber(stage.input_bytes() + stage.target_bytes()) +
+                                ") are above bytes (" + FormatNumber(stage.bytes()) +
+                                "), of which they are a part");
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -129,15 +157,8 @@ StatusOr<RankTimeline> CheckedRank(const v1::RankTimeline& proto, const std::str
     }
   }
   for (int s = 0; s < proto.stage_static_size(); ++s) {
-    const v1::StageStatic& stage = proto.stage_static(s);
-    if (stage.stage() < 0) {
-      return FieldError(Child(Element(Child(path, "stage_static"), s), "stage"),
-                        "must be >= 0, got " + std::to_string(stage.stage()));
-    }
-    if (!IsByteCount(stage.bytes())) {
-      return FieldError(Child(Element(Child(path, "stage_static"), s), "bytes"),
-                        "must be a finite number >= 0, got " + FormatNumber(stage.bytes()));
-    }
+    PIPEPLAN_RETURN_IF_ERROR(
+        CheckStageStatic(proto.stage_static(s), Element(Child(path, "stage_static"), s)));
   }
   for (int d = 0; d < proto.discarded_size(); ++d) {
     if (proto.discarded(d).action_index() >= static_cast<uint64_t>(proto.actions_size())) {

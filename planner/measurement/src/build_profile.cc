@@ -32,6 +32,8 @@ struct StageSamples {
   std::vector<double> received_forward;
   std::vector<double> received_backward;
   std::vector<double> static_bytes;  // what the runtime told the stage holds, per step
+  std::vector<double> input_bytes;   // of them, the model's inputs
+  std::vector<double> target_bytes;  // and the loss's targets
 };
 
 // A rank's timeline counted bytes for every action.
@@ -275,7 +277,10 @@ class ProfileBuilder {
                                  std::to_string(stage.stage.value) +
                                  ", which the plan does not place on this rank");
         }
-        stages_[static_cast<size_t>(stage.stage.value)].static_bytes.push_back(stage.bytes);
+        StageSamples& samples = stages_[static_cast<size_t>(stage.stage.value)];
+        samples.static_bytes.push_back(stage.bytes);
+        samples.input_bytes.push_back(stage.input_bytes);
+        samples.target_bytes.push_back(stage.target_bytes);
         stages_hold += stage.bytes;
       }
       // Allocator rounding may make the stages' own figures a little above what was counted.
@@ -285,18 +290,26 @@ class ProfileBuilder {
   }
 
   static StageMemoryProfile SummarizeMemory(StageSamples& s) {
-    return {
-        .kept_by_forward = SummarizeDurations(std::move(s.kept_by_forward)),
-        .freed_by_backward = SummarizeDurations(std::move(s.freed_by_backward)),
-        .freed_by_input = SummarizeDurations(std::move(s.freed_by_input)),
-        .freed_by_weight = SummarizeDurations(std::move(s.freed_by_weight)),
-        .forward_transient = SummarizeDurations(std::move(s.forward_transient)),
-        .backward_transient = SummarizeDurations(std::move(s.backward_transient)),
-        .input_transient = SummarizeDurations(std::move(s.input_transient)),
-        .weight_transient = SummarizeDurations(std::move(s.weight_transient)),
-        .received_forward = SummarizeDurations(std::move(s.received_forward)),
-        .received_backward = SummarizeDurations(std::move(s.received_backward)),
-        .static_bytes = s.static_bytes.empty() ? 0.0 : SummarizeDurations(s.static_bytes).median};
+    const auto median = [](std::vector<double>& bytes) {
+      return bytes.empty() ? 0.0 : SummarizeDurations(bytes).median;
+    };
+    // The data are a part of the static bytes, median for median (they do not change).
+    const double static_bytes = median(s.static_bytes);
+    const double inputs = std::min(median(s.input_bytes), static_bytes);
+    const double targets = std::min(median(s.target_bytes), static_bytes - inputs);
+    return {.kept_by_forward = SummarizeDurations(std::move(s.kept_by_forward)),
+            .freed_by_backward = SummarizeDurations(std::move(s.freed_by_backward)),
+            .freed_by_input = SummarizeDurations(std::move(s.freed_by_input)),
+            .freed_by_weight = SummarizeDurations(std::move(s.freed_by_weight)),
+            .forward_transient = SummarizeDurations(std::move(s.forward_transient)),
+            .backward_transient = SummarizeDurations(std::move(s.backward_transient)),
+            .input_transient = SummarizeDurations(std::move(s.input_transient)),
+            .weight_transient = SummarizeDurations(std::move(s.weight_transient)),
+            .received_forward = SummarizeDurations(std::move(s.received_forward)),
+            .received_backward = SummarizeDurations(std::move(s.received_backward)),
+            .static_bytes = static_bytes,
+            .input_bytes = inputs,
+            .target_bytes = targets};
   }
 
   // Pairs every send with its receive as the transport does (k-th send on a link with the

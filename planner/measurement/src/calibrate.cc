@@ -207,22 +207,35 @@ StageMemory MeanStageMemory(const std::vector<StageMemory>& stages) {
   return mean;
 }
 
+// Each stage's own static bytes, its data left out: the model's inputs and the loss's targets
+// belong to a chain's first and last stage (first_stage_static, last_stage_static) wherever a
+// plan cuts the model, not to the depth of the stage that held them when profiled.
+void StageStatic(const Profile& profile, MemoryModel& memory) {
+  for (size_t s = 0; s < memory.stages.size(); ++s) {
+    const StageMemoryProfile& measured = profile.stages[s].memory;
+    memory.stages[s].static_bytes =
+        std::max(0.0, measured.static_bytes - measured.input_bytes - measured.target_bytes);
+    memory.first_stage_static = std::max(memory.first_stage_static, measured.input_bytes);
+    memory.last_stage_static = std::max(memory.last_stage_static, measured.target_bytes);
+  }
+}
+
 // A uniform model's static memory: one stage's the mean of the stages between the first and the
-// last (with two or fewer, the smaller of the ends'), the ends' surplus over it their extras.
-void UniformStatic(const Profile& profile, MemoryModel& memory) {
-  const std::vector<StageProfile>& stages = profile.stages;
-  const double first = stages.front().memory.static_bytes;
-  const double last = stages.back().memory.static_bytes;
+// last (with two or fewer, the smaller of the ends'), the ends' surplus over it added to their
+// extras. `stages` are the per-stage figures (StageStatic).
+void UniformStatic(const std::vector<StageMemory>& stages, MemoryModel& memory) {
+  const double first = stages.front().static_bytes;
+  const double last = stages.back().static_bytes;
   double share = std::min(first, last);
   if (stages.size() > 2) {
     share = 0.0;
-    for (size_t s = 1; s + 1 < stages.size(); ++s) share += stages[s].memory.static_bytes;
+    for (size_t s = 1; s + 1 < stages.size(); ++s) share += stages[s].static_bytes;
     share /= static_cast<double>(stages.size() - 2);
   }
   memory.stages.front().static_bytes = share;
   if (stages.size() == 1) return;
-  memory.first_stage_static = std::max(0.0, first - share);
-  memory.last_stage_static = std::max(0.0, last - share);
+  memory.first_stage_static += std::max(0.0, first - share);
+  memory.last_stage_static += std::max(0.0, last - share);
 }
 
 // Per rank what the profile says stays with the rank: all its static memory, or where the
@@ -255,13 +268,12 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
     memory.stages[s] = *stage;
   }
   const bool stages_told = !profile.own_static_bytes.empty();
-  if (stages_told) {
-    for (size_t s = 0; s < memory.stages.size(); ++s) {
-      memory.stages[s].static_bytes = profile.stages[s].memory.static_bytes;
-    }
+  if (stages_told) StageStatic(profile, memory);
+  if (uniform) {
+    const std::vector<StageMemory> per_stage = std::exchange(memory.stages, {});
+    memory.stages = {MeanStageMemory(per_stage)};
+    if (stages_told) UniformStatic(per_stage, memory);
   }
-  if (uniform) memory.stages = {MeanStageMemory(memory.stages)};
-  if (uniform && stages_told) UniformStatic(profile, memory);
   RankStatic(stages_told ? profile.own_static_bytes : profile.static_bytes, memory);
   return std::optional<MemoryModel>(std::move(memory));
 }

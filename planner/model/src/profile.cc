@@ -70,7 +70,16 @@ Status CheckStageMemory(const StageMemoryProfile& m, const std::string& path) {
   for (const auto& [name, stats] : transients) {
     PIPEPLAN_RETURN_IF_ERROR(CheckStats(*stats, path + name));
   }
-  return CheckFigure(m.static_bytes, path + "static_bytes");
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(m.static_bytes, path + "static_bytes"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(m.input_bytes, path + "input_bytes"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(m.target_bytes, path + "target_bytes"));
+  if (m.input_bytes + m.target_bytes > m.static_bytes) {
+    return InvalidArgument(path + "input_bytes + " + path +
+                           "target_bytes: " + FormatNumber(m.input_bytes + m.target_bytes) +
+                           " are above static_bytes " + FormatNumber(m.static_bytes) +
+                           " (the data are a part of them)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace

@@ -107,7 +107,8 @@ Timeline MakeTimeline() {
        .action_memory = {{.start = 1, .end = 2.5, .peak = 4},
                          {.start = 2.5, .end = 2, .peak = 2.5}},
        .discarded = {{.action_index = 1, .timing = {.start = 0.05, .end = 0.08, .thread = 1}}},
-       .stage_static = {{.stage = StageId(0), .bytes = 1.25}}});
+       .stage_static = {
+           {.stage = StageId(0), .bytes = 1.25, .input_bytes = 0.5, .target_bytes = 0.25}}});
   timeline.ranks.push_back({.rank = RankId(1),
                             .actions = {{.start = 1.0 / 3, .end = 2.0 / 3}},
                             .busy = 1.0 / 3,
@@ -666,6 +667,21 @@ INSTANTIATE_TEST_SUITE_P(
                        "  stage_static { stage: 1 bytes: -5 } }\n",
                        "timeline file: ranks[0].stage_static[1].bytes: must be a finite number "
                        ">= 0, got -5"},
+        ParseErrorCase{"TimelineStageStaticNegativeTargets", Parsed::kTimeline, ProtoFormat::kText,
+                       "ranks { rank: 0 stage_static { stage: 0 bytes: 5 target_bytes: -1 } }\n",
+                       "timeline file: ranks[0].stage_static[0].target_bytes: must be a finite "
+                       "number >= 0, got -1"},
+        ParseErrorCase{"TimelineStageStaticDataAboveItsBytes", Parsed::kTimeline,
+                       ProtoFormat::kText,
+                       "ranks { rank: 0 stage_static { stage: 0 bytes: 5 input_bytes: 4 "
+                       "target_bytes: 2 } }\n",
+                       "timeline file: ranks[0].stage_static[0]: input_bytes + target_bytes (6) "
+                       "are above bytes (5), of which they are a part"},
+        ParseErrorCase{"ProfileStageDataAboveItsStatic", Parsed::kProfile, ProtoFormat::kText,
+                       "stages { memory { static_bytes: 10 input_bytes: 8 target_bytes: 4 } }\n",
+                       "profile file: stages[0].memory.input_bytes + stages[0].memory."
+                       "target_bytes: 12 are above static_bytes 10 (the data are a part of "
+                       "them)"},
         ParseErrorCase{"TimelineStageStaticNegativeStage", Parsed::kTimeline, ProtoFormat::kJson,
                        R"({"ranks": [{"rank": 0, "stage_static": [{"stage": -2, "bytes": 1}]}]})",
                        "timeline file: ranks[0].stage_static[0].stage: must be >= 0, got -2"},

@@ -380,6 +380,32 @@ TEST(CalibrateMemoryTest, StaticMemoryThatMovesWithItsStage) {
   EXPECT_EQ(uniform->memory->last_stage_static, 1000);
 }
 
+// Of the stages' static bytes, the data (stage 0's inputs, stage 1's targets) go to the chain's
+// ends, so that a plan cutting the model otherwise keeps them there (stage_recut.h); each stage
+// keeps the rest. Uniform: the ends' extras are their data and their surplus over the share.
+TEST(CalibrateMemoryTest, TheDataGoToTheChainsEnds) {
+  Profile profile = ProfileWithStageStatic();
+  profile.stages[0].memory.input_bytes = 400;
+  profile.stages[1].memory.target_bytes = 700;
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  const MemoryModel& memory = *costs->memory;
+  EXPECT_EQ(memory.stages[0].static_bytes, 1100);
+  EXPECT_EQ(memory.stages[1].static_bytes, 1800);
+  EXPECT_EQ(memory.first_stage_static, 400);
+  EXPECT_EQ(memory.last_stage_static, 700);
+  // Each rank's static memory as measured, data included.
+  const StageMap map(Topology{.ranks = 2, .stages_per_rank = 1, .microbatches = 2});
+  EXPECT_EQ(memory.StaticOf(RankId(0), map), 1700);
+  EXPECT_EQ(memory.StaticOf(RankId(1), map), 2800);
+
+  const StatusOr<CostModel> uniform = Calibrate(profile, Options(TimeUnit::kMicroseconds, true));
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  EXPECT_EQ(uniform->memory->stages.front().static_bytes, 1100);  // the smaller end's
+  EXPECT_EQ(uniform->memory->first_stage_static, 400);
+  EXPECT_EQ(uniform->memory->last_stage_static, 700 + 700);
+}
+
 TEST(CalibrateMemoryTest, UniformStaticIsTheMiddleStagesMeanAndTheEndsExtras) {
   Profile profile = FbProfileWithBytes({1000, 1000}, {1000, 1000});
   profile.stages.resize(4, profile.stages[1]);

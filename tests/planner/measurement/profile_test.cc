@@ -552,14 +552,18 @@ TEST(BuildProfileTest, WhatEachStageHoldsOfItsRanksStaticMemory) {
   const Plan plan = TinyPlan();
   std::vector<Timeline> steps = {TinyStepWithBytes(plan, 1000, 2000, 100),
                                  TinyStepWithBytes(plan, 1000, 2000, 100)};
-  steps[0].ranks[0].stage_static = {{.stage = StageId(0), .bytes = 900}};
-  steps[0].ranks[1].stage_static = {{.stage = StageId(1), .bytes = 1500}};
-  steps[1].ranks[0].stage_static = {{.stage = StageId(0), .bytes = 900}};
-  steps[1].ranks[1].stage_static = {{.stage = StageId(1), .bytes = 1700}};
+  steps[0].ranks[0].stage_static = {{.stage = StageId(0), .bytes = 900, .input_bytes = 300}};
+  steps[0].ranks[1].stage_static = {{.stage = StageId(1), .bytes = 1500, .target_bytes = 200}};
+  steps[1].ranks[0].stage_static = {{.stage = StageId(0), .bytes = 900, .input_bytes = 300}};
+  steps[1].ranks[1].stage_static = {{.stage = StageId(1), .bytes = 1700, .target_bytes = 200}};
   const StatusOr<Profile> profile = BuildProfile(plan, steps, {});
   ASSERT_TRUE(profile.ok()) << profile.status().message();
   EXPECT_EQ(profile->stages[0].memory.static_bytes, 900);
   EXPECT_EQ(profile->stages[1].memory.static_bytes, 1600);
+  EXPECT_EQ(profile->stages[0].memory.input_bytes, 300);
+  EXPECT_EQ(profile->stages[0].memory.target_bytes, 0);
+  EXPECT_EQ(profile->stages[1].memory.input_bytes, 0);
+  EXPECT_EQ(profile->stages[1].memory.target_bytes, 200);
   EXPECT_EQ(profile->static_bytes, (std::vector<double>{1000, 2000}));
   EXPECT_EQ(profile->own_static_bytes, (std::vector<double>{100, 400}));
   EXPECT_TRUE(ValidateProfile(*profile).ok());
@@ -587,6 +591,15 @@ TEST(BuildProfileTest, OwnStaticBytesAboveTheRanksStaticAreRefused) {
   EXPECT_EQ(ValidateProfile(*profile).message(),
             "own_static_bytes: 1 entries for 2 ranks in static_bytes");
   profile->own_static_bytes = {};
+  profile->stages[1].memory.static_bytes = 50;
+  profile->stages[1].memory.input_bytes = 40;
+  profile->stages[1].memory.target_bytes = 20;
+  EXPECT_EQ(ValidateProfile(*profile).message(),
+            "stages[1].memory.input_bytes + stages[1].memory.target_bytes: 60 are above "
+            "static_bytes 50 (the data are a part of them)");
+  profile->stages[1].memory.target_bytes = -1;
+  EXPECT_EQ(ValidateProfile(*profile).message(),
+            "stages[1].memory.target_bytes: must be a finite number >= 0, got -1");
   profile->stages[1].memory.static_bytes = -1;
   EXPECT_NE(ValidateProfile(*profile).message().find("stages[1].memory.static_bytes"),
             std::string::npos);

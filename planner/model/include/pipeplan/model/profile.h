@@ -44,8 +44,11 @@ struct StageMemoryProfile {
   DurationStats received_forward;
   DurationStats received_backward;
   // Bytes the stage holds from step to step (parameters, gradients, optimizer state, data),
-  // the median over the steps; 0 where the runtime did not tell them.
+  // the median over the steps; 0 where the runtime did not tell them. Of them, the model's
+  // inputs (first stage) and the loss's targets (last stage), each the median.
   double static_bytes = 0.0;
+  double input_bytes = 0.0;
+  double target_bytes = 0.0;
 
   bool operator==(const StageMemoryProfile&) const = default;
 };

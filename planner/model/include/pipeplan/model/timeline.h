@@ -67,6 +67,11 @@ struct ActionMemory {
 struct StageStatic {
   StageId stage;
   double bytes = 0.0;
+  // Of `bytes`, the data the stage holds as a chain's end: the model's inputs on the first
+  // stage, the loss's targets on the last. Data belong to the chain's ends, not to a depth of
+  // the model (stage_recut.h).
+  double input_bytes = 0.0;
+  double target_bytes = 0.0;
 
   bool operator==(const StageStatic&) const = default;
 };
