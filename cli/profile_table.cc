@@ -221,7 +221,8 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
         out += std::string(s == 0 ? " " : ", ") + (options.uniform ? "each" : std::to_string(s)) +
                " " + app::FormatBytes(memory.stages[s].static_bytes);
       }
-      if (options.uniform) {
+      // The data (and, uniform, what else the ends hold) go with a chain's first and last stage.
+      if (memory.first_stage_static > 0 || memory.last_stage_static > 0) {
         out += ", the first + " + app::FormatBytes(memory.first_stage_static) + ", the last + " +
                app::FormatBytes(memory.last_stage_static);
       }

@@ -259,5 +259,49 @@ TEST(CliCalibrate, ErrorsAndUsage) {
   }
 }
 
+// A profile in bytes whose stages told their data apart: the calibrated file keeps each stage's
+// own static bytes and gives the data (stage 0's inputs, stage 1's targets) to the chain's
+// ends, and calibrate's summary says so.
+TEST(CliCalibrate, TheDataGoToTheChainsEndsAndTheSummarySaysSo) {
+  ScratchDir dir;
+  const std::string one = "{ samples: 1 min: 10 p10: 10 median: 10 p90: 10 max: 10 }";
+  const std::string kept = "{ samples: 1 min: 1000 p10: 1000 median: 1000 p90: 1000 max: 1000 }";
+  const auto stage = [&](const std::string& data) {
+    return "stages { forward " + one + " backward " + one + " memory { kept_by_forward " + kept +
+           " freed_by_backward " + kept + " " + data + " } }\n";
+  };
+  dir.Write("profile.txtpb",
+            "source: \"test\" steps: 1\n" + stage("static_bytes: 1500 input_bytes: 400") +
+                stage("static_bytes: 2500 target_bytes: 700") +
+                "boundaries {}\nstatic_bytes: [1700, 2800] own_static_bytes: [200, 300]\n");
+  const RunResult calibrate =
+      RunPipeplan({"calibrate", "profile.txtpb", "-o", "costs.txtpb"}, dir.path());
+  Ok(calibrate);
+  EXPECT_NE(calibrate.out.find("besides its stages': 0 1.07 KiB, 1 1.76 KiB, the first + 400 B, "
+                               "the last + 700 B\n"),
+            std::string::npos)
+      << calibrate.out;
+  const CostModel costs = ReadCosts(dir, "costs.txtpb");
+  ASSERT_TRUE(costs.memory.has_value());
+  EXPECT_EQ(costs.memory->stages[0].static_bytes, 1100);
+  EXPECT_EQ(costs.memory->stages[1].static_bytes, 1800);
+  EXPECT_EQ(costs.memory->first_stage_static, 400);
+  EXPECT_EQ(costs.memory->last_stage_static, 700);
+
+  // Data above the stage's static bytes are refused, naming the field; nothing is written.
+  dir.Write("bad.txtpb",
+            "source: \"test\" steps: 1\n" + stage("static_bytes: 300 input_bytes: 400") +
+                stage("static_bytes: 2500 target_bytes: 700") +
+                "boundaries {}\nstatic_bytes: [1700, 2800] own_static_bytes: [200, 300]\n");
+  const RunResult bad =
+      RunPipeplan({"calibrate", "bad.txtpb", "-o", "bad-costs.txtpb"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.err.find("stages[0].memory.input_bytes + stages[0].memory.target_bytes: 400 are "
+                         "above static_bytes 300"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(dir.Exists("bad-costs.txtpb"));
+}
+
 }  // namespace
 }  // namespace pipeplan::cli_test
