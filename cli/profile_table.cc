@@ -1,6 +1,8 @@
 #include "profile_table.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/app/format.h"
@@ -91,6 +93,23 @@ constexpr MemoryColumn kMemoryColumns[] = {
     {"RECV_B allocates", &StageMemoryProfile::received_backward},
 };
 
+// Which stages hold the data among their own bytes (the model's inputs, the loss's targets),
+// which calibrate gives to a chain's first and last stage; empty where none told any.
+std::string DataLine(const Profile& profile) {
+  std::string line;
+  for (size_t s = 0; s < profile.stages.size(); ++s) {
+    const StageMemoryProfile& m = profile.stages[s].memory;
+    const std::pair<const char*, double> data[] = {{"inputs", m.input_bytes},
+                                                   {"targets", m.target_bytes}};
+    for (const auto& [name, bytes] : data) {
+      if (bytes <= 0) continue;
+      line += std::string(line.empty() ? "of which data: " : ", ") + name + " " +
+              app::FormatBytes(bytes) + " (stage " + std::to_string(s) + ")";
+    }
+  }
+  return line.empty() ? line : line + "\n";
+}
+
 std::string RenderMemory(const Profile& profile) {
   std::vector<const MemoryColumn*> columns;
   std::vector<std::string> header = {"stage"};
@@ -130,7 +149,7 @@ std::string RenderMemory(const Profile& profile) {
       out += (s == 0 ? " " : ", ") + std::to_string(s) + ": " +
              app::FormatBytes(profile.stages[s].memory.static_bytes);
     }
-    out += "\n";
+    out += "\n" + DataLine(profile);
   }
   return out;
 }

@@ -155,6 +155,42 @@ TEST(CliProfile, SimulatedTimelineGivesThePlansCostsBack) {
   EXPECT_DOUBLE_EQ(uniform->stages[0].forward, 3000);
 }
 
+// A timeline counted in bytes whose stages told their data (the model's inputs on stage 0, the
+// loss's targets on stage 1): the profile keeps them and its summary names them.
+TEST(CliProfile, TheDataTheStagesHoldAreNamed) {
+  ScratchDir dir;
+  Ok(RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "2", "-o", "plan.pb"},
+      dir.path()));
+  Ok(RunPipeplan({"simulate", "plan.pb", "--timeline", "sim.txtpb"}, dir.path()));
+  StatusOr<TimelineFile> file = ParseTimelineFile(dir.Read("sim.txtpb"), ProtoFormat::kText);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  for (RankTimeline& rank : file->timeline.ranks) {
+    rank.memory_unit = MemoryUnit::kBytes;
+    rank.action_memory.assign(rank.actions.size(), {.start = 100, .end = 100, .peak = 100});
+    rank.peak_memory = 100;
+    rank.peak_activation_memory = 0;
+  }
+  file->timeline.ranks[0].stage_static = {{.stage = StageId(0), .bytes = 50, .input_bytes = 20}};
+  file->timeline.ranks[1].stage_static = {{.stage = StageId(1), .bytes = 60, .target_bytes = 30}};
+  const StatusOr<std::string> bytes = SerializeTimelineFile(*file, ProtoFormat::kText);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  dir.Write("bytes.txtpb", *bytes);
+
+  const RunResult profile =
+      RunPipeplan({"profile", "bytes.txtpb", "--time-scale", "1e-3", "-o", "p.txtpb"}, dir.path());
+  Ok(profile);
+  EXPECT_NE(profile.out.find("of which each stage's own (parameters, gradients, optimizer state, "
+                             "data): 0: 50 B, 1: 60 B\nof which data: inputs 20 B (stage 0), "
+                             "targets 30 B (stage 1)\n"),
+            std::string::npos)
+      << profile.out;
+  const StatusOr<Profile> written = ParseProfile(dir.Read("p.txtpb"), ProtoFormat::kText);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_EQ(written->stages[0].memory.input_bytes, 20);
+  EXPECT_EQ(written->stages[1].memory.target_bytes, 30);
+}
+
 TEST(CliProfile, RefusesTimelinesOfDifferentPlansScalesOrWithoutAPlan) {
   ScratchDir dir;
   Ok(RunPipeplan(
