@@ -240,11 +240,16 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
         out += std::string(s == 0 ? " " : ", ") + (options.uniform ? "each" : std::to_string(s)) +
                " " + app::FormatBytes(memory.stages[s].static_bytes);
       }
-      // The data (and, uniform, what else the ends hold) go with a chain's first and last stage.
-      if (memory.first_stage_static > 0 || memory.last_stage_static > 0) {
+      if (options.uniform) {
         out += ", the first + " + app::FormatBytes(memory.first_stage_static) + ", the last + " +
                app::FormatBytes(memory.last_stage_static);
       }
+    }
+    // The data go with a chain's first and last stage, per microbatch they run.
+    if (memory.first_stage_data_per_microbatch > 0 || memory.last_stage_data_per_microbatch > 0) {
+      out += "; data per microbatch: the first stage " +
+             app::FormatBytes(memory.first_stage_data_per_microbatch) + ", the last " +
+             app::FormatBytes(memory.last_stage_data_per_microbatch);
     }
     out += "\n";
   }

@@ -189,6 +189,7 @@ TEST(CliProfile, TheDataTheStagesHoldAreNamed) {
   ASSERT_TRUE(written.ok()) << written.status().message();
   EXPECT_EQ(written->stages[0].memory.input_bytes, 20);
   EXPECT_EQ(written->stages[1].memory.target_bytes, 30);
+  EXPECT_EQ(written->stages[1].memory.microbatches, 2);
 }
 
 TEST(CliProfile, RefusesTimelinesOfDifferentPlansScalesOrWithoutAPlan) {
@@ -304,7 +305,7 @@ TEST(CliCalibrate, TheDataGoToTheChainsEndsAndTheSummarySaysSo) {
   const std::string kept = "{ samples: 1 min: 1000 p10: 1000 median: 1000 p90: 1000 max: 1000 }";
   const auto stage = [&](const std::string& data) {
     return "stages { forward " + one + " backward " + one + " memory { kept_by_forward " + kept +
-           " freed_by_backward " + kept + " " + data + " } }\n";
+           " freed_by_backward " + kept + " microbatches: 4 " + data + " } }\n";
   };
   dir.Write("profile.txtpb",
             "source: \"test\" steps: 1\n" + stage("static_bytes: 1500 input_bytes: 400") +
@@ -313,16 +314,16 @@ TEST(CliCalibrate, TheDataGoToTheChainsEndsAndTheSummarySaysSo) {
   const RunResult calibrate =
       RunPipeplan({"calibrate", "profile.txtpb", "-o", "costs.txtpb"}, dir.path());
   Ok(calibrate);
-  EXPECT_NE(calibrate.out.find("besides its stages': 0 1.07 KiB, 1 1.76 KiB, the first + 400 B, "
-                               "the last + 700 B\n"),
+  EXPECT_NE(calibrate.out.find("besides its stages': 0 1.07 KiB, 1 1.76 KiB; data per "
+                               "microbatch: the first stage 100 B, the last 175 B\n"),
             std::string::npos)
       << calibrate.out;
   const CostModel costs = ReadCosts(dir, "costs.txtpb");
   ASSERT_TRUE(costs.memory.has_value());
   EXPECT_EQ(costs.memory->stages[0].static_bytes, 1100);
   EXPECT_EQ(costs.memory->stages[1].static_bytes, 1800);
-  EXPECT_EQ(costs.memory->first_stage_static, 400);
-  EXPECT_EQ(costs.memory->last_stage_static, 700);
+  EXPECT_EQ(costs.memory->first_stage_data_per_microbatch, 100);  // 400 B for 4 microbatches
+  EXPECT_EQ(costs.memory->last_stage_data_per_microbatch, 175);
 
   // Data above the stage's static bytes are refused, naming the field; nothing is written.
   dir.Write("bad.txtpb",

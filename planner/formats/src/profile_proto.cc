@@ -33,6 +33,7 @@ void ToProto(const StageMemoryProfile& memory, v1::StageMemoryProfile* out) {
   out->set_static_bytes(memory.static_bytes);
   out->set_input_bytes(memory.input_bytes);
   out->set_target_bytes(memory.target_bytes);
+  out->set_microbatches(memory.microbatches);
 }
 
 // Kinds with no samples are left out: an absent message reads back as nothing measured.
@@ -91,7 +92,8 @@ StageMemoryProfile FromProto(const v1::StageMemoryProfile& proto) {
           .received_backward = FromProto(proto.received_backward()),
           .static_bytes = proto.static_bytes(),
           .input_bytes = proto.input_bytes(),
-          .target_bytes = proto.target_bytes()};
+          .target_bytes = proto.target_bytes(),
+          .microbatches = proto.microbatches()};
 }
 
 StatusOr<Profile> FromProto(const v1::Profile& proto) {

@@ -54,6 +54,8 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
   for (const double bytes : memory.static_by_rank) out->add_static_by_rank(bytes);
   out->set_first_stage_static(memory.first_stage_static);
   out->set_last_stage_static(memory.last_stage_static);
+  out->set_first_stage_data_per_microbatch(memory.first_stage_data_per_microbatch);
+  out->set_last_stage_data_per_microbatch(memory.last_stage_data_per_microbatch);
   if (memory.limit.has_value()) out->set_limit(*memory.limit);
   out->set_unit(memory.unit);
 }
@@ -158,6 +160,8 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
   memory.static_by_rank.assign(proto.static_by_rank().begin(), proto.static_by_rank().end());
   memory.first_stage_static = proto.first_stage_static();
   memory.last_stage_static = proto.last_stage_static();
+  memory.first_stage_data_per_microbatch = proto.first_stage_data_per_microbatch();
+  memory.last_stage_data_per_microbatch = proto.last_stage_data_per_microbatch();
   if (proto.has_limit()) memory.limit = proto.limit();
   memory.unit = proto.unit();
   return memory;

@@ -199,13 +199,20 @@ class ProfileBuilder {
     Profile profile;
     profile.source = std::move(source);
     profile.steps = steps;
+    const StageMap map(plan_.request.topology);
     for (StageSamples& s : stages_) {
+      // Where the stages told their static bytes: the microbatches their data are for.
+      const int microbatches =
+          s.static_bytes.empty()
+              ? 0
+              : map.MicrobatchesOf(StageId(static_cast<int>(profile.stages.size())));
       profile.stages.push_back({.forward = SummarizeDurations(std::move(s.forward)),
                                 .backward = SummarizeDurations(std::move(s.backward)),
                                 .backward_input = SummarizeDurations(std::move(s.backward_input)),
                                 .backward_weight = SummarizeDurations(std::move(s.backward_weight)),
                                 .overlap = SummarizeDurations(std::move(s.overlap)),
                                 .memory = SummarizeMemory(s)});
+      profile.stages.back().memory.microbatches = microbatches;
     }
     for (std::vector<double>& bytes : static_bytes_) {
       if (!bytes.empty()) profile.static_bytes.push_back(SummarizeDurations(bytes).median);
@@ -217,7 +224,6 @@ class ProfileBuilder {
     if (profile.own_static_bytes.size() != profile.static_bytes.size()) {
       profile.own_static_bytes.clear();
     }
-    const StageMap map(plan_.request.topology);
     for (size_t s = 0; s < boundaries_.size(); ++s) {
       BoundarySamples& b = boundaries_[s];
       const DurationStats transfer = SummarizeDurations(std::move(b.transfers));

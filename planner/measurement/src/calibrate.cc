@@ -208,21 +208,25 @@ StageMemory MeanStageMemory(const std::vector<StageMemory>& stages) {
 }
 
 // Each stage's own static bytes, its data left out: the model's inputs and the loss's targets
-// belong to a chain's first and last stage (first_stage_static, last_stage_static) wherever a
-// plan cuts the model, not to the depth of the stage that held them when profiled.
+// belong to a chain's first and last stage wherever a plan cuts the model, not to the depth of
+// the stage that held them when profiled, and they are per microbatch.
 void StageStatic(const Profile& profile, MemoryModel& memory) {
   for (size_t s = 0; s < memory.stages.size(); ++s) {
     const StageMemoryProfile& measured = profile.stages[s].memory;
     memory.stages[s].static_bytes =
         std::max(0.0, measured.static_bytes - measured.input_bytes - measured.target_bytes);
-    memory.first_stage_static = std::max(memory.first_stage_static, measured.input_bytes);
-    memory.last_stage_static = std::max(memory.last_stage_static, measured.target_bytes);
+    if (measured.microbatches <= 0) continue;  // no data (ValidateProfile)
+    const double microbatches = measured.microbatches;
+    memory.first_stage_data_per_microbatch =
+        std::max(memory.first_stage_data_per_microbatch, measured.input_bytes / microbatches);
+    memory.last_stage_data_per_microbatch =
+        std::max(memory.last_stage_data_per_microbatch, measured.target_bytes / microbatches);
   }
 }
 
 // A uniform model's static memory: one stage's the mean of the stages between the first and the
-// last (with two or fewer, the smaller of the ends'), the ends' surplus over it added to their
-// extras. `stages` are the per-stage figures (StageStatic).
+// last (with two or fewer, the smaller of the ends'), the ends' surplus over it their extras.
+// `stages` are the per-stage figures (StageStatic), the data left out.
 void UniformStatic(const std::vector<StageMemory>& stages, MemoryModel& memory) {
   const double first = stages.front().static_bytes;
   const double last = stages.back().static_bytes;
@@ -234,8 +238,8 @@ void UniformStatic(const std::vector<StageMemory>& stages, MemoryModel& memory) 
   }
   memory.stages.front().static_bytes = share;
   if (stages.size() == 1) return;
-  memory.first_stage_static += std::max(0.0, first - share);
-  memory.last_stage_static += std::max(0.0, last - share);
+  memory.first_stage_static = std::max(0.0, first - share);
+  memory.last_stage_static = std::max(0.0, last - share);
 }
 
 // Per rank what the profile says stays with the rank: all its static memory, or where the

@@ -98,8 +98,12 @@ double MemoryModel::StaticOf(RankId rank, const StageMap& map) const {
   double bytes = r < static_by_rank.size() ? static_by_rank[r] : static_per_rank;
   for (const StageId stage : map.StagesOf(rank)) {
     bytes += Entry(stages, stage).static_bytes;
-    if (map.IsFirst(stage)) bytes += first_stage_static;
-    if (map.IsLast(stage)) bytes += last_stage_static;
+    const double microbatches = map.MicrobatchesOf(stage);
+    if (map.IsFirst(stage)) {
+      bytes += first_stage_static + microbatches * first_stage_data_per_microbatch;
+    }
+    if (map.IsLast(stage))
+      bytes += last_stage_static + microbatches * last_stage_data_per_microbatch;
   }
   return bytes;
 }
@@ -190,6 +194,10 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.static_per_rank, "memory.static_per_rank"));
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.first_stage_static, "memory.first_stage_static"));
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.last_stage_static, "memory.last_stage_static"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.first_stage_data_per_microbatch,
+                                       "memory.first_stage_data_per_microbatch"));
+  PIPEPLAN_RETURN_IF_ERROR(
+      CheckFigure(memory.last_stage_data_per_microbatch, "memory.last_stage_data_per_microbatch"));
   for (size_t r = 0; r < memory.static_by_rank.size(); ++r) {
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFigure(memory.static_by_rank[r], "memory.static_by_rank[" + std::to_string(r) + "]"));

@@ -79,6 +79,10 @@ Status CheckStageMemory(const StageMemoryProfile& m, const std::string& path) {
                            " are above static_bytes " + FormatNumber(m.static_bytes) +
                            " (the data are a part of them)");
   }
+  if (m.microbatches < 0 || (m.microbatches == 0 && m.input_bytes + m.target_bytes > 0)) {
+    return InvalidArgument(path + "microbatches: must be >= 1 where the stage holds data, got " +
+                           std::to_string(m.microbatches));
+  }
   return Status::Ok();
 }
 

@@ -55,6 +55,8 @@ PlanRequest MakeRequest() {
                            {.activation = 0.25, .freed_by_input = 0.125},
                            {.activation = 1.0 / 3, .freed_by_input = 0}};
   request.memory.static_per_rank = 1.5;
+  request.memory.first_stage_data_per_microbatch = 0.75;
+  request.memory.last_stage_data_per_microbatch = 0.5;
   request.memory.limit = 6.25;
   return request;
 }
@@ -677,6 +679,10 @@ INSTANTIATE_TEST_SUITE_P(
                        "target_bytes: 2 } }\n",
                        "timeline file: ranks[0].stage_static[0]: input_bytes + target_bytes (6) "
                        "are above bytes (5), of which they are a part"},
+        ParseErrorCase{"ProfileStageDataWithoutMicrobatches", Parsed::kProfile, ProtoFormat::kText,
+                       "stages { memory { static_bytes: 10 input_bytes: 8 } }\n",
+                       "profile file: stages[0].memory.microbatches: must be >= 1 where the stage "
+                       "holds data, got 0"},
         ParseErrorCase{"ProfileStageDataAboveItsStatic", Parsed::kProfile, ProtoFormat::kText,
                        "stages { memory { static_bytes: 10 input_bytes: 8 target_bytes: 4 } }\n",
                        "profile file: stages[0].memory.input_bytes + stages[0].memory."

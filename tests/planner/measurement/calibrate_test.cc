@@ -381,29 +381,39 @@ TEST(CalibrateMemoryTest, StaticMemoryThatMovesWithItsStage) {
 }
 
 // Of the stages' static bytes, the data (stage 0's inputs, stage 1's targets) go to the chain's
-// ends, so that a plan cutting the model otherwise keeps them there (stage_recut.h); each stage
-// keeps the rest. Uniform: the ends' extras are their data and their surplus over the share.
+// ends, per microbatch, so that a plan cutting the model otherwise keeps them there
+// (stage_recut.h) and a plan with another M scales them; each stage keeps the rest. Uniform:
+// the ends' extras are their surplus over the share.
 TEST(CalibrateMemoryTest, TheDataGoToTheChainsEnds) {
   Profile profile = ProfileWithStageStatic();
   profile.stages[0].memory.input_bytes = 400;
   profile.stages[1].memory.target_bytes = 700;
+  for (StageProfile& stage : profile.stages) stage.memory.microbatches = 4;
   const StatusOr<CostModel> costs = Calibrate(profile, Options());
   ASSERT_TRUE(costs.ok()) << costs.status().message();
   const MemoryModel& memory = *costs->memory;
   EXPECT_EQ(memory.stages[0].static_bytes, 1100);
   EXPECT_EQ(memory.stages[1].static_bytes, 1800);
-  EXPECT_EQ(memory.first_stage_static, 400);
-  EXPECT_EQ(memory.last_stage_static, 700);
-  // Each rank's static memory as measured, data included.
-  const StageMap map(Topology{.ranks = 2, .stages_per_rank = 1, .microbatches = 2});
-  EXPECT_EQ(memory.StaticOf(RankId(0), map), 1700);
-  EXPECT_EQ(memory.StaticOf(RankId(1), map), 2800);
+  EXPECT_EQ(memory.first_stage_data_per_microbatch, 100);
+  EXPECT_EQ(memory.last_stage_data_per_microbatch, 175);
+  EXPECT_EQ(memory.first_stage_static, 0);
+  EXPECT_EQ(memory.last_stage_static, 0);
+  // Each rank's static memory as measured at the profiled M = 4, data included; at M = 8 the
+  // data double.
+  const StageMap at_4(Topology{.ranks = 2, .stages_per_rank = 1, .microbatches = 4});
+  EXPECT_EQ(memory.StaticOf(RankId(0), at_4), 1700);
+  EXPECT_EQ(memory.StaticOf(RankId(1), at_4), 2800);
+  const StageMap at_8(Topology{.ranks = 2, .stages_per_rank = 1, .microbatches = 8});
+  EXPECT_EQ(memory.StaticOf(RankId(0), at_8), 2100);
+  EXPECT_EQ(memory.StaticOf(RankId(1), at_8), 3500);
 
   const StatusOr<CostModel> uniform = Calibrate(profile, Options(TimeUnit::kMicroseconds, true));
   ASSERT_TRUE(uniform.ok()) << uniform.status().message();
   EXPECT_EQ(uniform->memory->stages.front().static_bytes, 1100);  // the smaller end's
-  EXPECT_EQ(uniform->memory->first_stage_static, 400);
-  EXPECT_EQ(uniform->memory->last_stage_static, 700 + 700);
+  EXPECT_EQ(uniform->memory->first_stage_static, 0);
+  EXPECT_EQ(uniform->memory->last_stage_static, 700);
+  EXPECT_EQ(uniform->memory->first_stage_data_per_microbatch, 100);
+  EXPECT_EQ(uniform->memory->last_stage_data_per_microbatch, 175);
 }
 
 TEST(CalibrateMemoryTest, UniformStaticIsTheMiddleStagesMeanAndTheEndsExtras) {

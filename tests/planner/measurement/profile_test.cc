@@ -564,6 +564,7 @@ TEST(BuildProfileTest, WhatEachStageHoldsOfItsRanksStaticMemory) {
   EXPECT_EQ(profile->stages[0].memory.target_bytes, 0);
   EXPECT_EQ(profile->stages[1].memory.input_bytes, 0);
   EXPECT_EQ(profile->stages[1].memory.target_bytes, 200);
+  EXPECT_EQ(profile->stages[0].memory.microbatches, 1);  // the data are for TinyPlan's M = 1
   EXPECT_EQ(profile->static_bytes, (std::vector<double>{1000, 2000}));
   EXPECT_EQ(profile->own_static_bytes, (std::vector<double>{100, 400}));
   EXPECT_TRUE(ValidateProfile(*profile).ok());
@@ -594,6 +595,7 @@ TEST(BuildProfileTest, OwnStaticBytesAboveTheRanksStaticAreRefused) {
   profile->stages[1].memory.static_bytes = 50;
   profile->stages[1].memory.input_bytes = 40;
   profile->stages[1].memory.target_bytes = 20;
+  profile->stages[1].memory.microbatches = 1;
   EXPECT_EQ(ValidateProfile(*profile).message(),
             "stages[1].memory.input_bytes + stages[1].memory.target_bytes: 60 are above "
             "static_bytes 50 (the data are a part of them)");

@@ -45,6 +45,29 @@ TEST(MemoryModelTest, StaticMemoryOfEachCopysEndsUnderDualPlacement) {
   EXPECT_EQ(memory.StaticOf(RankId(1), map), 1 + 20);
   EXPECT_EQ(memory.StaticOf(RankId(3), map), 1 + 20 + 100 + 1000);
   EXPECT_EQ(memory.LargestFixed(map, 0), 1121);
+
+  // The data go with the microbatches of each end: each copy runs M / 2 = 4.
+  memory.first_stage_data_per_microbatch = 3;
+  memory.last_stage_data_per_microbatch = 5;
+  EXPECT_EQ(memory.StaticOf(RankId(0), map), 1 + 20 + 100 + 1000 + 4 * 3 + 4 * 5);
+  EXPECT_EQ(memory.StaticOf(RankId(1), map), 1 + 20);
+}
+
+// The data a chain's ends hold follow the plan's microbatches: a model calibrated at M = 8
+// predicts M = 32.
+TEST(MemoryModelTest, TheDataFollowThePlansMicrobatches) {
+  MemoryModel memory;
+  memory.stages = {StageMemory{.static_bytes = 10}};
+  memory.first_stage_data_per_microbatch = 3;
+  memory.last_stage_data_per_microbatch = 5;
+  for (const int microbatches : {8, 32}) {
+    const StageMap map(Topology{.ranks = 2, .stages_per_rank = 1, .microbatches = microbatches});
+    EXPECT_EQ(memory.StaticOf(RankId(0), map), 10 + 3.0 * microbatches);
+    EXPECT_EQ(memory.StaticOf(RankId(1), map), 10 + 5.0 * microbatches);
+  }
+  memory.last_stage_data_per_microbatch = -1;
+  EXPECT_EQ(ValidateMemoryModel(memory, 1).message(),
+            "memory.last_stage_data_per_microbatch must be a finite number >= 0, got -1.000000");
 }
 
 // What a receive allocates: RECV_F its stage's received input (at most the activation),

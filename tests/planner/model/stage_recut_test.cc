@@ -181,8 +181,8 @@ TEST(StageRecutTest, FitsEachChainOfTheTopology) {
   EXPECT_EQ(Fit(uniform, MemoryModel{}, v_shape).costs, uniform);
 }
 
-// The model's data (the first stage's inputs, the last stage's targets: first_stage_static and
-// last_stage_static, as calibrate writes them) stay with the chain's ends, where a stage's own
+// The chain's ends' extras and data (the first stage's inputs, the last stage's targets, per
+// microbatch, as calibrate writes them) stay with the chain's ends, where a stage's own
 // static bytes follow its depth: profiled at V = 1 on two ranks, the V shape puts both ends on
 // rank 0, and each rank holds half of each profiled stage's own bytes.
 TEST(StageRecutTest, TheDataStayWithTheChainsEnds) {
@@ -194,12 +194,14 @@ TEST(StageRecutTest, TheDataStayWithTheChainsEnds) {
                    StageMemory{.activation = 2, .static_bytes = 300}};
   memory.first_stage_static = 1000;
   memory.last_stage_static = 5000;
+  memory.first_stage_data_per_microbatch = 10;
+  memory.last_stage_data_per_microbatch = 20;
   const Topology v_shape{
       .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kVShape};
   const StageFigures v = Fit(costs, memory, v_shape);
   const StageMap map(v_shape);
   // Rank 0 holds stages 0 and 3 (depths [0, 1/4) and [3/4, 1)), rank 1 stages 1 and 2.
-  EXPECT_EQ(v.memory.StaticOf(RankId(0), map), 50 + 150 + 1000 + 5000);
+  EXPECT_EQ(v.memory.StaticOf(RankId(0), map), 50 + 150 + 1000 + 5000 + 4 * 10 + 4 * 20);
   EXPECT_EQ(v.memory.StaticOf(RankId(1), map), 50 + 150);
 }
 

@@ -50,11 +50,12 @@ struct CalibrateOptions {
 // [0, activation]; W frees the rest); uniform: the means over the stages. Static memory: where
 // the profile tells each stage's own (own_static_bytes), each stage gets its static_bytes but
 // its data, the model's inputs and the loss's targets (StageMemoryProfile::input_bytes,
-// target_bytes), which become first_stage_static / last_stage_static: they stay with a chain's
-// ends however a plan cuts the model. static_per_rank is the largest rank's rest, so that a
-// plan placing the stages otherwise (another V or shape) counts each rank's own; uniform: one
-// stage's static is the mean of the stages between the first and the last, and what those two
-// hold beyond it (embedding, loss) is added to first_stage_static / last_stage_static. Otherwise
+// target_bytes), which become first_stage_data_per_microbatch / last_stage_data_per_microbatch
+// (over the stage's microbatches): they stay with a chain's ends however a plan cuts the model,
+// and follow its M. static_per_rank is the largest rank's rest, so that a plan placing the
+// stages otherwise (another V or shape) counts each rank's own; uniform: one stage's static is
+// the mean of the stages between the first and the last, and what those two hold beyond it
+// (embedding, loss) is first_stage_static / last_stage_static. Otherwise
 // static_per_rank is the largest static memory of any rank, static_by_rank each rank's where they
 // differ. A stage with no F counted, an F that keeps nothing, or a backward that frees more than
 // 25% above what its F kept (B, or I and W together; medians: a backward also frees its received

@@ -55,9 +55,15 @@ struct MemoryModel {
   // largest of these.
   std::vector<double> static_by_rank;
   // Held by the rank of the first / last stage of a chain beyond that stage's static_bytes: a
-  // uniform model's first and last stage (the data and embedding, the loss and its targets).
+  // uniform model's first and last stage (an embedding, a loss head).
   double first_stage_static = 0.0;
   double last_stage_static = 0.0;
+  // The data a chain's first / last stage holds for the whole step, per microbatch it runs:
+  // the model's inputs, the loss's targets (pipeplan-torch makes them all at the step's start).
+  // Like the two above they stay with the chain's ends however a plan cuts the model, and they
+  // follow the plan's microbatches (a profile at M = 8 predicts a plan at M = 32).
+  double first_stage_data_per_microbatch = 0.0;
+  double last_stage_data_per_microbatch = 0.0;
   std::optional<double> limit;  // on static + activations, per rank
   // "bytes" where the figures are bytes (pipeplan calibrate from measured memory); empty: the
   // default unit, microbatch activations. A limit given with a byte unit needs "bytes".
