@@ -200,19 +200,15 @@ class ProfileBuilder {
     profile.source = std::move(source);
     profile.steps = steps;
     const StageMap map(plan_.request.topology);
-    for (StageSamples& s : stages_) {
-      // Where the stages told their static bytes: the microbatches their data are for.
-      const int microbatches =
-          s.static_bytes.empty()
-              ? 0
-              : map.MicrobatchesOf(StageId(static_cast<int>(profile.stages.size())));
-      profile.stages.push_back({.forward = SummarizeDurations(std::move(s.forward)),
-                                .backward = SummarizeDurations(std::move(s.backward)),
-                                .backward_input = SummarizeDurations(std::move(s.backward_input)),
-                                .backward_weight = SummarizeDurations(std::move(s.backward_weight)),
-                                .overlap = SummarizeDurations(std::move(s.overlap)),
-                                .memory = SummarizeMemory(s)});
-      profile.stages.back().memory.microbatches = microbatches;
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      StageSamples& s = stages_[i];
+      profile.stages.push_back(
+          {.forward = SummarizeDurations(std::move(s.forward)),
+           .backward = SummarizeDurations(std::move(s.backward)),
+           .backward_input = SummarizeDurations(std::move(s.backward_input)),
+           .backward_weight = SummarizeDurations(std::move(s.backward_weight)),
+           .overlap = SummarizeDurations(std::move(s.overlap)),
+           .memory = SummarizeMemory(s, map.MicrobatchesOf(StageId(static_cast<int>(i))))});
     }
     for (std::vector<double>& bytes : static_bytes_) {
       if (!bytes.empty()) profile.static_bytes.push_back(SummarizeDurations(bytes).median);
@@ -295,7 +291,8 @@ class ProfileBuilder {
     return Status::Ok();
   }
 
-  static StageMemoryProfile SummarizeMemory(StageSamples& s) {
+  // `microbatches`: the stage's per step, which its data are for (kept where it told them).
+  static StageMemoryProfile SummarizeMemory(StageSamples& s, int microbatches) {
     const auto median = [](std::vector<double>& bytes) {
       return bytes.empty() ? 0.0 : SummarizeDurations(bytes).median;
     };
@@ -315,7 +312,8 @@ class ProfileBuilder {
             .received_backward = SummarizeDurations(std::move(s.received_backward)),
             .static_bytes = static_bytes,
             .input_bytes = inputs,
-            .target_bytes = targets};
+            .target_bytes = targets,
+            .microbatches = s.static_bytes.empty() ? 0 : microbatches};
   }
 
   // Pairs every send with its receive as the transport does (k-th send on a link with the

@@ -102,8 +102,9 @@ double MemoryModel::StaticOf(RankId rank, const StageMap& map) const {
     if (map.IsFirst(stage)) {
       bytes += first_stage_static + microbatches * first_stage_data_per_microbatch;
     }
-    if (map.IsLast(stage))
+    if (map.IsLast(stage)) {
       bytes += last_stage_static + microbatches * last_stage_data_per_microbatch;
+    }
   }
   return bytes;
 }
