@@ -140,14 +140,16 @@ Status ExecuteCompare(const CompareOptions& options) {
   base.topology.stages_per_rank = 1;
   OptimalRows optimal{OptimalOptions{}, RunCpSat};
   if (options.time_limit_s.has_value()) optimal.options.time_limit_s = *options.time_limit_s;
-  const std::vector<ComparisonRow> rows =
+  std::vector<ComparisonRow> rows =
       RunComparison(base, multi_stage_v, options.with_optimal ? &optimal : nullptr);
+  for (ComparisonRow& row : rows) row.error = app::InFlagTerms(row.error, options.request);
   const std::string description = DescribeRequest(base);
   std::cout << description << "\n\n" << RenderComparisonTable(rows);
 
   std::optional<StatusOr<AutoResult>> auto_result;
   if (options.with_auto) {
     auto_result = RunAuto(base);
+    if (!auto_result->ok()) *auto_result = app::InFlagTerms(auto_result->status(), options.request);
     std::cout << "\n" << RenderAutoSection(*auto_result);
   }
 

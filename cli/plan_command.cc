@@ -201,6 +201,11 @@ Status CheckSolverFlags(const PlanRequest& request, const PlanOptions& options) 
     return InvalidArgument("--optimal applies to --strategy auto only (" + request.strategy +
                            (solver_made ? " is solver-made already)" : " is one strategy)"));
   }
+  if (options.optimal && request.options.post_validation) {
+    return InvalidArgument(
+        "--optimal: the solver-made strategies insert no post-validation; plan auto with "
+        "--post-validation without --optimal");
+  }
   for (const auto& [flag, given] :
        {std::pair<const char*, bool>{"--time-limit", options.time_limit_s.has_value()},
         {"--periodic", options.periodic}}) {
@@ -237,7 +242,9 @@ StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) 
 
 Status ExecutePlan(const PlanOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, app::LoadRequest(options.request));
-  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, MakePlan(request, options));
+  StatusOr<Plan> made = MakePlan(request, options);
+  if (!made.ok()) return app::InFlagTerms(made.status(), options.request);
+  const Plan& plan = *made;
   // Per-stage figures of another cut of the model: the planner cut them again by depth.
   const std::string cut =
       app::CutFiguresLine(app::PerStageEntries(request.costs, request.memory), plan);

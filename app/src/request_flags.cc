@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -261,6 +262,42 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
   out.memory_limit_in_bytes = values.memory_limit_in_bytes;
   PIPEPLAN_ASSIGN_OR_RETURN(out.costs, CheckCostValues(values));
   return out;
+}
+
+std::string InFlagTerms(std::string message, const RequestFlags& flags) {
+  if (flags.request_file.has_value()) return message;
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kFlagOfField = {{
+      {"topology.ranks", "--ranks"},
+      {"topology.microbatches", "--microbatches"},
+      {"topology.stages_per_rank", "--stages-per-rank"},
+      {"options.microbatch_group_size", "--microbatch-group-size"},
+      {"options.post_validation", "--post-validation"},
+      {"memory.limit", "--memory-limit"},
+      {"time_limit_s", "--time-limit"},
+  }};
+  // A field's name ends where no letter, digit, '_' or '.' + name continues it.
+  const auto is_name = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  const auto continues = [&](size_t at) {
+    if (at >= message.size()) return false;
+    if (is_name(message[at])) return true;
+    return message[at] == '.' && at + 1 < message.size() && is_name(message[at + 1]);
+  };
+  for (const auto& [field, flag] : kFlagOfField) {
+    for (size_t at = message.find(field); at != std::string::npos;
+         at = message.find(field, at + 1)) {
+      const bool starts = at == 0 || !(is_name(message[at - 1]) || message[at - 1] == '.');
+      if (!starts || continues(at + field.size())) continue;
+      message.replace(at, field.size(), flag);
+    }
+  }
+  return message;
+}
+
+Status InFlagTerms(const Status& status, const RequestFlags& flags) {
+  if (status.ok()) return status;
+  return {status.code(), InFlagTerms(status.message(), flags)};
 }
 
 StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strategy_flag) {

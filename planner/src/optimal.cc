@@ -22,7 +22,7 @@ namespace pipeplan {
 
 const std::vector<OptimalStrategy>& OptimalStrategies() {
   static const std::vector<OptimalStrategy> kStrategies = {
-      {"optimal", "solver-made, I and W split, stage s on rank s % P (CP-SAT, --time-limit)",
+      {"optimal", "solver-made, I and W split, stage s on rank s % P (CP-SAT, within a time limit)",
        Placement::kLoop, 1, 0, true},
       {"optimal-v", "solver-made, I and W split, V shape (ZB-V's placement)", Placement::kVShape, 2,
        2, true},
@@ -684,7 +684,7 @@ ComputeOrder PeriodicOrder(const SolverInstance& instance, const std::vector<int
 StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
                                        const OptimalOptions& options, const SolveFn& solve) {
   if (!(options.time_limit_s > 0) || !std::isfinite(options.time_limit_s)) {
-    return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
+    return InvalidArgument("time_limit_s must be a number of seconds > 0, got " +
                            FormatNumber(options.time_limit_s));
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, NormalizeRequest(raw_request));
@@ -739,7 +739,7 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
     return DeadlineExceeded("the solver found no order for " + request.strategy + " in " +
                             FormatNumber(options.time_limit_s) +
                             " s and no strategy of the catalogue plans this request "
-                            "(raise --time-limit)");
+                            "(raise time_limit_s)");
   }
 
   OptimalPlan out;
@@ -803,8 +803,8 @@ StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
                                                  const SolveFn& solve) {
   if (request.options.post_validation) {
     return InvalidArgument(
-        "--optimal: the solver-made strategies insert no post-validation; plan auto with "
-        "--post-validation without --optimal");
+        "the solver-made strategies insert no post-validation (options.post_validation): "
+        "AutoSearch plans auto with it, without the solver");
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const AutoResult found, AutoSearch(request));
   AutoOptimalResult out;

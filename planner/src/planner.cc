@@ -124,12 +124,12 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
                            std::to_string(request.options.microbatch_group_size));
   }
   if (request.options.microbatch_group_size > 0 && request.strategy != "interleaved-1f1b") {
-    return InvalidArgument("--microbatch-group-size applies to interleaved-1f1b only, not " +
+    return InvalidArgument("options.microbatch_group_size applies to interleaved-1f1b only, not " +
                            request.strategy);
   }
   if (request.options.post_validation && !SupportsPostValidation(request.strategy)) {
     return InvalidArgument(
-        "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
+        "options.post_validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
         "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not " +
         request.strategy);
   }
@@ -182,9 +182,8 @@ StatusOr<Plan> BuildStrategyPlan(const PlanRequest& raw_request, ListScheduleRes
 Status RefuseSolverMade(const PlanRequest& request) {
   if (FindOptimalStrategy(request.strategy) == nullptr) return Status::Ok();
   return InvalidArgument(request.strategy +
-                         " is made by a constraint solver: plan it with 'pipeplan plan "
-                         "--strategy " +
-                         request.strategy + "' (BuildOptimalPlan)");
+                         " is made by a constraint solver, which BuildPlan does not run: "
+                         "BuildOptimalPlan plans it (as 'pipeplan plan' does)");
 }
 
 }  // namespace

@@ -124,6 +124,24 @@ TEST(CliTest, PostValidationShowsInSimulateReportsAndExportNotes) {
   EXPECT_EQ(plain_csv.err, "");
 }
 
+// A strategy that cannot take the V asked for is listed with the reason, in the words the
+// request was given in: the flag, or the request file's field.
+TEST(CliTest, CompareNamesWhatTheUserGaveInFailedRows) {
+  ScratchDir dir;
+  const RunResult flags = RunPipeplan(
+      {"compare", "--ranks", "4", "--microbatches", "8", "--stages-per-rank", "3"}, dir.path());
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  EXPECT_NE(flags.out.find("failed: zbv supports --stages-per-rank <= 2, got 3"), std::string::npos)
+      << flags.out;
+  dir.Write("request.json",
+            R"({"topology": {"ranks": 4, "microbatches": 8, "stages_per_rank": 3}})");
+  const RunResult file = RunPipeplan({"compare", "--request", "request.json"}, dir.path());
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_NE(file.out.find("failed: zbv supports topology.stages_per_rank <= 2, got 3"),
+            std::string::npos)
+      << file.out;
+}
+
 TEST(CliTest, CompareWithPostValidationKeepsToTheZeroBubbleFamily) {
   ScratchDir dir;
   const RunResult result = RunPipeplan(

@@ -321,7 +321,7 @@ const std::vector<ErrorCase>& ErrorCases() {
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--post-validation",
         "-o", "p.pb"},
        {},
-       // The library's message (NormalizeRequest), passed through unchanged.
+       // The library's message (NormalizeRequest) names the field; the CLI, the flag.
        Input("plan",
              "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
              "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b"),
@@ -386,6 +386,22 @@ const std::vector<ErrorCase>& ErrorCases() {
         "--stages-per-rank", "1"},
        {},
        Input("plan", "interleaved-1f1b needs --stages-per-rank >= 2, got 1"),
+       1},
+      {"StrategyNeedsMoreStagesPerRankInARequestFile",
+       {"plan", "--request", "request.json"},
+       {{"request.json",
+         R"({"strategy": "interleaved-1f1b", "topology": {"ranks": 4, "microbatches": 8, )"
+         R"("stages_per_rank": 1}})"}},
+       // A request file's errors name its fields.
+       Input("plan", "interleaved-1f1b needs topology.stages_per_rank >= 2, got 1"),
+       1},
+      {"PostValidationOutsideTheZeroBubbleFamilyInARequestFile",
+       {"plan", "--request", "request.json"},
+       {{"request.json", R"({"strategy": "1f1b", "topology": {"ranks": 4, "microbatches": 8}, )"
+                         R"("options": {"post_validation": true}})"}},
+       Input("plan",
+             "options.post_validation applies to the zero-bubble family (zb, zb-1p, zb-2p, "
+             "zb-h1, zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b"),
        1},
       {"MalformedCostsFile",
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--costs",

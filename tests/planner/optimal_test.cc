@@ -711,7 +711,12 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
   }
   PlanRequest validated = MakeRequest("auto", 4, 8);
   validated.options.post_validation = true;
-  EXPECT_FALSE(AutoSearchWithSolver(validated, OptimalOptions{}, cli::RunCpSat).ok());
+  const StatusOr<AutoOptimalResult> refused =
+      AutoSearchWithSolver(validated, OptimalOptions{}, cli::RunCpSat);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no post-validation (options.post_validation)"),
+            std::string::npos)
+      << refused.status().message();
 }
 
 TEST(SolverOutcome, ReadsTheSolversResult) {
@@ -756,7 +761,7 @@ TEST(OptimalInstance, RefusesATimeLimitThatIsNotPositive) {
     const StatusOr<OptimalPlan> solved =
         BuildOptimalPlan(MakeRequest("optimal", 2, 2), options, cli::RunCpSat);
     ASSERT_FALSE(solved.ok());
-    EXPECT_NE(solved.status().message().find("--time-limit must be a number of seconds > 0"),
+    EXPECT_NE(solved.status().message().find("time_limit_s must be a number of seconds > 0"),
               std::string::npos);
   }
 }

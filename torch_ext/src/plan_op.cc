@@ -55,9 +55,10 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
       const app::RequestFlags request_flags,
       app::CheckRequestValues(ValuesOf(request), app::StrategyFlag::kRequired));
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest plan_request, app::LoadRequest(request_flags));
-  PIPEPLAN_ASSIGN_OR_RETURN(const SimulatedPlan planned, BuildAndSimulatePlan(plan_request));
-  const Plan& plan = planned.plan;
-  const Timeline& timeline = planned.timeline;
+  StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(plan_request);
+  if (!planned.ok()) return app::InFlagTerms(planned.status(), request_flags);
+  const Plan& plan = planned->plan;
+  const Timeline& timeline = planned->timeline;
 
   PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, request.format));
   PlanOpResult result;

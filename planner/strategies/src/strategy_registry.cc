@@ -19,7 +19,7 @@ const std::vector<Strategy>& AllStrategies() {
        strategies::GenerateZbH1},
       {"zb-h2", "zero bubble hand schedule, 2P-1 activations", Placement::kLoop, 1, 1,
        strategies::GenerateZbH2},
-      {"zb", "zero bubble greedy under --memory-limit (default 1F1B's peak)", Placement::kLoop, 1,
+      {"zb", "zero bubble greedy under the memory limit (default 1F1B's peak)", Placement::kLoop, 1,
        1, strategies::GenerateZb, strategies::SmallestZbLimit},
       {"zb-1p", "zero bubble greedy, 1F1B memory (P activations)", Placement::kLoop, 1, 1,
        strategies::GenerateZb1p, strategies::SmallestZbLimit},
@@ -29,7 +29,7 @@ const std::vector<Strategy>& AllStrategies() {
        strategies::GenerateInterleavedZb},
       {"zbv-handcrafted", "PyTorch ZB-V hand schedule, V shape", Placement::kVShape, 2, 2,
        strategies::GenerateZbvHandcrafted},
-      {"zbv", "zero bubble V-shape greedy under --memory-limit (default 1F1B's)",
+      {"zbv", "zero bubble V-shape greedy under the memory limit (default 1F1B's)",
        Placement::kVShape, 2, 2, strategies::GenerateZbv, strategies::SmallestZbvLimit},
       {"v-half", "controllable memory V-shape, half of 1F1B's activations", Placement::kVShape, 2,
        2, strategies::GenerateVHalf},
@@ -73,11 +73,11 @@ Status CheckStagesPerRank(std::string_view strategy, int min_stages_per_rank,
   const int v = topology.stages_per_rank;
   const std::string name(strategy);
   if (v < min_stages_per_rank) {
-    return InvalidArgument(name + " needs --stages-per-rank >= " +
+    return InvalidArgument(name + " needs topology.stages_per_rank >= " +
                            std::to_string(min_stages_per_rank) + ", got " + std::to_string(v));
   }
   if (max_stages_per_rank > 0 && v > max_stages_per_rank) {
-    return InvalidArgument(name + " supports --stages-per-rank <= " +
+    return InvalidArgument(name + " supports topology.stages_per_rank <= " +
                            std::to_string(max_stages_per_rank) + ", got " + std::to_string(v));
   }
   return Status::Ok();

@@ -128,9 +128,10 @@ TEST(PostValidation, OnlyTheZeroBubbleFamily) {
   request.options.post_validation = true;
   const StatusOr<Plan> plan = BuildPlan(request);
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().message(),
-            "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, zb-h2, "
-            "interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b");
+  EXPECT_EQ(
+      plan.status().message(),
+      "options.post_validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, zb-h2, "
+      "interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b");
 }
 
 }  // namespace

@@ -136,8 +136,8 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
        "interleaved-1f1b: microbatch group size 4 with P=4, M=10 is invalid: the last group has 2 "
        "microbatches; need M % G == 0 or M % G >= P"},
       {MakeRequest("interleaved-1f1b", 4, 8, 1),
-       "interleaved-1f1b needs --stages-per-rank >= 2, got 1"},
-      {MakeRequest("1f1b", 4, 8, 2), "1f1b supports --stages-per-rank <= 1, got 2"},
+       "interleaved-1f1b needs topology.stages_per_rank >= 2, got 1"},
+      {MakeRequest("1f1b", 4, 8, 2), "1f1b supports topology.stages_per_rank <= 1, got 2"},
       {MakeRequest("nope", 4, 8),
        "unknown strategy 'nope' (known: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, "
        "zb, "
@@ -148,7 +148,7 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
       {MakeRequest("interleaved-1f1b", 4096, 65536, 4),
        "P x V x M = 4096 x 4 x 65536 = 1073741824 (stage, microbatch) pairs, up to 3221225472 "
        "compute actions (F, I and W each), above the cap of 100000000 compute actions"},
-      {group_on_1f1b, "--microbatch-group-size applies to interleaved-1f1b only, not 1f1b"},
+      {group_on_1f1b, "options.microbatch_group_size applies to interleaved-1f1b only, not 1f1b"},
   };
   for (const Case& c : cases) {
     const StatusOr<Plan> plan = BuildPlan(c.request);

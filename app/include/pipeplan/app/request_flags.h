@@ -107,6 +107,13 @@ StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strate
 // the file's request is returned as is.
 StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags);
 
+// The planner's errors name the request's fields ("topology.stages_per_rank", the file's
+// spelling); for a request given as flags (or the torch op's arguments: no request file) this
+// names the flags instead ("--stages-per-rank"). A request read from a file keeps the names of
+// its fields. Whole names only: "request.topology.ranks" of a plan file stays as it is.
+std::string InFlagTerms(std::string message, const RequestFlags& flags);
+Status InFlagTerms(const Status& status, const RequestFlags& flags);
+
 // Reads and validates a plan file (binary, text or JSON, as DetectProtoFormat picks); errors
 // start with the path.
 StatusOr<Plan> LoadPlanFile(const std::string& path);
