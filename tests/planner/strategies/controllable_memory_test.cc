@@ -154,7 +154,7 @@ TEST_P(ControllableMemoryTest, MemoryModelAndLimit) {
 TEST_P(ControllableMemoryTest, RejectsAnotherStagesPerRank) {
   const StatusOr<Plan> plan = BuildPlan(MakeRequest(GetParam(), 4, 8, 3));
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("stages-per-rank"), std::string::npos)
+  EXPECT_NE(plan.status().message().find("topology.stages_per_rank"), std::string::npos)
       << plan.status().message();
 }
 
