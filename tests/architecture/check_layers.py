@@ -4,6 +4,8 @@
 For every library in the table of docs/architecture.md ("| `name` | `folder` | deps | ... |"):
   * the pipeplan:: targets its folder's CMakeLists.txt links must be exactly the listed ones;
   * every `#include "pipeplan/<lib>/..."` in its files must name itself or a listed library.
+  * every source file of a library over 600 lines must be named, with its reason, in the
+    section "Files over 600 lines", and every file named there must still be over 600 lines.
 Exits 1 naming each violation (file, line, include), 0 when everything holds.
 
   --inject FILE:HEADER  pretend FILE (relative to the repository) also includes HEADER; the
@@ -54,6 +56,42 @@ def cmake_links(root, folder, libraries):
     return names
 
 
+NAMED_FILE = re.compile(r"`([a-z_/]+\.(?:cc|h))`")
+
+
+def read_long_files(doc):
+    """The files the section "## Files over 600 lines" names."""
+    named = set()
+    in_section = False
+    for line in doc.read_text().splitlines():
+        if line.startswith("## "):
+            in_section = line.strip() == "## Files over 600 lines"
+            continue
+        if in_section:
+            named.update(NAMED_FILE.findall(line))
+    return named
+
+
+def check_long_files(root, libraries, named, limit):
+    problems = []
+    seen = set()
+    for folder, _ in libraries.values():
+        for path in files_of(root, folder, libraries):
+            rel = path.relative_to(root).as_posix()
+            seen.add(rel)
+            lines = len(path.read_text(errors="replace").splitlines())
+            if lines > limit and rel not in named:
+                problems.append(f"{rel}: {lines} lines, over {limit}: split it, or "
+                                f"name it with its reason in docs/architecture.md")
+    for rel in sorted(named):
+        if rel not in seen:
+            problems.append(f"docs/architecture.md: names {rel}, which is no library's file")
+        elif len((root / rel).read_text(errors="replace").splitlines()) <= limit:
+            problems.append(f"docs/architecture.md: names {rel} as over {limit} "
+                            f"lines, but it is not (any more)")
+    return problems
+
+
 def check(root, libraries, injected):
     problems = []
     for name, (folder, deps) in sorted(libraries.items()):
@@ -90,6 +128,9 @@ def main():
     parser.add_argument("--root", default=pathlib.Path(__file__).resolve().parents[2],
                         type=pathlib.Path, help="repository root")
     parser.add_argument("--inject", action="append", default=[], metavar="FILE:HEADER")
+    parser.add_argument("--long-file-lines", type=int, default=600, metavar="N",
+                        help="the length above which a file must be named (a test lowers it "
+                             "to show an unnamed long file is caught)")
     args = parser.parse_args()
     libraries = read_table(args.root / "docs" / "architecture.md")
     if len(libraries) < 2:
@@ -97,12 +138,16 @@ def main():
         return 1
     injected = [tuple(item.split(":", 1)) for item in args.inject]
     problems = check(args.root, libraries, injected)
+    problems += check_long_files(args.root, libraries,
+                                 read_long_files(args.root / "docs" / "architecture.md"),
+                                 args.long_file_lines)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
         print(f"check_layers: {len(problems)} violation(s)", file=sys.stderr)
         return 1
-    print(f"check_layers: {len(libraries)} libraries, every link and include allowed")
+    print(f"check_layers: {len(libraries)} libraries, every link and include allowed, "
+          f"every file over {args.long_file_lines} lines named")
     return 0
 
 

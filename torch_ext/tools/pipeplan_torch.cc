@@ -2,31 +2,23 @@
 // timed. 'run' executes and writes the measured timeline (and, on request, the gradients of
 // the first step); 'profile' does the same and writes a Profile for 'pipeplan calibrate'.
 // Ranks are processes (Gloo via c10d; torchrun, or --local-ranks P to spawn them) or threads
-// of this process (--transport inproc).
+// of this process (--transport inproc). This file: the help, each rank's executor, the two
+// ways to run (threads, or this process as one rank) and the report; the flags are in
+// run_options, what ranks hand rank 0 in rank_exchange, the launcher in local_launcher.
 #include <ATen/Parallel.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "local_launcher.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/format.h"
@@ -37,7 +29,6 @@
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/runtime/rank_run.h"
-#include "pipeplan/simulation/measured_timeline.h"
 #include "pipeplan/simulation/timeline_metrics.h"
 #include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/cuda_copy.h"
@@ -46,15 +37,15 @@
 #include "pipeplan/torch_ext/nccl_transport.h"
 #include "pipeplan/torch_ext/stage_dump.h"
 #include "pipeplan/torch_ext/torch_executor.h"
+#include "rank_exchange.h"
+#include "run_options.h"
 
 extern char** environ;
 
 namespace pipeplan::torch_ext {
 namespace {
 
-using app::FlagKind;
 using app::Flags;
-using app::FlagSpec;
 
 constexpr std::string_view kHelp =
     R"(usage: pipeplan-torch run PLAN [options]
@@ -143,216 +134,6 @@ other ranks stop with an error within --timeout), 2 for a usage error.
 )";
 
 constexpr double kMicroseconds = 1e-6;  // the timelines' unit
-
-enum class TransportKind : uint8_t { kGloo, kInProc, kNccl };
-
-const char* TransportName(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::kGloo:
-      return "gloo";
-    case TransportKind::kInProc:
-      return "inproc";
-    case TransportKind::kNccl:
-      return "nccl";
-  }
-  return "?";
-}
-
-struct Options {
-  bool profile = false;
-  std::string plan_path;
-  std::optional<int> local_ranks;
-  TransportKind transport = TransportKind::kGloo;
-  std::string device = "cpu";  // of an in-process run; over NCCL each rank takes its own GPU
-  int gpu = -1;                // N of --device cuda:N, else -1
-  bool serial = false;         // in-process ranks take turns (implied on a GPU)
-  int steps = 3;
-  int warmup = 1;
-  double timeout = 60;
-  std::optional<std::string> timeline;
-  std::optional<std::string> dump_grads;
-  std::optional<std::string> dump_params;
-  std::optional<std::string> output;
-  ModelConfig model;
-  std::string stage_modules;
-  OptimizerOptions optimizer;
-  double clip_grad_norm = 0;
-  std::optional<NonfiniteInjection> inject_nonfinite;  // step from 0
-  std::optional<std::string> metrics;
-  int threads = 1;
-  std::optional<runtime::Fault> fault;
-};
-
-const std::vector<FlagSpec>& Specs() {
-  static const std::vector<FlagSpec> specs = {{"plan"},
-                                              {"local-ranks"},
-                                              {"transport"},
-                                              {"device"},
-                                              {"serial", FlagKind::kBool},
-                                              {"steps"},
-                                              {"warmup"},
-                                              {"timeout"},
-                                              {"timeline"},
-                                              {"dump-grads"},
-                                              {"dump-params"},
-                                              {"output", FlagKind::kValue, 'o'},
-                                              {"layers-per-stage"},
-                                              {"hidden"},
-                                              {"heads"},
-                                              {"sequence"},
-                                              {"microbatch-size"},
-                                              {"seed"},
-                                              {"stage-modules"},
-                                              {"optimizer"},
-                                              {"lr"},
-                                              {"threads"},
-                                              {"clip-grad-norm"},
-                                              {"metrics"},
-                                              {"inject-nonfinite"},
-                                              {"inject-fault"}};
-  return specs;
-}
-
-// The plan, given as the first argument (as 'pipeplan run' takes it) or with --plan.
-StatusOr<std::string> PlanPath(const Flags& flags) {
-  const std::vector<std::string>& positional = flags.positional();
-  const std::optional<std::string> flag = flags.GetString("plan");
-  if (positional.size() > 1 || (!positional.empty() && flag)) {
-    return InvalidArgument("unexpected argument '" + positional.back() +
-                           "' (the plan is given once: PLAN or --plan PLAN)");
-  }
-  if (!positional.empty()) return positional.front();
-  if (flag) return *flag;
-  return InvalidArgument("missing the plan (pipeplan-torch run PLAN, or --plan PLAN)");
-}
-
-// "--clip-grad-norm X": a finite number above 0.
-StatusOr<double> ParseClipNorm(const std::string& text) {
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value <= 0) {
-    return InvalidArgument("--clip-grad-norm: '" + text +
-                           "' is not a finite number greater than 0");
-  }
-  return value;
-}
-
-// "--inject-nonfinite STEP:STAGE", STEP from 1 (the plan's bounds are checked later).
-StatusOr<NonfiniteInjection> ParseNonfiniteInjection(const std::string& text) {
-  int step = 0;
-  int stage = 0;
-  int consumed = 0;
-  if (std::sscanf(text.c_str(), "%d:%d%n", &step, &stage, &consumed) != 2 ||
-      consumed != static_cast<int>(text.size()) || step < 1 || stage < 0) {
-    return InvalidArgument("--inject-nonfinite: '" + text +
-                           "' is not STEP:STAGE (STEP from 1, STAGE from 0)");
-  }
-  return NonfiniteInjection{.step = step - 1, .stage = stage};
-}
-
-// "--device cpu|cuda:N" and "--serial": in-process runs only; a GPU implies the in-process
-// transport (when none is named) and turns.
-Status ParseDevice(const Flags& flags, Options& o) {
-  const std::optional<std::string> device = flags.GetString("device");
-  o.serial = flags.GetBool("serial");
-  if (device) {
-    int index = -1;
-    int consumed = 0;
-    const bool cuda = std::sscanf(device->c_str(), "cuda:%d%n", &index, &consumed) == 1 &&
-                      consumed == static_cast<int>(device->size()) && index >= 0;
-    if (*device != "cpu" && !cuda) {
-      return InvalidArgument("--device: '" + *device + "' is not cpu or cuda:N (N from 0)");
-    }
-    if (cuda && !flags.Has("transport")) o.transport = TransportKind::kInProc;
-    o.device = *device;
-    o.gpu = cuda ? index : -1;
-    o.serial = o.serial || cuda;
-  }
-  if ((device || o.serial) && o.transport != TransportKind::kInProc) {
-    return InvalidArgument(
-        std::string(device ? "--device" : "--serial") +
-        ": for ranks that are threads of this process (--transport inproc); over gloo every "
-        "rank is a CPU process, over nccl rank r takes cuda:LOCAL_RANK");
-  }
-  return Status::Ok();
-}
-
-StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
-  Options o;
-  o.profile = profile;
-  if (profile) {
-    o.steps = 5;
-    o.warmup = 2;
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(o.plan_path, PlanPath(flags));
-  PIPEPLAN_ASSIGN_OR_RETURN(o.local_ranks, flags.GetInt("local-ranks", 1));
-  if (auto transport = flags.GetString("transport")) {
-    if (*transport == "gloo") {
-      o.transport = TransportKind::kGloo;
-    } else if (*transport == "inproc") {
-      o.transport = TransportKind::kInProc;
-    } else if (*transport == "nccl") {
-      o.transport = TransportKind::kNccl;
-    } else {
-      return InvalidArgument("--transport: unknown transport '" + *transport +
-                             "' (expected gloo, nccl or inproc)");
-    }
-  }
-  PIPEPLAN_RETURN_IF_ERROR(ParseDevice(flags, o));
-  const auto int_flag = [&](std::string_view name, int min, int& target) -> Status {
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> value, flags.GetInt(name, min));
-    if (value) target = *value;
-    return Status::Ok();
-  };
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("steps", 1, o.steps));
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("warmup", 0, o.warmup));
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("layers-per-stage", 1, o.model.layers_per_stage));
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("hidden", 1, o.model.hidden));
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("heads", 1, o.model.heads));
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("sequence", 1, o.model.sequence));
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("microbatch-size", 1, o.model.microbatch_size));
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("threads", 1, o.threads));
-  int seed = 1;
-  PIPEPLAN_RETURN_IF_ERROR(int_flag("seed", 0, seed));
-  o.model.seed = static_cast<uint64_t>(seed);
-  PIPEPLAN_RETURN_IF_ERROR(ValidateModelConfig(o.model));
-  if (auto dir = flags.GetString("stage-modules")) {
-    if (!std::filesystem::is_directory(*dir)) {
-      return InvalidArgument("--stage-modules: '" + *dir + "' is not a directory");
-    }
-    o.stage_modules = *dir;
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> timeout,
-                            flags.GetNonNegativeDouble("timeout"));
-  if (timeout) {
-    if (*timeout <= 0) return InvalidArgument("--timeout must be positive");
-    o.timeout = *timeout;
-  }
-  if (auto optimizer = flags.GetString("optimizer")) {
-    PIPEPLAN_ASSIGN_OR_RETURN(o.optimizer.kind, ParseOptimizerKind(*optimizer));
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> lr, flags.GetNonNegativeDouble("lr"));
-  if (lr) o.optimizer.learning_rate = *lr;
-  if (auto clip = flags.GetString("clip-grad-norm")) {
-    PIPEPLAN_ASSIGN_OR_RETURN(o.clip_grad_norm, ParseClipNorm(*clip));
-  }
-  if (auto injection = flags.GetString("inject-nonfinite")) {
-    PIPEPLAN_ASSIGN_OR_RETURN(o.inject_nonfinite, ParseNonfiniteInjection(*injection));
-  }
-  o.metrics = flags.GetString("metrics");
-  o.timeline = flags.GetString("timeline");
-  o.dump_grads = flags.GetString("dump-grads");
-  o.dump_params = flags.GetString("dump-params");
-  o.output = flags.GetString("output");
-  if (profile && !o.output) return InvalidArgument("profile needs -o PROFILE");
-  if (!profile && o.output) return InvalidArgument("-o is for 'profile'; 'run' writes --timeline");
-  if (auto fault = flags.GetString("inject-fault")) {
-    StatusOr<runtime::Fault> parsed = runtime::ParseFault(*fault);
-    if (!parsed.ok()) return parsed.status().WithContext("--inject-fault");
-    o.fault = *parsed;
-  }
-  return o;
-}
 
 // ---- what every rank does --------------------------------------------------------------
 
@@ -477,12 +258,13 @@ void PrintGradientSummary(const std::vector<std::vector<StepRecord>>& by_rank,
 
 // ---- the split check of a profile -------------------------------------------------------
 
-// B timed alone after the steps (backward_reference.h), seconds by stage: for the profile of
-// a plan that splits its backwards, set beside the I + W its steps measured.
-using FullBackwards = std::map<int, double>;
+// B alone, for the profile of a plan that splits its backwards: set beside the I + W its
+// steps measured.
 constexpr int kReferenceRepetitions = 5;
 
-bool SplitsBackward(const Plan& plan) {
+// Whether this run times B alone: a profile of a plan that splits its backwards.
+bool TimesFullBackwards(const Plan& plan, const Options& o) {
+  if (!o.profile) return false;
   for (const RankProgram& program : plan.programs) {
     for (const Action& action : program.actions) {
       if (action.kind == ActionKind::kBackwardInput) return true;
@@ -495,7 +277,7 @@ bool SplitsBackward(const Plan& plan) {
 StatusOr<FullBackwards> TimeFullBackwards(const Plan& plan, const Options& o,
                                           const TorchExecutor& executor) {
   FullBackwards seconds;
-  if (!o.profile || !SplitsBackward(plan)) return seconds;
+  if (!TimesFullBackwards(plan, o)) return seconds;
   const int last = plan.request.topology.num_stages() - 1;
   for (const std::unique_ptr<StageModule>& stage : executor.stages()) {
     const BackwardReference reference{.last_stage = stage->stage() == last,
@@ -580,65 +362,6 @@ int LocalRank(int rank) {
   return local != nullptr ? std::atoi(local) : rank;
 }
 
-// A directory the run will write into: created now and written to once, so that a path that
-// cannot be written fails before the run rather than after its steps.
-Status CheckWritableDirectory(const std::string& dir, const std::string& flag) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) return InvalidArgument(flag + ": cannot create '" + dir + "': " + error.message());
-  std::string probe = dir + "/.pipeplan-write-check-XXXXXX";
-  const int fd = mkstemp(probe.data());
-  if (fd < 0) {
-    return InvalidArgument(flag + ": cannot write in '" + dir + "': " + std::strerror(errno));
-  }
-  close(fd);
-  unlink(probe.c_str());
-  return Status::Ok();
-}
-
-Status CheckOptionsAgainstPlan(const Plan& plan, const Options& o) {
-  if (o.dump_grads) PIPEPLAN_RETURN_IF_ERROR(CheckWritableDirectory(*o.dump_grads, "--dump-grads"));
-  if (o.dump_params) {
-    PIPEPLAN_RETURN_IF_ERROR(CheckWritableDirectory(*o.dump_params, "--dump-params"));
-  }
-  if (o.metrics) {
-    const std::filesystem::path parent = std::filesystem::path(*o.metrics).parent_path();
-    PIPEPLAN_RETURN_IF_ERROR(
-        CheckWritableDirectory(parent.empty() ? "." : parent.string(), "--metrics"));
-  }
-  if (o.transport == TransportKind::kNccl) {
-    PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--transport nccl"));
-  }
-  if (o.gpu >= 0) {
-    PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable().WithContext("--device " + o.device));
-  }
-  if (o.fault) {
-    PIPEPLAN_RETURN_IF_ERROR(
-        runtime::CheckFault(plan, *o.fault, o.warmup + o.steps).WithContext("--inject-fault"));
-    if (o.fault->kind == runtime::FaultKind::kCrash && o.transport == TransportKind::kInProc) {
-      return InvalidArgument("--inject-fault: a crash needs one process per rank (gloo)");
-    }
-  }
-  if (o.inject_nonfinite) {
-    const int total = o.warmup + o.steps;
-    const int stages = plan.request.topology.num_stages();
-    if (o.inject_nonfinite->step >= total || o.inject_nonfinite->stage >= stages) {
-      return InvalidArgument(
-          "--inject-nonfinite: step " + std::to_string(o.inject_nonfinite->step + 1) + ", stage " +
-          std::to_string(o.inject_nonfinite->stage) + " is outside the run (steps 1 to " +
-          std::to_string(total) + ", stages 0 to " + std::to_string(stages - 1) + ")");
-    }
-  }
-  if (o.local_ranks && *o.local_ranks != plan.request.topology.ranks) {
-    return InvalidArgument("--local-ranks " + std::to_string(*o.local_ranks) +
-                           " but the plan has " + std::to_string(plan.request.topology.ranks) +
-                           " ranks");
-  }
-  return Status::Ok();
-}
-
-// The ranks as threads of this process, on the CPU or all on one GPU (--device cuda:N: CUDA-
-// event timers, messages copied on the device, one op at a time).
 Status RunInProcess(const Plan& plan, const Options& o) {
   const int ranks = plan.request.topology.ranks;
   const bool gpu = o.gpu >= 0;
@@ -691,115 +414,6 @@ Status RunInProcess(const Plan& plan, const Options& o) {
     full_backwards.insert(mine.begin(), mine.end());
   }
   return Report(plan, o, steps, records, undo_bytes, full_backwards);
-}
-
-std::chrono::milliseconds TimeoutOf(const Options& o) {
-  return std::chrono::milliseconds(static_cast<int64_t>(o.timeout * 1000));
-}
-
-std::string TimelineKey(int rank, int step) {
-  return "timeline/" + std::to_string(rank) + "/" + std::to_string(step);
-}
-
-// Every rank hands its measured steps to rank 0 through the store, one per key.
-Status PublishTimelines(Coordinator& coordinator, RankId rank, std::vector<RankTimeline> steps) {
-  for (size_t step = 0; step < steps.size(); ++step) {
-    Timeline carrier;
-    carrier.ranks.push_back(std::move(steps[step]));
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
-                              SerializeTimeline(carrier, ProtoFormat::kBinary));
-    PIPEPLAN_RETURN_IF_ERROR(
-        coordinator.Put(TimelineKey(rank.value, static_cast<int>(step)), bytes));
-  }
-  return Status::Ok();
-}
-
-StatusOr<RankTimeline> FetchTimeline(Coordinator& coordinator, int rank, int step,
-                                     std::chrono::milliseconds timeout) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
-                            coordinator.Get(TimelineKey(rank, step), timeout));
-  PIPEPLAN_ASSIGN_OR_RETURN(Timeline carrier, ParseTimeline(bytes, ProtoFormat::kBinary));
-  if (carrier.ranks.size() != 1) {
-    return Internal("rank " + std::to_string(rank) + " sent no timeline for step " +
-                    std::to_string(step));
-  }
-  return std::move(carrier.ranks.front());
-}
-
-// Rank 0: every rank's steps, assembled into one Timeline per measured step.
-StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const Plan& plan,
-                                                int steps, std::chrono::milliseconds timeout) {
-  std::vector<Timeline> gathered;
-  for (int step = 0; step < steps; ++step) {
-    std::vector<RankTimeline> ranks;
-    for (int r = 0; r < plan.request.topology.ranks; ++r) {
-      PIPEPLAN_ASSIGN_OR_RETURN(RankTimeline timeline,
-                                FetchTimeline(coordinator, r, step, timeout));
-      ranks.push_back(std::move(timeline));
-    }
-    PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, AssembleMeasuredTimeline(plan, std::move(ranks)));
-    gathered.push_back(std::move(timeline));
-  }
-  return gathered;
-}
-
-// Each rank's B alone per stage, to rank 0 through the store (shortest round-trip text).
-Status PublishFullBackwards(Coordinator& coordinator, const FullBackwards& seconds) {
-  for (const auto& [stage, value] : seconds) {
-    char text[32];
-    const auto written = std::to_chars(text, text + sizeof text, value);
-    PIPEPLAN_RETURN_IF_ERROR(
-        coordinator.Put("backward/" + std::to_string(stage), std::string(text, written.ptr)));
-  }
-  return Status::Ok();
-}
-
-StatusOr<FullBackwards> GatherFullBackwards(Coordinator& coordinator, const Plan& plan,
-                                            const Options& o, std::chrono::milliseconds timeout) {
-  FullBackwards seconds;
-  if (!o.profile || !SplitsBackward(plan)) return seconds;
-  for (int stage = 0; stage < plan.request.topology.num_stages(); ++stage) {
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::string text,
-                              coordinator.Get("backward/" + std::to_string(stage), timeout));
-    double value = 0;
-    const auto read = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (read.ec != std::errc() || read.ptr != text.data() + text.size()) {
-      return Internal("stage " + std::to_string(stage) + ": B alone came back as '" + text + "'");
-    }
-    seconds[stage] = value;
-  }
-  return seconds;
-}
-
-// Every rank's step records, to rank 0 through the store.
-Status PublishStepRecords(Coordinator& coordinator, RankId rank,
-                          const std::vector<StepRecord>& records) {
-  return coordinator.Put("records/" + std::to_string(rank.value), EncodeStepRecords(records));
-}
-
-StatusOr<std::vector<std::vector<StepRecord>>> GatherStepRecords(
-    Coordinator& coordinator, int ranks, std::chrono::milliseconds timeout) {
-  std::vector<std::vector<StepRecord>> gathered;
-  for (int r = 0; r < ranks; ++r) {
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::string text,
-                              coordinator.Get("records/" + std::to_string(r), timeout));
-    std::optional<std::vector<StepRecord>> records = DecodeStepRecords(text);
-    if (!records) return Internal("rank " + std::to_string(r) + " sent malformed step records");
-    gathered.push_back(*std::move(records));
-  }
-  return gathered;
-}
-
-// Rank 0 may host the store (--local-ranks): it leaves last, once every other rank has passed
-// the final barrier, so no rank loses the store inside it.
-Status LeaveTogether(Coordinator& coordinator, const Rendezvous& r,
-                     std::chrono::milliseconds timeout) {
-  PIPEPLAN_RETURN_IF_ERROR(coordinator.Barrier("done", timeout));
-  if (r.rank != 0) return coordinator.Put("left/" + std::to_string(r.rank), "");
-  for (int rank = 1; rank < r.world_size; ++rank) {
-    PIPEPLAN_RETURN_IF_ERROR(coordinator.Get("left/" + std::to_string(rank), timeout).status());
-  }
-  return Status::Ok();
 }
 
 // One rank of a multi-process run (torchrun or a child spawned by --local-ranks).
@@ -856,96 +470,17 @@ Status RunAsRank(const Plan& plan, const Options& o) {
       PIPEPLAN_ASSIGN_OR_RETURN(
           const std::vector<std::vector<StepRecord>> records,
           GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
-      PIPEPLAN_ASSIGN_OR_RETURN(const FullBackwards full_backwards,
-                                GatherFullBackwards(coordinator, plan, o, TimeoutOf(o)));
+      FullBackwards full_backwards;
+      if (TimesFullBackwards(plan, o)) {
+        PIPEPLAN_ASSIGN_OR_RETURN(
+            full_backwards,
+            GatherFullBackwards(coordinator, plan.request.topology.num_stages(), TimeoutOf(o)));
+      }
       return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards);
     }();
   }
   PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));
   return reported;
-}
-
-// ---- the --local-ranks launcher ------------------------------------------------------------
-
-std::string DescribeExit(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
-  return "ended";
-}
-
-// Spawns one process per rank (this program, same arguments, torchrun's variables set) and
-// waits for all. Once one fails the others get the timeout to stop by themselves, then are
-// killed, so the launcher never hangs.
-int LaunchLocalRanks(int ranks, const Options& o, const std::vector<std::string>& argv) {
-  const int port = FreeLocalPort();
-  if (port == 0) {
-    std::cerr << "pipeplan-torch: error: no free TCP port on 127.0.0.1 for the rendezvous\n";
-    return app::kExitInvalidInput;
-  }
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::map<pid_t, int> running;  // pid -> rank
-  for (int r = 0; r < ranks; ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string_view entry(*e);
-      if (entry.starts_with("RANK=") || entry.starts_with("WORLD_SIZE=") ||
-          entry.starts_with("MASTER_ADDR=") || entry.starts_with("MASTER_PORT=") ||
-          entry.starts_with("LOCAL_RANK=")) {
-        continue;
-      }
-      env.emplace_back(entry);
-    }
-    env.push_back("RANK=" + std::to_string(r));
-    env.push_back("LOCAL_RANK=" + std::to_string(r));
-    env.push_back("WORLD_SIZE=" + std::to_string(ranks));
-    env.emplace_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(port));
-    std::vector<char*> envp;
-    envp.reserve(env.size() + 1);
-    for (std::string& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), envp.data()) != 0) {
-      std::cerr << "pipeplan-torch: error: could not start rank " << r << "\n";
-      for (const auto& [child, rank] : running) kill(child, SIGKILL);
-      for (const auto& [child, rank] : running) waitpid(child, nullptr, 0);
-      return app::kExitInvalidInput;
-    }
-    running[pid] = r;
-  }
-  int exit_code = app::kExitOk;
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
-  bool killed = false;
-  while (!running.empty()) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0 && running.count(pid) != 0) {
-      const int rank = running[pid];
-      running.erase(pid);
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        std::cerr << "pipeplan-torch: rank " << rank << " " << DescribeExit(status) << "\n";
-        exit_code = app::kExitInvalidInput;
-        if (!kill_at) {
-          kill_at = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(o.timeout * 1000) + 5000);
-        }
-      }
-      continue;
-    }
-    if (kill_at && !killed && std::chrono::steady_clock::now() > *kill_at) {
-      for (const auto& [child, rank] : running) {
-        std::cerr << "pipeplan-torch: rank " << rank << " did not stop within the timeout; "
-                  << "killing it\n";
-        kill(child, SIGKILL);
-      }
-      killed = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return exit_code;
 }
 
 int Main(int argc, char** argv) {
@@ -970,7 +505,7 @@ int Main(int argc, char** argv) {
     std::cerr << "pipeplan-torch " << command << ": error: " << status.message() << "\n";
     return app::kExitInvalidInput;
   };
-  StatusOr<Flags> flags = Flags::Parse(args, Specs());
+  StatusOr<Flags> flags = Flags::Parse(args, RunFlags());
   if (!flags.ok()) return usage_error(flags.status());
   if (flags->help()) {
     std::cout << kHelp;
@@ -994,7 +529,7 @@ int Main(int argc, char** argv) {
     options->local_ranks = plan_ranks;
   }
   if (!in_process && !is_child && options->local_ranks) {
-    return LaunchLocalRanks(*options->local_ranks, *options, all);
+    return LaunchLocalRanks(*options->local_ranks, options->timeout, all);
   }
   if (in_process || (!is_child && plan->request.topology.ranks == 1)) {
     status = RunInProcess(*plan, *options);

@@ -1,0 +1,116 @@
+#include "rank_exchange.h"
+
+#include <charconv>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/simulation/measured_timeline.h"
+
+namespace pipeplan::torch_ext {
+namespace {
+
+std::string TimelineKey(int rank, int step) {
+  return "timeline/" + std::to_string(rank) + "/" + std::to_string(step);
+}
+
+StatusOr<RankTimeline> FetchTimeline(Coordinator& coordinator, int rank, int step,
+                                     std::chrono::milliseconds timeout) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
+                            coordinator.Get(TimelineKey(rank, step), timeout));
+  PIPEPLAN_ASSIGN_OR_RETURN(Timeline carrier, ParseTimeline(bytes, ProtoFormat::kBinary));
+  if (carrier.ranks.size() != 1) {
+    return Internal("rank " + std::to_string(rank) + " sent no timeline for step " +
+                    std::to_string(step));
+  }
+  return std::move(carrier.ranks.front());
+}
+
+}  // namespace
+
+Status PublishTimelines(Coordinator& coordinator, RankId rank, std::vector<RankTimeline> steps) {
+  for (size_t step = 0; step < steps.size(); ++step) {
+    Timeline carrier;
+    carrier.ranks.push_back(std::move(steps[step]));
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string bytes,
+                              SerializeTimeline(carrier, ProtoFormat::kBinary));
+    PIPEPLAN_RETURN_IF_ERROR(
+        coordinator.Put(TimelineKey(rank.value, static_cast<int>(step)), bytes));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const Plan& plan,
+                                                int steps, std::chrono::milliseconds timeout) {
+  std::vector<Timeline> gathered;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<RankTimeline> ranks;
+    for (int r = 0; r < plan.request.topology.ranks; ++r) {
+      PIPEPLAN_ASSIGN_OR_RETURN(RankTimeline timeline,
+                                FetchTimeline(coordinator, r, step, timeout));
+      ranks.push_back(std::move(timeline));
+    }
+    PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, AssembleMeasuredTimeline(plan, std::move(ranks)));
+    gathered.push_back(std::move(timeline));
+  }
+  return gathered;
+}
+
+// Each rank's B alone per stage, to rank 0 through the store (shortest round-trip text).
+Status PublishFullBackwards(Coordinator& coordinator, const FullBackwards& seconds) {
+  for (const auto& [stage, value] : seconds) {
+    char text[32];
+    const auto written = std::to_chars(text, text + sizeof text, value);
+    PIPEPLAN_RETURN_IF_ERROR(
+        coordinator.Put("backward/" + std::to_string(stage), std::string(text, written.ptr)));
+  }
+  return Status::Ok();
+}
+
+StatusOr<FullBackwards> GatherFullBackwards(Coordinator& coordinator, int stages,
+                                            std::chrono::milliseconds timeout) {
+  FullBackwards seconds;
+  for (int stage = 0; stage < stages; ++stage) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string text,
+                              coordinator.Get("backward/" + std::to_string(stage), timeout));
+    double value = 0;
+    const auto read = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (read.ec != std::errc() || read.ptr != text.data() + text.size()) {
+      return Internal("stage " + std::to_string(stage) + ": B alone came back as '" + text + "'");
+    }
+    seconds[stage] = value;
+  }
+  return seconds;
+}
+
+Status PublishStepRecords(Coordinator& coordinator, RankId rank,
+                          const std::vector<StepRecord>& records) {
+  return coordinator.Put("records/" + std::to_string(rank.value), EncodeStepRecords(records));
+}
+
+StatusOr<std::vector<std::vector<StepRecord>>> GatherStepRecords(
+    Coordinator& coordinator, int ranks, std::chrono::milliseconds timeout) {
+  std::vector<std::vector<StepRecord>> gathered;
+  for (int r = 0; r < ranks; ++r) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const std::string text,
+                              coordinator.Get("records/" + std::to_string(r), timeout));
+    std::optional<std::vector<StepRecord>> records = DecodeStepRecords(text);
+    if (!records) return Internal("rank " + std::to_string(r) + " sent malformed step records");
+    gathered.push_back(*std::move(records));
+  }
+  return gathered;
+}
+
+Status LeaveTogether(Coordinator& coordinator, const Rendezvous& r,
+                     std::chrono::milliseconds timeout) {
+  PIPEPLAN_RETURN_IF_ERROR(coordinator.Barrier("done", timeout));
+  if (r.rank != 0) return coordinator.Put("left/" + std::to_string(r.rank), "");
+  for (int rank = 1; rank < r.world_size; ++rank) {
+    PIPEPLAN_RETURN_IF_ERROR(coordinator.Get("left/" + std::to_string(rank), timeout).status());
+  }
+  return Status::Ok();
+}
+
+}  // namespace pipeplan::torch_ext
