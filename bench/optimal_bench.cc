@@ -21,7 +21,7 @@
 #include <string>
 #include <utility>
 
-#include "cp_sat_solver.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/planner/optimal.h"
 

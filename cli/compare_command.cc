@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "comparison.h"
-#include "cp_sat_solver.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/format.h"

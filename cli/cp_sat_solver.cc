@@ -1,4 +1,4 @@
-#include "cp_sat_solver.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 
 #include <spawn.h>
 #include <sys/wait.h>

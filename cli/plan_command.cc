@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "commands.h"
-#include "cp_sat_solver.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/format.h"

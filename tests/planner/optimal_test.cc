@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "cp_sat_solver.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 #include "test_support.h"
 
 namespace pipeplan {
