@@ -21,8 +21,8 @@
 #include <string>
 #include <utility>
 
-#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/planner/optimal.h"
 
 namespace pipeplan {

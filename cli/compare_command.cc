@@ -6,11 +6,11 @@
 
 #include "commands.h"
 #include "comparison.h"
-#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {

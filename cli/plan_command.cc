@@ -6,12 +6,12 @@
 #include <utility>
 
 #include "commands.h"
-#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/optimal.h"
 #include "pipeplan/planner/planner.h"
