@@ -128,6 +128,10 @@ class TorchOpsTest(unittest.TestCase):
             (("1f1b", 2, 4), {"stages_per_rank": 0}),
             (("1f1b", 2, 4), {"memory_limit": -2.0}),
             (("zb-h2", 4, 4), {}),
+            # The planner's own errors name request fields; the op, like the CLI, the flags.
+            (("1f1b", 2, 4), {"stages_per_rank": 2}),
+            (("1f1b", 2, 4), {"microbatch_group_size": 2}),
+            (("1f1b", 2, 4), {"post_validation": True}),
         ]
         for args, kwargs in cases:
             with self.subTest(f"{args} {kwargs}"):
@@ -141,6 +145,8 @@ class TorchOpsTest(unittest.TestCase):
                 op_message = str(raised.exception).split("pipeplan::plan: ", 1)[1]
                 op_message = op_message.split("\n", 1)[0]
                 self.assertEqual(op_message, cli_message)
+                self.assertNotIn("topology.", op_message)
+                self.assertNotIn("options.", op_message)
 
 
 if __name__ == "__main__":
