@@ -327,6 +327,34 @@ TEST(TorchTool, AProfileOfASplitPlanSetsIPlusWBesideBAlone) {
   }
 }
 
+// Memory is counted unless --no-memory: then no rank reports bytes, and the measured timeline
+// carries times alone. Over Gloo processes, so the flag must reach the ranks it spawns.
+TEST(TorchTool, NoMemoryCountsNoBytes) {
+  const testing::TempDir dir("no-memory");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(TwoRankPlan(), ProtoFormat::kBinary);
+  for (const bool counted : {true, false}) {
+    SCOPED_TRACE(counted ? "counted" : "--no-memory");
+    const std::string timeline_path = dir.path() + (counted ? "/counted.pb" : "/plain.pb");
+    std::vector<std::string> args = {"run",      path, "--steps",    "1",
+                                     "--warmup", "1",  "--timeline", timeline_path};
+    if (!counted) args.emplace_back("--no-memory");
+    const testing::CommandResult run = testing::RunTorchTool(args, 120);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(run.output.find("memory: rank 1 peak") != std::string::npos, counted) << run.output;
+    std::ifstream in(timeline_path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const StatusOr<TimelineFile> file = ParseTimelineFile(bytes, ProtoFormat::kBinary);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    ASSERT_EQ(file->timeline.ranks.size(), 2u);
+    for (const RankTimeline& rank : file->timeline.ranks) {
+      EXPECT_EQ(rank.memory_unit == MemoryUnit::kBytes, counted) << "rank " << rank.rank.value;
+      EXPECT_EQ(rank.action_memory.empty(), !counted) << "rank " << rank.rank.value;
+      EXPECT_EQ(rank.peak_memory > 0, counted) << "rank " << rank.rank.value;
+    }
+  }
+}
+
 TEST(TorchTool, ThePlanIsGivenOnce) {
   const testing::CommandResult twice = testing::RunTorchTool({"run", "a.pb", "--plan", "b.pb"}, 60);
   EXPECT_EQ(twice.exit_code, 2) << twice.output;

@@ -124,6 +124,10 @@ Options:
   --inject-nonfinite S:K  testing aid: stage K's gradients become NaN in step S (from 1,
                           warm-up steps included); the step is then skipped
   --threads N             intra-op threads per process (default 1)
+  --no-memory             count no bytes: no counting allocator on the CPU, no reading of
+                          the caching allocator's statistics around each op on a GPU; the
+                          timeline and profile then carry times alone (to see what
+                          counting costs a step: docs/torch.md)
   --inject-fault F        testing aid: KIND@RANK:ACTION[:STEP], KIND fail, throw, stall or
                           crash (the process exits at once, as a dying peer would) on a
                           compute action, or truncate (a malformed message) on a send
@@ -180,6 +184,7 @@ StatusOr<RankExecutor> MakeExecutor(const Plan& plan, RankId rank, const Options
   TorchExecutorOptions options;
   options.device = device;
   options.memory_in_turns = memory_in_turns;
+  options.count_memory = o.count_memory;
   options.model = o.model;
   options.stage_modules = o.stage_modules;
   options.optimizer = o.optimizer;

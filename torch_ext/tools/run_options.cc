@@ -117,6 +117,7 @@ const std::vector<FlagSpec>& RunFlags() {
                                               {"transport"},
                                               {"device"},
                                               {"serial", FlagKind::kBool},
+                                              {"no-memory", FlagKind::kBool},
                                               {"steps"},
                                               {"warmup"},
                                               {"timeout"},
@@ -203,6 +204,7 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
   if (auto injection = flags.GetString("inject-nonfinite")) {
     PIPEPLAN_ASSIGN_OR_RETURN(o.inject_nonfinite, ParseNonfiniteInjection(*injection));
   }
+  o.count_memory = !flags.GetBool("no-memory");
   o.metrics = flags.GetString("metrics");
   o.timeline = flags.GetString("timeline");
   o.dump_grads = flags.GetString("dump-grads");
