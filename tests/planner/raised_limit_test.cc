@@ -1,0 +1,147 @@
+// Under a memory limit, zb and zbv keep to their own count of memory, which bounds the
+// simulated peak from above; the planner plans them again under raised limits of their own and
+// keeps the fastest plan the asked limit fits (planner.cc, WithRaisedLimit). So a limit never
+// makes a plan slower than the strategy's own plan under it, and a limit the unlimited plan
+// fits leaves it as fast as without one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "pipeplan/model/topology.h"
+#include "pipeplan/planner/planner.h"
+#include "pipeplan/strategies/strategy.h"
+#include "test_support.h"
+
+namespace pipeplan {
+namespace {
+
+using testing::MakeRequest;
+using testing::SimulateOrDie;
+
+// Shaped as one transformer block a stage calibrated on an H200 (hidden 1024, sequence 512,
+// microbatch 4; docs/gpu-results.md, 2026-11-28), rounded: ms and MiB. I frees the attention
+// probabilities, W the rest, and I's transient is as large as an activation.
+PlanRequest H200Shaped(const std::string& strategy, int ranks, int microbatches, int v) {
+  PlanRequest request = MakeRequest(strategy, ranks, microbatches, v, 1.49, 1.65, 1.18, 0.03);
+  StageMemory stage;
+  stage.activation = 200;
+  stage.freed_by_input = 56;
+  stage.forward_transient = 48;
+  stage.backward_transient = 8;
+  stage.input_transient = 200;
+  stage.weight_transient = 64;
+  stage.retained = 8;
+  stage.received_input = 8;
+  stage.received_gradient = 8;
+  request.memory.stages = {stage};
+  request.memory.static_per_rank = 230;
+  return request;
+}
+
+// As H200Shaped, with every figure drawn within a factor of two of it from `seed`.
+PlanRequest Drawn(const std::string& strategy, int ranks, int microbatches, int v, unsigned seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<double> factor(0.5, 2.0);
+  PlanRequest request = H200Shaped(strategy, ranks, microbatches, v);
+  StageMemory& stage = request.memory.stages.front();
+  stage.activation *= factor(random);
+  stage.freed_by_input = std::min(stage.freed_by_input * factor(random), stage.activation);
+  stage.forward_transient *= factor(random);
+  stage.input_transient *= factor(random);
+  stage.weight_transient *= factor(random);
+  stage.retained *= factor(random);
+  request.memory.static_per_rank *= factor(random);
+  StageCosts& costs = request.costs.stages.front();
+  costs.forward *= factor(random);
+  costs.backward_input *= factor(random);
+  costs.backward_weight *= factor(random);
+  costs.backward = costs.backward_input + costs.backward_weight;
+  return request;
+}
+
+// The strategy's own plan under the request's limit, as the planner had it before raising.
+StatusOr<Plan> StrategysOwnPlan(const PlanRequest& raw) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, NormalizeRequest(raw));
+  const StageMap stages(request.topology);
+  PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order,
+                            FindStrategy(request.strategy)->generate(request, stages));
+  return BuildPlanFromOrder(request, std::move(order));
+}
+
+struct Case {
+  std::string strategy;
+  int v;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& param) { return param.param.strategy; }
+
+class RaisedLimit : public ::testing::TestWithParam<Case> {};
+
+// On the H200's figures, zbv's own plan under the peak of its unlimited plan is 6% slower
+// (the greedy counts I's transient and every retained gradient with each F); the planner's is
+// the unlimited plan's speed.
+TEST_P(RaisedLimit, UnderTheUnlimitedPlansPeakThePlanIsAsFast) {
+  for (const int ranks : {2, 4, 8}) {
+    SCOPED_TRACE("P=" + std::to_string(ranks));
+    PlanRequest request = H200Shaped(GetParam().strategy, ranks, 2 * ranks, GetParam().v);
+    const StatusOr<Plan> unlimited = BuildPlan(request);
+    ASSERT_TRUE(unlimited.ok()) << unlimited.status().message();
+    const Timeline free_run = SimulateOrDie(*unlimited);
+    request.memory.limit = PeakMemory(free_run);
+    const StatusOr<Plan> limited = BuildPlan(request);
+    ASSERT_TRUE(limited.ok()) << limited.status().message();
+    const Timeline limited_run = SimulateOrDie(*limited);
+    EXPECT_LE(PeakMemory(limited_run), *request.memory.limit * (1 + 1e-12));
+    EXPECT_LE(limited_run.metrics.makespan, free_run.metrics.makespan * (1 + 1e-12));
+    const StatusOr<Plan> own = StrategysOwnPlan(request);
+    if (own.ok()) {
+      std::printf("[ raised ] %s P=%d under %.1f: the strategy's own plan %.2f, planned %.2f\n",
+                  GetParam().strategy.c_str(), ranks, *request.memory.limit,
+                  SimulateOrDie(*own).metrics.makespan, limited_run.metrics.makespan);
+    }
+  }
+}
+
+// Drawn figures and limits from the unlimited plan's peak down: every plan fits its limit,
+// names the limit asked (not a raised one), and is no slower than the strategy's own plan.
+TEST_P(RaisedLimit, NeverSlowerThanTheStrategysOwnPlanAndAlwaysWithinTheLimit) {
+  int compared = 0;
+  int faster = 0;
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    PlanRequest request = Drawn(GetParam().strategy, 4, 8, GetParam().v, seed);
+    const StatusOr<Plan> unlimited = BuildPlan(request);
+    ASSERT_TRUE(unlimited.ok()) << unlimited.status().message();
+    const double free_peak = PeakMemory(SimulateOrDie(*unlimited));
+    for (const double share : {1.0, 0.95, 0.9, 0.85, 0.8}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", limit " + std::to_string(share) +
+                   " of the unlimited peak");
+      request.memory.limit = share * free_peak;
+      const StatusOr<Plan> own = StrategysOwnPlan(request);
+      const StatusOr<Plan> planned = BuildPlan(request);
+      // The raise starts from the strategy's own plan: where it has none, neither does the
+      // planner (the error names the smallest limit that works).
+      ASSERT_EQ(planned.ok(), own.ok()) << planned.status().message();
+      if (!planned.ok()) continue;
+      ASSERT_EQ(planned->request.memory.limit, request.memory.limit);
+      const Timeline run = SimulateOrDie(*planned);
+      EXPECT_LE(PeakMemory(run), *request.memory.limit * (1 + 1e-12));
+      const double own_makespan = SimulateOrDie(*own).metrics.makespan;
+      EXPECT_LE(run.metrics.makespan, own_makespan * (1 + 1e-12));
+      faster += run.metrics.makespan < own_makespan * (1 - 1e-9) ? 1 : 0;
+      ++compared;
+    }
+  }
+  std::printf("[ raised ] %s: %d of %d limited plans faster than the strategy's own\n",
+              GetParam().strategy.c_str(), faster, compared);
+  EXPECT_GE(compared, 10);
+  EXPECT_GT(faster, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, RaisedLimit, ::testing::Values(Case{"zb", 1}, Case{"zbv", 2}),
+                         CaseName);
+
+}  // namespace
+}  // namespace pipeplan
