@@ -237,22 +237,6 @@ Plan WithRaisedLimit(const PlanRequest& request, const StageMap& stages, const S
   return plan;
 }
 
-// Whether a greedy's count of memory is the simulated one: no transients, no retained
-// gradients, the same static memory on every rank. Then a raised limit of its own can only
-// give plans above the asked one, and is not tried.
-bool GreedyCountIsExact(const MemoryModel& memory, const StageMap& stages) {
-  for (const StageMemory& stage : memory.stages) {
-    if (stage.forward_transient > 0 || stage.backward_transient > 0 || stage.input_transient > 0 ||
-        stage.weight_transient > 0 || stage.retained > 0) {
-      return false;
-    }
-  }
-  for (int rank = 1; rank < stages.num_ranks(); ++rank) {
-    if (memory.StaticOf(RankId(rank), stages) != memory.StaticOf(RankId(0), stages)) return false;
-  }
-  return true;
-}
-
 // A strategy's plan (not "auto"), with its list schedule.
 StatusOr<Plan> BuildStrategyPlan(const PlanRequest& raw_request, ListScheduleResult& schedule) {
   PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest request, NormalizeRequest(raw_request));
@@ -260,8 +244,11 @@ StatusOr<Plan> BuildStrategyPlan(const PlanRequest& raw_request, ListScheduleRes
   const Strategy* strategy = FindStrategy(request.strategy);
   PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
   PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildScheduledPlan(request, std::move(order), schedule));
+  // Where the greedy's count is every rank's (the default model), a raised limit lets it plan
+  // above the asked one, which the simulated check refuses: not tried, so that such plans and
+  // their planning time stay as they were.
   if (strategy->smallest_limit == nullptr || !request.memory.limit.has_value() ||
-      GreedyCountIsExact(request.memory, stages)) {
+      request.memory.LargestFixedIsEveryRanks(stages)) {
     return plan;
   }
   return WithRaisedLimit(request, stages, *strategy, std::move(plan), schedule);

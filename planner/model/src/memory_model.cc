@@ -129,14 +129,23 @@ std::string MemoryModel::Describe(double value) const {
   return FormatBytes(value) + " (" + FormatFixed(std::ceil(value), 0) + " B)";
 }
 
-const char* MemoryModel::FixedName() const {
-  for (const StageMemory& stage : stages) {
-    if (stage.forward_transient > 0 || stage.backward_transient > 0 || stage.input_transient > 0 ||
-        stage.weight_transient > 0 || stage.retained > 0) {
-      return "static + transient + retained";
-    }
+bool MemoryModel::HasTransientOrRetained() const {
+  return std::any_of(stages.begin(), stages.end(), [](const StageMemory& stage) {
+    return stage.forward_transient > 0 || stage.backward_transient > 0 ||
+           stage.input_transient > 0 || stage.weight_transient > 0 || stage.retained > 0;
+  });
+}
+
+bool MemoryModel::LargestFixedIsEveryRanks(const StageMap& map) const {
+  if (HasTransientOrRetained()) return false;
+  for (int r = 1; r < map.num_ranks(); ++r) {
+    if (StaticOf(RankId(r), map) != StaticOf(RankId(0), map)) return false;
   }
-  return "static";
+  return true;
+}
+
+const char* MemoryModel::FixedName() const {
+  return HasTransientOrRetained() ? "static + transient + retained" : "static";
 }
 
 namespace {

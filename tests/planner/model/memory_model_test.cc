@@ -53,6 +53,28 @@ TEST(MemoryModelTest, StaticMemoryOfEachCopysEndsUnderDualPlacement) {
   EXPECT_EQ(memory.StaticOf(RankId(1), map), 1 + 20);
 }
 
+// LargestFixed is every rank's own fixed memory only where nothing differs between ranks or
+// comes and goes: the default model. A transient, a retained gradient or one rank's larger
+// static memory (a chain's first stage with its extra) each make it a bound.
+TEST(MemoryModelTest, LargestFixedIsEveryRanksOnlyWithoutTransientsRetainedOrUnequalStatic) {
+  const StageMap map(Topology{.ranks = 4, .stages_per_rank = 1, .microbatches = 8});
+  MemoryModel memory;
+  memory.static_per_rank = 5;
+  EXPECT_TRUE(memory.LargestFixedIsEveryRanks(map));
+  EXPECT_STREQ(memory.FixedName(), "static");
+  for (double StageMemory::*figure :
+       {&StageMemory::forward_transient, &StageMemory::backward_transient,
+        &StageMemory::input_transient, &StageMemory::weight_transient, &StageMemory::retained}) {
+    MemoryModel with = memory;
+    with.stages.front().*figure = 0.5;
+    EXPECT_FALSE(with.LargestFixedIsEveryRanks(map));
+    EXPECT_STREQ(with.FixedName(), "static + transient + retained");
+  }
+  memory.first_stage_static = 2;
+  EXPECT_FALSE(memory.LargestFixedIsEveryRanks(map));
+  EXPECT_STREQ(memory.FixedName(), "static");
+}
+
 // The data a chain's ends hold follow the plan's microbatches: a model calibrated at M = 8
 // predicts M = 32.
 TEST(MemoryModelTest, TheDataFollowThePlansMicrobatches) {

@@ -95,6 +95,11 @@ struct MemoryModel {
   // microbatch of every stage of a rank) at the largest figure. The greedy schedulers keep
   // activations under the limit minus this, so that the plan's true peak fits.
   double LargestFixed(const StageMap& map, int microbatch_stages) const;
+  // Whether LargestFixed is what every rank of `map` holds besides its activations: no
+  // transients, no retained bytes, the same static memory on every rank (the default model).
+  bool LargestFixedIsEveryRanks(const StageMap& map) const;
+  // Whether any stage has a transient or retains bytes.
+  bool HasTransientOrRetained() const;
   // A figure in this model's unit, for messages: "31.5 MiB (32985136 B)" in bytes (exact, so
   // that a limit quoted back is not rounded below), else the plain number.
   std::string Describe(double value) const;
