@@ -246,8 +246,7 @@ Status ExecutePlan(const PlanOptions& options) {
   if (!made.ok()) return app::InFlagTerms(made.status(), options.request);
   const Plan& plan = *made;
   // Per-stage figures of another cut of the model: the planner cut them again by depth.
-  const std::string cut =
-      app::CutFiguresLine(app::PerStageEntries(request.costs, request.memory), plan);
+  const std::string cut = app::CutFiguresLine(request.costs, request.memory, plan);
   if (!cut.empty()) app::PrintNote(cut);
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =

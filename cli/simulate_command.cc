@@ -138,7 +138,8 @@ Status ExecuteSimulate(const SimulateOptions& options) {
       plan.request.costs.memory.reset();
     }
     // Per-stage figures of another cut of the model: cut again by depth, as `plan` does.
-    const size_t given = app::PerStageEntries(plan.request.costs, plan.request.memory);
+    const CostModel given_costs = plan.request.costs;
+    const MemoryModel given_memory = plan.request.memory;
     StatusOr<StageFigures> fitted =
         FitStageFigures(plan.request.costs, plan.request.memory, plan.request.topology);
     if (!fitted.ok()) return fitted.status().WithContext(*options.costs);
@@ -146,7 +147,8 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     plan.request.memory = std::move(fitted->memory);
     const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
     if (!valid.ok()) return valid.WithContext(*options.costs);
-    if (const std::string cut = app::CutFiguresLine(given, plan); !cut.empty()) {
+    if (const std::string cut = app::CutFiguresLine(given_costs, given_memory, plan);
+        !cut.empty()) {
       app::PrintNote(cut);
     }
   }

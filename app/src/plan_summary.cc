@@ -5,6 +5,7 @@
 #include <string>
 
 #include "pipeplan/model/plan_util.h"
+#include "pipeplan/model/topology.h"
 
 namespace pipeplan::app {
 
@@ -16,13 +17,19 @@ size_t PerStageEntries(const CostModel& costs, const MemoryModel& memory) {
   return std::max(costs.stages.size(), memory.stages.size());
 }
 
-std::string CutFiguresLine(size_t given_entries, const Plan& plan) {
-  const size_t stages = PerStageEntries(plan.request.costs, plan.request.memory);
-  if (given_entries <= 1 || given_entries == stages) return "";
-  return "the " + std::to_string(given_entries) + " per-stage entries of the costs were cut " +
-         "by depth into the " + std::to_string(stages) + " stages of " + PlanStrategyName(plan) +
-         " at V=" + std::to_string(plan.request.topology.stages_per_rank) +
-         " (an estimate: profile a plan with that V to measure them)";
+std::string CutFiguresLine(const CostModel& costs, const MemoryModel& memory, const Plan& plan) {
+  const size_t given = PerStageEntries(costs, memory);
+  const Topology& topology = plan.request.topology;
+  const auto stages = static_cast<size_t>(topology.num_stages());
+  const int given_chains = std::max({1, costs.chains, memory.chains});
+  const int chains = ChainsOf(topology);
+  if (given <= 1 || (given == stages && given_chains == chains)) return "";
+  std::string line = "the " + std::to_string(given) + " per-stage entries of the costs";
+  if (given_chains == 2) line += " (two model copies: the first one read)";
+  line += " were cut by depth into the " + std::to_string(stages) + " stages of " +
+          PlanStrategyName(plan) + " at V=" + std::to_string(topology.stages_per_rank);
+  if (chains == 2) line += " (two model copies, each the whole model)";
+  return line + " (an estimate: profile a plan with that V to measure them)";
 }
 
 PostValidationSummary SummarizePostValidation(const Plan& plan) {

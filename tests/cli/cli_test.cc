@@ -258,6 +258,45 @@ TEST(CliTest, SimulateCutsPerStageCostsOfAnotherV) {
   EXPECT_EQ(uniform.err, "");
 }
 
+// A calibrated file of a V shape's eight stages (one chain of the model) planned as dualpipe at
+// P = 4, whose eight stages are two model copies: each copy is the whole model, its stage j
+// two of the file's (as a file of four stages of their sums would give), and said so. Before,
+// the file's halves were taken as the two copies: each a model of half the depth.
+TEST(CliTest, PlanCutsAChainsFiguresForDualPipesTwoCopies) {
+  ScratchDir dir;
+  std::string eight;
+  std::string four;
+  for (int s = 0; s < 8; ++s) {
+    eight += "stages { forward: " + std::to_string(1 + s) + " backward: 2 }\n";
+  }
+  for (int j = 0; j < 4; ++j) {
+    four += "stages { forward: " + std::to_string(3 + 4 * j) + " backward: 4 }\n";
+  }
+  dir.Write("eight.textproto", eight);
+  dir.Write("four.textproto", four);
+  const auto plan = [&](const std::string& costs, const std::string& out) {
+    return RunPipeplan({"plan", "--strategy", "dualpipe", "--ranks", "4", "--microbatches", "8",
+                        "--costs", costs, "-o", out},
+                       dir.path());
+  };
+  const RunResult from_eight = plan("eight.textproto", "eight.pb");
+  ASSERT_EQ(from_eight.exit_code, 0) << from_eight.err;
+  EXPECT_EQ(from_eight.err,
+            "note: the 8 per-stage entries of the costs were cut by depth into the 8 stages of "
+            "dualpipe at V=2 (two model copies, each the whole model) (an estimate: profile a "
+            "plan with that V to measure them)\n");
+  const RunResult from_four = plan("four.textproto", "four.pb");
+  ASSERT_EQ(from_four.exit_code, 0) << from_four.err;
+  const RunResult a = RunPipeplan({"simulate", "eight.pb", "--json"}, dir.path());
+  const RunResult b = RunPipeplan({"simulate", "four.pb", "--json"}, dir.path());
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_DOUBLE_EQ(JsonNumber(a.out, "makespan"), JsonNumber(b.out, "makespan"));
+  // Rank r runs depths r and 3 - r (F summing to 18) for four microbatches each: 72 of F
+  // alone (the halves taken as copies gave every rank 36).
+  EXPECT_GT(JsonNumber(a.out, "makespan"), 72);
+}
+
 TEST(CliTest, SimulateTableAndReports) {
   ScratchDir dir;
   ASSERT_EQ(RunPipeplan({"plan", "--strategy", "zb-h1", "--ranks", "4", "--microbatches", "8", "-o",

@@ -33,6 +33,7 @@ void ToProto(const CostModel& costs, v1::CostModel* out) {
   for (const StageCosts& stage : costs.stages) ToProto(stage, out->add_stages());
   for (const BoundaryCosts& boundary : costs.boundaries) ToProto(boundary, out->add_boundaries());
   out->set_time_unit(costs.time_unit);
+  out->set_chains(costs.chains);
   if (costs.memory.has_value()) ToProto(*costs.memory, out->mutable_memory());
 }
 
@@ -56,6 +57,7 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
   out->set_last_stage_static(memory.last_stage_static);
   out->set_first_stage_data_per_microbatch(memory.first_stage_data_per_microbatch);
   out->set_last_stage_data_per_microbatch(memory.last_stage_data_per_microbatch);
+  out->set_chains(memory.chains);
   if (memory.limit.has_value()) out->set_limit(*memory.limit);
   out->set_unit(memory.unit);
 }
@@ -135,6 +137,7 @@ CostModel FromProto(const v1::CostModel& proto) {
     }
   }
   costs.time_unit = proto.time_unit();
+  costs.chains = proto.chains();
   if (proto.has_memory()) costs.memory = FromProto(proto.memory());
   return costs;
 }
@@ -162,6 +165,7 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
   memory.last_stage_static = proto.last_stage_static();
   memory.first_stage_data_per_microbatch = proto.first_stage_data_per_microbatch();
   memory.last_stage_data_per_microbatch = proto.last_stage_data_per_microbatch();
+  memory.chains = proto.chains();
   if (proto.has_limit()) memory.limit = proto.limit();
   memory.unit = proto.unit();
   return memory;

@@ -228,8 +228,11 @@ class ProfileBuilder {
           {.transfer = transfer,
            .late_receives = static_cast<int>(b.late.size()),
            .receive_overhead = SummarizeDurations(b.ReceiveOverheads(transfer)),
-           .same_rank = map.RankOf(StageId(stage)) == map.RankOf(StageId(stage + 1))});
+           // Dual placement's two copies meet on one rank, but nothing passes between them.
+           .same_rank = !map.IsLast(StageId(stage)) &&
+                        map.RankOf(StageId(stage)) == map.RankOf(StageId(stage + 1))});
     }
+    if (plan_.request.topology.placement == Placement::kDual) profile.chains = 2;
     return profile;
   }
 

@@ -366,6 +366,11 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
     }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, CalibrateMemory(profile, options.uniform));
+  // Per-stage figures say which stages they are: a dual placement's two copies, or one chain.
+  if (!options.uniform) {
+    costs.chains = profile.chains;
+    if (costs.memory.has_value()) costs.memory->chains = profile.chains;
+  }
   const int num_stages = static_cast<int>(profile.stages.size());
   PIPEPLAN_RETURN_IF_ERROR(
       ValidateCostModel(costs, num_stages).WithContext("calibrated cost model"));

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "pipeplan/model/topology.h"
+
 namespace pipeplan {
 namespace {
 
@@ -102,6 +104,7 @@ Status ValidateCostModel(const CostModel& costs, int num_stages) {
                            " boundary entries; expected 1 (uniform) or " +
                            std::to_string(boundaries));
   }
+  PIPEPLAN_RETURN_IF_ERROR(ValidateChains(costs.chains, costs.stages.size(), "costs.chains"));
   for (size_t s = 0; s < costs.stages.size(); ++s) {
     const StageCosts& c = costs.stages[s];
     const std::string where = "costs.stages[" + std::to_string(s) + "].";

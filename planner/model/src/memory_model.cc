@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pipeplan/model/text_format.h"
+#include "pipeplan/model/topology.h"
 
 namespace pipeplan {
 
@@ -178,6 +179,7 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
     return InvalidArgument("memory model has " + std::to_string(memory.stages.size()) +
                            " stage entries; expected 1 (uniform) or " + std::to_string(num_stages));
   }
+  PIPEPLAN_RETURN_IF_ERROR(ValidateChains(memory.chains, memory.stages.size(), "memory.chains"));
   for (size_t s = 0; s < memory.stages.size(); ++s) {
     const std::string where = "memory.stages[" + std::to_string(s) + "].";
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(memory.stages[s].activation, where + "activation"));

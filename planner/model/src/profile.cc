@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "pipeplan/model/text_format.h"
+#include "pipeplan/model/topology.h"
 
 namespace pipeplan {
 namespace {
@@ -99,6 +100,7 @@ Status ValidateProfile(const Profile& profile) {
                            std::to_string(profile.stages.size()) + " stages), got " +
                            std::to_string(profile.boundaries.size()));
   }
+  PIPEPLAN_RETURN_IF_ERROR(ValidateChains(profile.chains, profile.stages.size(), "chains"));
   for (size_t s = 0; s < profile.stages.size(); ++s) {
     const StageProfile& stage = profile.stages[s];
     const std::string path = "stages[" + std::to_string(s) + "].";

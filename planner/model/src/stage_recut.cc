@@ -1,6 +1,7 @@
 #include "pipeplan/model/stage_recut.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <utility>
@@ -80,6 +81,19 @@ std::vector<Entry> TwoChains(std::vector<Entry> chain, const Entry* filler = nul
   return both;
 }
 
+// One copy's entries of figures that describe `chains` copies of the model one after another:
+// the first (a dual placement's copy A, which runs the same layers as copy B). `boundaries`:
+// the entries lie between stages, one fewer than the stages (a chain of one stage keeps the
+// first as its uniform entry).
+template <typename Entry>
+std::vector<Entry> FirstCopy(const std::vector<Entry>& entries, int chains, bool boundaries) {
+  if (chains <= 1 || entries.size() <= 1) return entries;
+  const size_t stages = boundaries ? entries.size() + 1 : entries.size();
+  const size_t count =
+      std::max<size_t>(1, stages / static_cast<size_t>(chains) - (boundaries ? 1 : 0));
+  return {entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(count)};
+}
+
 }  // namespace
 
 CostModel RecutChainCosts(const CostModel& costs, int stages) {
@@ -141,12 +155,15 @@ MemoryModel RecutChainMemory(const MemoryModel& memory, int given_chunks_per_sha
 StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel& memory,
                                        const Topology& topology) {
   const int stages = topology.num_stages();
-  const auto misfit = [](size_t entries, int wanted) {
-    return entries > 1 && entries != static_cast<size_t>(std::max(wanted, 1));
+  const int chains = ChainsOf(topology);
+  // Figures fit where they have an entry per stage (or boundary) and are of the same chains.
+  const auto misfit = [&](size_t entries, int wanted, int given_chains) {
+    return entries > 1 && (entries != static_cast<size_t>(std::max(wanted, 1)) ||
+                           std::max(given_chains, 1) != chains);
   };
-  const bool cut_stages = misfit(costs.stages.size(), stages);
-  const bool cut_boundaries = misfit(costs.boundaries.size(), stages - 1);
-  const bool cut_memory = misfit(memory.stages.size(), stages);
+  const bool cut_stages = misfit(costs.stages.size(), stages, costs.chains);
+  const bool cut_boundaries = misfit(costs.boundaries.size(), stages - 1, costs.chains);
+  const bool cut_memory = misfit(memory.stages.size(), stages, memory.chains);
   StageFigures out{costs, memory};
   if (!cut_stages && !cut_boundaries && !cut_memory) return out;
   const size_t given_stages = costs.stages.size() > 1       ? costs.stages.size()
@@ -155,9 +172,16 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
   PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(costs, static_cast<int>(given_stages)));
   PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(memory, static_cast<int>(memory.stages.size())));
 
-  const bool dual = topology.placement == Placement::kDual;
+  // One chain of the model, cut again for the topology's chains: under dual placement each of
+  // its two copies is the whole model.
+  CostModel one_chain = costs;
+  one_chain.stages = FirstCopy(costs.stages, costs.chains, false);
+  one_chain.boundaries = FirstCopy(costs.boundaries, costs.chains, true);
+  MemoryModel one_chain_memory = memory;
+  one_chain_memory.stages = FirstCopy(memory.stages, memory.chains, false);
+  const bool dual = chains == 2;
   const int chain = dual ? topology.ranks : stages;
-  const CostModel cut = RecutChainCosts(costs, chain);
+  const CostModel cut = RecutChainCosts(one_chain, chain);
   if (cut_stages) out.costs.stages = dual ? TwoChains(cut.stages) : cut.stages;
   if (cut_boundaries) {
     out.costs.boundaries = cut.boundaries;
@@ -165,10 +189,13 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
       out.costs.boundaries = TwoChains(cut.boundaries, &cut.boundaries.back());
     }
   }
+  if (cut_stages || cut_boundaries) out.costs.chains = chains;
   if (cut_memory) {
-    const int given_chunks = std::max(1, static_cast<int>(memory.stages.size()) / topology.ranks);
-    out.memory.stages = RecutChainMemory(memory, given_chunks, chain).stages;
+    const int given_chunks =
+        std::max(1, static_cast<int>(one_chain_memory.stages.size()) / topology.ranks);
+    out.memory.stages = RecutChainMemory(one_chain_memory, given_chunks, chain).stages;
     if (dual) out.memory.stages = TwoChains(out.memory.stages);
+    out.memory.chains = chains;
   }
   return out;
 }

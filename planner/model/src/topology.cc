@@ -47,6 +47,18 @@ StatusOr<Placement> ParsePlacement(std::string_view name) {
                          "' (expected loop, v or dual)");
 }
 
+Status ValidateChains(int chains, size_t entries, std::string_view field) {
+  if (chains < 0 || chains > 2) {
+    return InvalidArgument(std::string(field) + ": must be 0 or 1 (one chain) or 2 (two model " +
+                           "copies, a dual placement's stages), got " + std::to_string(chains));
+  }
+  if (chains == 2 && entries > 1 && entries % 2 != 0) {
+    return InvalidArgument(std::string(field) + ": 2 copies of the model need an even number of " +
+                           "stage entries, got " + std::to_string(entries));
+  }
+  return Status::Ok();
+}
+
 Status ValidateTopology(const Topology& t) {
   if (t.ranks < 1 || t.ranks > kMaxRanks) {
     return InvalidArgument("ranks must be in 1.." + std::to_string(kMaxRanks) + ", got " +

@@ -338,6 +338,7 @@ TEST(ProtoIoTest, JsonPrintsEveryFieldWithProtoNames) {
             "  }\n"
             " ],\n"
             " \"time_unit\": \"\",\n"
+            " \"chains\": 0,\n"
             " \"format_version\": 1,\n"
             " \"kind\": \"COST_MODEL\"\n"
             "}\n");

@@ -11,6 +11,7 @@
 
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/measurement/build_profile.h"
+#include "pipeplan/model/stage_recut.h"
 #include "test_support.h"
 
 namespace pipeplan {
@@ -305,6 +306,51 @@ TEST_P(CalibrateLoopTest, SimulatedRunGivesThePlansCostsBack) {
 
 // 0, and an overhead both hidden by late data (below the latency) and not.
 INSTANTIATE_TEST_SUITE_P(ReceiveOverheads, CalibrateLoopTest, ::testing::Values(0.0, 3.0, 12.0));
+
+// DualPipe's two model copies, profiled: the figures say they are two copies (chains 2), the
+// boundary where the copies meet on one rank hands nothing over, and a plan of one chain (the
+// V shape's eight stages) gets the model the profile measured, not the two copies as one
+// model of twice the depth.
+TEST(CalibrateTest, ADualPlacementsProfileServesAPlanOfOneChain) {
+  PlanRequest request = testing::MakeRequest("dualpipe", 4, 8, 2);
+  request.costs.chains = 2;
+  request.costs.stages.clear();
+  for (int copy = 0; copy < 2; ++copy) {
+    for (int depth = 0; depth < 4; ++depth) {
+      const double f = 100 + 10 * depth;
+      request.costs.stages.push_back(
+          {.forward = f, .backward = 2 * f, .backward_input = f, .backward_weight = f});
+    }
+  }
+  request.costs.boundaries = {{.latency = 7}};
+  const Plan plan = testing::BuildOrDie(request);
+  ASSERT_EQ(plan.request.costs.stages, request.costs.stages);  // fits as it is
+  const StatusOr<Profile> profile =
+      BuildProfile(plan, std::vector<Timeline>{testing::SimulateOrDie(plan)},
+                   {.seconds_per_unit = 1e-6, .source = "simulated", .step_names = {}});
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  EXPECT_EQ(profile->chains, 2);
+  ASSERT_EQ(profile->boundaries.size(), 7u);
+  EXPECT_FALSE(profile->boundaries[3].same_rank);  // stage 3 (copy A's last), 4 (B's first)
+  const StatusOr<CostModel> costs = Calibrate(*profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_EQ(costs->chains, 2);
+  ASSERT_EQ(costs->stages.size(), 8u);
+  for (size_t s = 0; s < 8; ++s) {
+    EXPECT_DOUBLE_EQ(costs->stages[s].forward, request.costs.stages[s].forward) << s;
+  }
+
+  const Topology v_shape{
+      .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kVShape};
+  const StatusOr<StageFigures> one_chain = FitStageFigures(*costs, MemoryModel{}, v_shape);
+  ASSERT_TRUE(one_chain.ok()) << one_chain.status().message();
+  ASSERT_EQ(one_chain->costs.stages.size(), 8u);
+  EXPECT_EQ(one_chain->costs.chains, 1);
+  for (int s = 0; s < 8; ++s) {
+    const int depth = s / 2;  // the chain's stage it is half of
+    EXPECT_DOUBLE_EQ(one_chain->costs.stages[s].forward, (100 + 10 * depth) / 2.0) << s;
+  }
+}
 
 // FbProfile with memory: stage s's F keeps `kept[s]` bytes and B frees `freed[s]`; ranks
 // held 5000 and 7000 when their first compute began.

@@ -181,6 +181,78 @@ TEST(StageRecutTest, FitsEachChainOfTheTopology) {
   EXPECT_EQ(Fit(uniform, MemoryModel{}, v_shape).costs, uniform);
 }
 
+// A cost file says which stages its entries are (CostModel::chains). A chain of eight stages
+// for DualPipe's dual placement at P = 4, whose eight stages are two copies of the model: each
+// copy gets the chain cut into four (before, the file's first half was taken for copy A and
+// its second for copy B, each half a model of half the depth). Two copies for a plan of one
+// chain: the first copy, cut by depth. What is cut says the plan's chains, so that fitting
+// it again changes nothing.
+TEST(StageRecutTest, FiguresSayWhetherTheyAreOneChainOrADualPlacementsTwoCopies) {
+  CostModel chain;
+  chain.stages.clear();
+  for (int s = 0; s < 8; ++s) chain.stages.push_back(Costs(1 + s, 2, 1, 1));
+  chain.boundaries = {Latency(1), Latency(2), Latency(3), Latency(4),
+                      Latency(5), Latency(6), Latency(7)};
+  MemoryModel memory;
+  memory.stages.clear();
+  for (int s = 0; s < 8; ++s) memory.stages.push_back(StageMemory{.activation = 1.0 + s});
+  const Topology dual{
+      .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kDual};
+
+  const StageFigures d = Fit(chain, memory, dual);
+  const std::vector<double> forwards = {1 + 2, 3 + 4, 5 + 6, 7 + 8};
+  ASSERT_EQ(d.costs.stages.size(), 8u);
+  for (int s = 0; s < 8; ++s) EXPECT_EQ(d.costs.stages[s].forward, forwards[s % 4]) << s;
+  EXPECT_EQ(d.costs.boundaries,
+            (std::vector<BoundaryCosts>{Latency(2), Latency(4), Latency(6), Latency(6), Latency(2),
+                                        Latency(4), Latency(6)}));
+  ASSERT_EQ(d.memory.stages.size(), 8u);
+  EXPECT_EQ(d.memory.stages[1].activation, 3 + 4);
+  EXPECT_EQ(d.memory.stages[5].activation, 3 + 4);
+  EXPECT_EQ(d.costs.chains, 2);
+  EXPECT_EQ(d.memory.chains, 2);
+  const StageFigures again = Fit(d.costs, d.memory, dual);
+  EXPECT_EQ(again.costs, d.costs);
+  EXPECT_EQ(again.memory, d.memory);
+
+  // The same eight entries said to be two copies fit the dual placement as they are, and give
+  // a V shape their first copy, each stage cut in two.
+  CostModel copies = chain;
+  copies.chains = 2;
+  MemoryModel copies_memory = memory;
+  copies_memory.chains = 2;
+  EXPECT_EQ(Fit(copies, copies_memory, dual).costs, copies);
+  const Topology v_shape{
+      .ranks = 4, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kVShape};
+  const StageFigures v = Fit(copies, copies_memory, v_shape);
+  ASSERT_EQ(v.costs.stages.size(), 8u);
+  for (int s = 0; s < 8; ++s) {
+    const int half_of = s / 2;  // the first copy's stage
+    EXPECT_EQ(v.costs.stages[s].forward, (1 + half_of) / 2.0) << s;
+  }
+  EXPECT_EQ(v.costs.boundaries.size(), 7u);
+  EXPECT_EQ(v.costs.boundaries.front(), Latency(1));
+  EXPECT_EQ(v.costs.boundaries.back(), Latency(3));
+  EXPECT_EQ(v.costs.chains, 1);
+  EXPECT_EQ(v.memory.chains, 1);
+}
+
+// Chains are 0 or 1 (one) or 2, and two copies need an even number of stage entries.
+TEST(StageRecutTest, BadChainsAreNamed) {
+  CostModel costs;
+  costs.chains = 3;
+  EXPECT_EQ(ValidateCostModel(costs, 1).message(),
+            "costs.chains: must be 0 or 1 (one chain) or 2 (two model copies, a dual "
+            "placement's stages), got 3");
+  MemoryModel memory;
+  memory.stages = std::vector<StageMemory>(3, StageMemory{});
+  memory.chains = 2;
+  EXPECT_EQ(ValidateMemoryModel(memory, 3).message(),
+            "memory.chains: 2 copies of the model need an even number of stage entries, got 3");
+  memory.stages = {StageMemory{}};
+  EXPECT_TRUE(ValidateMemoryModel(memory, 3).ok());  // uniform: one entry serves every copy
+}
+
 // The chain's ends' extras and data (the first stage's inputs, the last stage's targets, per
 // microbatch, as calibrate writes them) stay with the chain's ends, where a stage's own
 // static bytes follow its depth: profiled at V = 1 on two ranks, the V shape puts both ends on

@@ -20,9 +20,10 @@ std::string PlanStrategyName(const Plan& plan);
 size_t PerStageEntries(const CostModel& costs, const MemoryModel& memory);
 
 // "the 4 per-stage entries of the costs were cut by depth into the 8 stages of zbv at V=2
-// (...)" where `given_entries` (PerStageEntries of the figures given) is more than one and
-// differs from the plan's (stage_recut.h); empty otherwise.
-std::string CutFiguresLine(size_t given_entries, const Plan& plan);
+// (...)" where the figures given (`costs`, `memory`) have per-stage entries that the planner
+// cut again for `plan` (FitStageFigures: another number of stages, or other chains); empty
+// otherwise.
+std::string CutFiguresLine(const CostModel& costs, const MemoryModel& memory, const Plan& plan);
 
 struct PostValidationSummary {
   int ranks_with_pv = 0;      // ranks whose program holds a POST_VALIDATION action

@@ -40,6 +40,10 @@ struct CostModel {
   std::vector<StageCosts> stages = {StageCosts{}};            // size 1 (uniform) or S
   std::vector<BoundaryCosts> boundaries = {BoundaryCosts{}};  // size 1 (uniform) or S - 1
   std::string time_unit;  // informational ("us" from calibrate); empty when not stated
+  // The copies of the model the per-stage entries describe, one after another: 2 where they
+  // are a dual placement's stages (dualpipe: entries P..2P-1 the second copy); 0 or 1: one.
+  // FitStageFigures reads a file of one placement for a plan of another (stage_recut.h).
+  int chains = 0;
   // A cost file's memory model (calibrate writes one, in bytes, from measured memory): a
   // request built with the file takes it as its memory model.
   std::optional<MemoryModel> memory;

@@ -64,6 +64,7 @@ struct MemoryModel {
   // follow the plan's microbatches (a profile at M = 8 predicts a plan at M = 32).
   double first_stage_data_per_microbatch = 0.0;
   double last_stage_data_per_microbatch = 0.0;
+  int chains = 0;               // as CostModel::chains, for `stages`
   std::optional<double> limit;  // on static + activations, per rank
   // "bytes" where the figures are bytes (pipeplan calibrate from measured memory); empty: the
   // default unit, microbatch activations. A limit given with a byte unit needs "bytes".

@@ -107,6 +107,9 @@ struct Profile {
   // Per rank, static_bytes less its stages' own (StageMemoryProfile::static_bytes): what stays
   // with the rank wherever the stages go. Empty where the runtime did not tell the stages'.
   std::vector<double> own_static_bytes = {};
+  // The copies of the model the stages are: 2 where the profiled plan had a dual placement
+  // (dualpipe: stages P..2P-1 the second copy); 0 or 1: one.
+  int chains = 0;
 
   bool operator==(const Profile&) const = default;
 };

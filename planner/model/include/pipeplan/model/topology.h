@@ -37,6 +37,17 @@ inline int ChunksPerShare(const Topology& topology) {
   return topology.placement == Placement::kDual ? 1 : topology.stages_per_rank;
 }
 
+// The chains (model copies) a topology's stages form: 2 under dual placement, else 1. Per-stage
+// figures say theirs (CostModel::chains) so that a file of one placement serves another.
+inline int ChainsOf(const Topology& topology) {
+  return topology.placement == Placement::kDual ? 2 : 1;
+}
+
+// Checks a figures' `chains` field (0 or 1: one chain; 2: two copies of the model one after
+// another) against its `entries` per-stage entries: two copies need an even number of them,
+// or one (uniform). The error names `field`.
+Status ValidateChains(int chains, size_t entries, std::string_view field);
+
 // Checks ranges (P, V, M >= 1 and bounded, 3 x P x V x M compute actions at most 100 M) and
 // placement constraints.
 Status ValidateTopology(const Topology& topology);
