@@ -41,9 +41,10 @@ Options:
                         anything else text format (default: text format on stdout, no table)
   --unit U              time unit of the cost model: s, ms, us or ns (default us, the unit
                         of the demo)
-  --uniform             one stage entry and one boundary entry: the means over the stages
-                        (overlap: over the stages that measured one) and over the measured
-                        boundaries, for 'compare' and 'plan' at other topologies
+  --uniform             every stage the same figures: the means over the stages (overlap:
+                        over the stages that measured one) and over the measured boundaries,
+                        still one entry per stage, so that plans of another cut (another V
+                        or P, 'compare', 'auto') get them cut again by depth
   --input-share X       the share of B that is I when the profile has no I and W, in [0, 1]
                         (default 0.5, what a cost file with only B means too)
   -q, --quiet           print nothing on success
@@ -53,7 +54,7 @@ Examples:
   pipeplan profile measured.pb -o profile.txtpb
   pipeplan calibrate profile.txtpb -o costs.txtpb
   pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --costs costs.txtpb -o plan.pb
-  pipeplan calibrate profile.txtpb --uniform --unit ms -o share.json
+  pipeplan calibrate profile.txtpb --uniform --unit ms -o uniform.json
 )";
 
 struct CalibrateCommandOptions {

@@ -189,7 +189,11 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
   app::TextTable table(header);
   bool derived_backward = false;
   bool derived_split = false;
-  for (size_t s = 0; s < costs.stages.size(); ++s) {
+  // Uniform figures are every stage's alike: one row, "all".
+  const auto rows = [&](size_t entries) {
+    return options.uniform ? std::min<size_t>(1, entries) : entries;
+  };
+  for (size_t s = 0; s < rows(costs.stages.size()); ++s) {
     std::vector<std::string> row = {options.uniform ? "all" : std::to_string(s)};
     for (const KindColumn& kind : kKinds) {
       if (kind.stats == kOverlap.stats && !has_overlap) continue;
@@ -226,7 +230,7 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
   if (costs.memory.has_value()) {
     const MemoryModel& memory = *costs.memory;
     out += "memory in bytes: F keeps (I frees)";
-    for (size_t s = 0; s < memory.stages.size(); ++s) {
+    for (size_t s = 0; s < rows(memory.stages.size()); ++s) {
       out += std::string(s == 0 ? " " : ", ") + (options.uniform ? "all" : std::to_string(s)) +
              ": " + app::FormatBytes(memory.stages[s].activation) + " (" +
              app::FormatBytes(memory.stages[s].freed_by_input) + ")";
@@ -236,7 +240,7 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
     if (std::any_of(memory.stages.begin(), memory.stages.end(),
                     [](const StageMemory& m) { return m.static_bytes > 0; })) {
       out += " besides its stages':";
-      for (size_t s = 0; s < memory.stages.size(); ++s) {
+      for (size_t s = 0; s < rows(memory.stages.size()); ++s) {
         out += std::string(s == 0 ? " " : ", ") + (options.uniform ? "each" : std::to_string(s)) +
                " " + app::FormatBytes(memory.stages[s].static_bytes);
       }
@@ -260,7 +264,7 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
                              "receive overhead"});
   bool derived_boundary = false;
   bool derived_overhead = false;
-  for (size_t b = 0; b < costs.boundaries.size(); ++b) {
+  for (size_t b = 0; b < rows(costs.boundaries.size()); ++b) {
     const BoundaryCosts& c = costs.boundaries[b];
     const bool measured = options.uniform ? std::any_of(profile.boundaries.begin(),
                                                         profile.boundaries.end(), BoundaryMeasured)

@@ -21,8 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       options.uniform = uniform;
       const StatusOr<CostModel> costs = Calibrate(*profile, options);
       if (!costs.ok()) continue;
-      const int stages = uniform ? 1 : static_cast<int>(profile->stages.size());
-      PIPEPLAN_FUZZ_CHECK_OK(ValidateCostModel(*costs, stages));
+      PIPEPLAN_FUZZ_CHECK_OK(ValidateCostModel(*costs, static_cast<int>(profile->stages.size())));
     }
   }
   return 0;

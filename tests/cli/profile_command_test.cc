@@ -151,8 +151,8 @@ TEST(CliProfile, SimulatedTimelineGivesThePlansCostsBack) {
   Ok(to_stdout);
   const StatusOr<CostModel> uniform = ParseCostModel(to_stdout.out, ProtoFormat::kText);
   ASSERT_TRUE(uniform.ok()) << uniform.status().message() << "\n" << to_stdout.out;
-  ASSERT_EQ(uniform->stages.size(), 1u);
-  EXPECT_DOUBLE_EQ(uniform->stages[0].forward, 3000);
+  ASSERT_EQ(uniform->stages.size(), 2u);  // one per stage, all the same
+  for (const StageCosts& stage : uniform->stages) EXPECT_DOUBLE_EQ(stage.forward, 3000);
 }
 
 // A timeline counted in bytes whose stages told their data (the model's inputs on stage 0, the

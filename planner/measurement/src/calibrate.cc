@@ -236,7 +236,7 @@ void UniformStatic(const std::vector<StageMemory>& stages, MemoryModel& memory) 
     for (size_t s = 1; s + 1 < stages.size(); ++s) share += stages[s].static_bytes;
     share /= static_cast<double>(stages.size() - 2);
   }
-  memory.stages.front().static_bytes = share;
+  for (StageMemory& stage : memory.stages) stage.static_bytes = share;
   if (stages.size() == 1) return;
   memory.first_stage_static = std::max(0.0, first - share);
   memory.last_stage_static = std::max(0.0, last - share);
@@ -275,7 +275,7 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
   if (stages_told) StageStatic(profile, memory);
   if (uniform) {
     const std::vector<StageMemory> per_stage = std::exchange(memory.stages, {});
-    memory.stages = {MeanStageMemory(per_stage)};
+    memory.stages.assign(per_stage.size(), MeanStageMemory(per_stage));
     if (stages_told) UniformStatic(per_stage, memory);
   }
   RankStatic(stages_told ? profile.own_static_bytes : profile.static_bytes, memory);
@@ -352,8 +352,10 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
   CostModel costs;
   costs.time_unit = std::string(TimeUnitName(options.unit));
   if (options.uniform) {
-    costs.stages = {MeanStage(stages)};
-    costs.boundaries = {mean_boundary};
+    // The means in every stage's entry: the file keeps the model's depth, so a plan of another
+    // cut gets them cut again (FitStageFigures) as it would the per-stage figures.
+    costs.stages.assign(stages.size(), MeanStage(stages));
+    costs.boundaries.assign(std::max<size_t>(1, stages.size() - 1), mean_boundary);
   } else {
     costs.stages = std::move(stages);
     if (!boundaries.empty()) {
@@ -366,11 +368,9 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
     }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, CalibrateMemory(profile, options.uniform));
-  // Per-stage figures say which stages they are: a dual placement's two copies, or one chain.
-  if (!options.uniform) {
-    costs.chains = profile.chains;
-    if (costs.memory.has_value()) costs.memory->chains = profile.chains;
-  }
+  // The entries say which stages they are: a dual placement's two copies, or one chain.
+  costs.chains = profile.chains;
+  if (costs.memory.has_value()) costs.memory->chains = profile.chains;
   const int num_stages = static_cast<int>(profile.stages.size());
   PIPEPLAN_RETURN_IF_ERROR(
       ValidateCostModel(costs, num_stages).WithContext("calibrated cost model"));

@@ -182,8 +182,10 @@ TEST(CalibrateTest, TheReceiveOverheadIsTheMeanNotTheMedian) {
   const StatusOr<CostModel> uniform =
       Calibrate(profile, Options(TimeUnit::kMilliseconds, /*uniform=*/true));
   ASSERT_TRUE(uniform.ok()) << uniform.status().message();
-  ASSERT_EQ(uniform->boundaries.size(), 1u);
-  EXPECT_DOUBLE_EQ(uniform->boundaries[0].receive_overhead, 4000);
+  ASSERT_EQ(uniform->boundaries.size(), 3u);
+  for (const BoundaryCosts& boundary : uniform->boundaries) {
+    EXPECT_DOUBLE_EQ(boundary.receive_overhead, 4000);
+  }
 }
 
 TEST(CalibrateTest, AProfilersLatencyAndBandwidthWin) {
@@ -213,7 +215,9 @@ TEST(CalibrateTest, UniformTakesTheMeanOverStages) {
   const StatusOr<CostModel> costs =
       Calibrate(profile, Options(TimeUnit::kMilliseconds, /*uniform=*/true));
   ASSERT_TRUE(costs.ok()) << costs.status().message();
-  ASSERT_EQ(costs->stages.size(), 1u);
+  // One entry per stage, all the same: the file keeps the model's depth.
+  ASSERT_EQ(costs->stages.size(), 2u);
+  EXPECT_EQ(costs->stages[0], costs->stages[1]);
   EXPECT_DOUBLE_EQ(costs->stages[0].forward, 2);
   EXPECT_DOUBLE_EQ(costs->stages[0].backward, 3);
   EXPECT_DOUBLE_EQ(costs->stages[0].backward_input, 1.5);
@@ -222,6 +226,11 @@ TEST(CalibrateTest, UniformTakesTheMeanOverStages) {
   ASSERT_EQ(costs->boundaries.size(), 1u);
   EXPECT_DOUBLE_EQ(costs->boundaries[0].latency, 0.02);
   EXPECT_TRUE(ValidateCostModel(*costs, 2).ok());
+  // So a plan of another cut gets them by depth: one stage holding the whole model, both.
+  const StatusOr<StageFigures> whole = FitStageFigures(*costs, MemoryModel{}, Topology{});
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  ASSERT_EQ(whole->costs.stages.size(), 1u);
+  EXPECT_DOUBLE_EQ(whole->costs.stages[0].forward, 4);
 }
 
 TEST(CalibrateErrorTest, NamesTheStage) {
@@ -384,7 +393,7 @@ TEST(CalibrateMemoryTest, BytesHeldPerStageAndTheStaticMemoryOfEachRank) {
   ASSERT_TRUE(uniform.ok()) << uniform.status().message();
   ASSERT_TRUE(uniform->memory.has_value());
   EXPECT_EQ(uniform->memory->stages,
-            (std::vector<StageMemory>{{.activation = 2000, .retained = 50}}));
+            (std::vector<StageMemory>(2, {.activation = 2000, .retained = 50})));
 
   Profile same_static = FbProfileWithBytes({1000, 3000}, {1000, 3000});
   same_static.static_bytes = {7000, 7000};
@@ -473,7 +482,10 @@ TEST(CalibrateMemoryTest, UniformStaticIsTheMiddleStagesMeanAndTheEndsExtras) {
   const StatusOr<CostModel> uniform = Calibrate(profile, Options(TimeUnit::kMicroseconds, true));
   ASSERT_TRUE(uniform.ok()) << uniform.status().message();
   const MemoryModel& memory = *uniform->memory;
-  EXPECT_EQ(memory.stages.front().static_bytes, 1100);  // (1000 + 1200) / 2
+  ASSERT_EQ(memory.stages.size(), 4u);
+  for (const StageMemory& stage : memory.stages) {
+    EXPECT_EQ(stage.static_bytes, 1100);  // (1000 + 1200) / 2
+  }
   EXPECT_EQ(memory.first_stage_static, 200);
   EXPECT_EQ(memory.last_stage_static, 500);
   EXPECT_EQ(memory.static_per_rank, 10);

@@ -20,8 +20,9 @@ double SecondsPer(TimeUnit unit);
 
 struct CalibrateOptions {
   TimeUnit unit = TimeUnit::kMicroseconds;  // the unit of the demo and the docs
-  // One stage entry and one boundary entry (means, see Calibrate) instead of one per stage
-  // and per boundary.
+  // Every stage's entry the same figures, every boundary's the same (means, see Calibrate),
+  // instead of each its own: one entry per stage all the same, so that the file keeps the
+  // depth of the model each is (a plan of another cut gets them cut again, stage_recut.h).
   bool uniform = false;
   // When a stage has B but no I and W measured (a plan without split backwards): the share
   // of B that is I; W gets the rest. 0.5 is what a cost file with only B means too.
