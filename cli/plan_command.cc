@@ -248,6 +248,8 @@ Status ExecutePlan(const PlanOptions& options) {
   // Per-stage figures of another cut of the model: the planner cut them again by depth.
   const std::string cut = app::CutFiguresLine(request.costs, request.memory, plan);
   if (!cut.empty()) app::PrintNote(cut);
+  const std::string largest = app::StaticByRankLine(request.memory, plan);
+  if (!largest.empty()) app::PrintNote(largest);
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");

@@ -151,6 +151,9 @@ Status ExecuteSimulate(const SimulateOptions& options) {
         !cut.empty()) {
       app::PrintNote(cut);
     }
+    if (const std::string largest = app::StaticByRankLine(given_memory, plan); !largest.empty()) {
+      app::PrintNote(largest);
+    }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/model/topology.h"
@@ -30,6 +31,16 @@ std::string CutFiguresLine(const CostModel& costs, const MemoryModel& memory, co
           PlanStrategyName(plan) + " at V=" + std::to_string(topology.stages_per_rank);
   if (chains == 2) line += " (two model copies, each the whole model)";
   return line + " (an estimate: profile a plan with that V to measure them)";
+}
+
+std::string StaticByRankLine(const MemoryModel& memory, const Plan& plan) {
+  const std::vector<double>& by_rank = memory.static_by_rank;
+  const int ranks = plan.request.topology.ranks;
+  if (by_rank.empty() || by_rank.size() == static_cast<size_t>(ranks)) return "";
+  return "the static memory measured on " + std::to_string(by_rank.size()) +
+         " ranks counts its largest, " + memory.Describe(plan.request.memory.static_per_rank) +
+         ", for each of the " + std::to_string(ranks) + " ranks of " + PlanStrategyName(plan) +
+         ": an upper bound (profile at that P to measure each)";
 }
 
 PostValidationSummary SummarizePostValidation(const Plan& plan) {

@@ -258,6 +258,29 @@ TEST(CliTest, SimulateCutsPerStageCostsOfAnotherV) {
   EXPECT_EQ(uniform.err, "");
 }
 
+// The H200 calibration (P = 4; its rank 0 held 32 MiB more of its own, from taking turns on one
+// GPU) for a plan at P = 8: every rank counts the largest rank's static memory, and the note
+// says so; at P = 4 no note.
+TEST(CliTest, PlanAtAnotherPCountsTheLargestRanksStaticMemory) {
+  ScratchDir dir;
+  const std::string costs =
+      std::string(PIPEPLAN_TEST_DATA_DIR) + "/../../examples/h200_zbv_costs.json";
+  const RunResult at_8 = RunPipeplan({"plan", "--strategy", "zbv", "--ranks", "8", "--microbatches",
+                                      "16", "--costs", costs, "-o", "p8.pb"},
+                                     dir.path());
+  ASSERT_EQ(at_8.exit_code, 0) << at_8.err;
+  EXPECT_NE(at_8.err.find("note: the static memory measured on 4 ranks counts its largest, "
+                          "67.0 MiB (70255616 B), for each of the 8 ranks of zbv: an upper "
+                          "bound (profile at that P to measure each)\n"),
+            std::string::npos)
+      << at_8.err;
+  const RunResult at_4 = RunPipeplan({"plan", "--strategy", "zbv", "--ranks", "4", "--microbatches",
+                                      "8", "--costs", costs, "-o", "p4.pb"},
+                                     dir.path());
+  ASSERT_EQ(at_4.exit_code, 0) << at_4.err;
+  EXPECT_EQ(at_4.err.find("static memory measured on"), std::string::npos) << at_4.err;
+}
+
 // A calibrated file of a V shape's eight stages (one chain of the model) planned as dualpipe at
 // P = 4, whose eight stages are two model copies: each copy is the whole model, its stage j
 // two of the file's (as a file of four stages of their sums would give), and said so. Before,

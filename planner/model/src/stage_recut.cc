@@ -165,6 +165,15 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
   const bool cut_boundaries = misfit(costs.boundaries.size(), stages - 1, costs.chains);
   const bool cut_memory = misfit(memory.stages.size(), stages, memory.chains);
   StageFigures out{costs, memory};
+  // Static memory measured per rank of another number of ranks: every rank the largest, an
+  // upper bound (the ranks' own parts differ where they took turns on one device).
+  std::vector<double>& by_rank = out.memory.static_by_rank;
+  if (!by_rank.empty() && by_rank.size() != static_cast<size_t>(topology.ranks)) {
+    PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(memory, static_cast<int>(memory.stages.size())));
+    out.memory.static_per_rank =
+        std::max(out.memory.static_per_rank, *std::max_element(by_rank.begin(), by_rank.end()));
+    by_rank.clear();
+  }
   if (!cut_stages && !cut_boundaries && !cut_memory) return out;
   const size_t given_stages = costs.stages.size() > 1       ? costs.stages.size()
                               : costs.boundaries.size() > 1 ? costs.boundaries.size() + 1

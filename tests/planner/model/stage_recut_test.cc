@@ -253,6 +253,33 @@ TEST(StageRecutTest, BadChainsAreNamed) {
   EXPECT_TRUE(ValidateMemoryModel(memory, 3).ok());  // uniform: one entry serves every copy
 }
 
+// Static memory measured per rank (ranks that differ, as where they took turns on one GPU) for
+// a plan of another number of ranks: every rank counts the largest, an upper bound, instead of
+// the plan being refused; for the profiled number of ranks each keeps its own. A bad entry is
+// still named.
+TEST(StageRecutTest, StaticMemoryPerRankOfAnotherPIsTheLargestForEveryRank) {
+  CostModel costs;
+  costs.stages = std::vector<StageCosts>(4, Costs(1, 2, 1, 1));
+  MemoryModel memory;
+  memory.stages = std::vector<StageMemory>(4, StageMemory{.activation = 1});
+  memory.static_per_rank = 50;
+  memory.static_by_rank = {70, 40, 40, 40};
+  const Topology p4{.ranks = 4, .stages_per_rank = 1, .microbatches = 8};
+  EXPECT_EQ(Fit(costs, memory, p4).memory, memory);
+  const Topology p8_half_stages{
+      .ranks = 8, .stages_per_rank = 2, .microbatches = 8, .placement = Placement::kVShape};
+  const MemoryModel at_8 = Fit(costs, memory, p8_half_stages).memory;
+  EXPECT_TRUE(at_8.static_by_rank.empty());
+  EXPECT_EQ(at_8.static_per_rank, 70);
+  const Topology p2{.ranks = 2, .stages_per_rank = 2, .microbatches = 8};  // stages fit
+  EXPECT_EQ(Fit(costs, memory, p2).memory.static_per_rank, 70);
+  EXPECT_TRUE(Fit(costs, memory, p2).memory.static_by_rank.empty());
+
+  memory.static_by_rank[2] = -1;
+  EXPECT_EQ(FitStageFigures(costs, memory, p2).status().message(),
+            "memory.static_by_rank[2] must be a finite number >= 0, got -1.000000");
+}
+
 // The chain's ends' extras and data (the first stage's inputs, the last stage's targets, per
 // microbatch, as calibrate writes them) stay with the chain's ends, where a stage's own
 // static bytes follow its depth: profiled at V = 1 on two ranks, the V shape puts both ends on

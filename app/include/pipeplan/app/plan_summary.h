@@ -25,6 +25,11 @@ size_t PerStageEntries(const CostModel& costs, const MemoryModel& memory);
 // otherwise.
 std::string CutFiguresLine(const CostModel& costs, const MemoryModel& memory, const Plan& plan);
 
+// "the static memory measured on 4 ranks counts its largest, 67.0 MiB (70255616 B), for each
+// of the 8 ranks of zbv: an upper bound (...)" where the given `memory` has static_by_rank for
+// another number of ranks than `plan` (FitStageFigures); empty otherwise.
+std::string StaticByRankLine(const MemoryModel& memory, const Plan& plan);
+
 struct PostValidationSummary {
   int ranks_with_pv = 0;      // ranks whose program holds a POST_VALIDATION action
   int rollback_receives = 0;  // RECV_F actions tagged rollback (CountRollbackReceives)

@@ -34,9 +34,10 @@ struct StageFigures {
 // of other chains (CostModel::chains: figures of a dual placement's two copies for a plan of
 // one chain, or the reverse): one chain of the model (the first copy of two) cut by depth,
 // dual placement's two chains each the whole model; what is cut says the topology's chains.
-// Figures that fit, or are uniform, stay as they are. Figures to cut are checked first
-// (ValidateCostModel, ValidateMemoryModel against their own number of entries), so that an error
-// names the entry as given. `topology` must be valid.
+// Figures that fit, or are uniform, stay as they are. `static_by_rank` of another number of
+// ranks gives way to the largest of it, for every rank (static_per_rank). Figures to cut are
+// checked first (ValidateCostModel, ValidateMemoryModel against their own number of entries), so
+// that an error names the entry as given. `topology` must be valid.
 StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel& memory,
                                        const Topology& topology);
 
