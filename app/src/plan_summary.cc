@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pipeplan/model/plan_util.h"
+#include "pipeplan/model/stage_recut.h"
 #include "pipeplan/model/topology.h"
 
 namespace pipeplan::app {
@@ -22,9 +23,9 @@ std::string CutFiguresLine(const CostModel& costs, const MemoryModel& memory, co
   const size_t given = PerStageEntries(costs, memory);
   const Topology& topology = plan.request.topology;
   const auto stages = static_cast<size_t>(topology.num_stages());
+  if (FitsAsGiven(costs, memory, topology)) return "";
   const int given_chains = std::max({1, costs.chains, memory.chains});
   const int chains = ChainsOf(topology);
-  if (given <= 1 || (given == stages && given_chains == chains)) return "";
   std::string line = "the " + std::to_string(given) + " per-stage entries of the costs";
   if (given_chains == 2) line += " (two model copies: the first one read)";
   line += " were cut by depth into the " + std::to_string(stages) + " stages of " +

@@ -152,18 +152,41 @@ MemoryModel RecutChainMemory(const MemoryModel& memory, int given_chunks_per_sha
   return out;
 }
 
-StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel& memory,
-                                       const Topology& topology) {
+namespace {
+
+// Which of the figures' per-stage lists FitStageFigures cuts again for `topology`: those that
+// have more than one entry and not one per stage (or boundary), or are of other chains.
+struct Misfits {
+  bool stages = false;
+  bool boundaries = false;
+  bool memory = false;
+
+  bool any() const { return stages || boundaries || memory; }
+};
+
+Misfits MisfitsOf(const CostModel& costs, const MemoryModel& memory, const Topology& topology) {
   const int stages = topology.num_stages();
   const int chains = ChainsOf(topology);
-  // Figures fit where they have an entry per stage (or boundary) and are of the same chains.
   const auto misfit = [&](size_t entries, int wanted, int given_chains) {
     return entries > 1 && (entries != static_cast<size_t>(std::max(wanted, 1)) ||
                            std::max(given_chains, 1) != chains);
   };
-  const bool cut_stages = misfit(costs.stages.size(), stages, costs.chains);
-  const bool cut_boundaries = misfit(costs.boundaries.size(), stages - 1, costs.chains);
-  const bool cut_memory = misfit(memory.stages.size(), stages, memory.chains);
+  return {.stages = misfit(costs.stages.size(), stages, costs.chains),
+          .boundaries = misfit(costs.boundaries.size(), stages - 1, costs.chains),
+          .memory = misfit(memory.stages.size(), stages, memory.chains)};
+}
+
+}  // namespace
+
+bool FitsAsGiven(const CostModel& costs, const MemoryModel& memory, const Topology& topology) {
+  return !MisfitsOf(costs, memory, topology).any();
+}
+
+StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel& memory,
+                                       const Topology& topology) {
+  const int stages = topology.num_stages();
+  const int chains = ChainsOf(topology);
+  const Misfits misfits = MisfitsOf(costs, memory, topology);
   StageFigures out{costs, memory};
   // Static memory measured per rank of another number of ranks: every rank the largest, an
   // upper bound (the ranks' own parts differ where they took turns on one device).
@@ -174,7 +197,7 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
         std::max(out.memory.static_per_rank, *std::max_element(by_rank.begin(), by_rank.end()));
     by_rank.clear();
   }
-  if (!cut_stages && !cut_boundaries && !cut_memory) return out;
+  if (!misfits.any()) return out;
   const size_t given_stages = costs.stages.size() > 1       ? costs.stages.size()
                               : costs.boundaries.size() > 1 ? costs.boundaries.size() + 1
                                                             : 1;
@@ -191,15 +214,15 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
   const bool dual = chains == 2;
   const int chain = dual ? topology.ranks : stages;
   const CostModel cut = RecutChainCosts(one_chain, chain);
-  if (cut_stages) out.costs.stages = dual ? TwoChains(cut.stages) : cut.stages;
-  if (cut_boundaries) {
+  if (misfits.stages) out.costs.stages = dual ? TwoChains(cut.stages) : cut.stages;
+  if (misfits.boundaries) {
     out.costs.boundaries = cut.boundaries;
     if (dual && cut.boundaries.size() > 1) {
       out.costs.boundaries = TwoChains(cut.boundaries, &cut.boundaries.back());
     }
   }
-  if (cut_stages || cut_boundaries) out.costs.chains = chains;
-  if (cut_memory) {
+  if (misfits.stages || misfits.boundaries) out.costs.chains = chains;
+  if (misfits.memory) {
     const int given_chunks =
         std::max(1, static_cast<int>(one_chain_memory.stages.size()) / topology.ranks);
     out.memory.stages = RecutChainMemory(one_chain_memory, given_chunks, chain).stages;

@@ -41,4 +41,8 @@ struct StageFigures {
 StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel& memory,
                                        const Topology& topology);
 
+// Whether FitStageFigures keeps the figures' per-stage entries as they are for `topology`
+// (uniform, or one entry per stage and boundary of the same chains).
+bool FitsAsGiven(const CostModel& costs, const MemoryModel& memory, const Topology& topology);
+
 }  // namespace pipeplan
