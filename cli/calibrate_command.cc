@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -11,22 +12,30 @@
 #include "pipeplan/app/proto_file.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/measurement/calibrate.h"
+#include "pipeplan/measurement/merge_profiles.h"
 #include "profile_table.h"
 
 namespace pipeplan::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    R"(usage: pipeplan calibrate PROFILE [-o FILE] [--unit s|ms|us|ns] [--uniform]
+    R"(usage: pipeplan calibrate PROFILE [PROFILE ...] [-o FILE] [--unit s|ms|us|ns] [--uniform]
                            [--input-share X] [-q]
 
 Turns a profile ('pipeplan profile', binary, text or JSON protobuf) into a CostModel file for
 'pipeplan plan --costs', 'import --costs' and 'compare --costs'. Every figure but the
 receive overhead is a median of the profile converted to --unit. Per stage:
   F        measured (a stage without F, or without any sample, is an error naming it)
-  B        measured; else I + W
-  I, W     measured, both or neither; neither: I = X B (--input-share), W = B - I
-  overlap  measured; else 0, which the cost model reads as F + B of the cell
+  B        measured; else I + W (assumed)
+  I, W     measured, both or neither; neither: I = X B (--input-share), W = B - I (assumed)
+  overlap  measured; else 0, which the cost model reads as F + B of the cell (assumed)
+The file records per stage which figures were measured, in which run, and which assumed;
+'plan', 'compare' and 'auto' say where a ranking rests on an assumed figure.
+
+Several profiles of different plans of one model, run in one runtime, calibrate together:
+each figure comes from the profile that measured it (the most samples), so B from a 1f1b
+run and I and W from a zb-h1 run are both measured. They must cut and place the model alike
+(the same P x V, loop beside loop, V shape beside V shape).
 Per boundary: latency = the median clean transfer and bandwidth 0 (infinite), since one
 message size per boundary cannot separate the two; a profiler's own latency and bandwidth
 where the profile has them. A boundary without a clean transfer (a same-rank hand-off, or
@@ -55,20 +64,52 @@ Examples:
   pipeplan calibrate profile.txtpb -o costs.txtpb
   pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --costs costs.txtpb -o plan.pb
   pipeplan calibrate profile.txtpb --uniform --unit ms -o uniform.json
+  pipeplan calibrate 1f1b-profile.json zb-h1-profile.json -o costs.json
 )";
 
 struct CalibrateCommandOptions {
-  std::string profile_path;
+  std::vector<std::string> profile_paths;
   std::optional<std::string> output;
   CalibrateOptions calibrate;
   bool quiet = false;
 };
 
+std::string JoinPaths(const std::vector<std::string>& paths) {
+  std::string joined;
+  for (const std::string& path : paths) joined += (joined.empty() ? "" : ", ") + path;
+  return joined;
+}
+
+// "runs: [0] 1f1b P=2 V=1 M=8, torch cpu (F, B); [1] zb-h1 P=2 V=1 M=8, torch cpu (I, W)":
+// which run each stage's figures came from, stage 0's as the example.
+std::string RenderRuns(const CostModel& costs) {
+  std::string out = "figures by run (stage 0):\n";
+  for (size_t run = 0; run < costs.runs.size(); ++run) {
+    std::string kinds;
+    const auto add = [&](const FigureSource& source, const char* name) {
+      if (source.origin != FigureOrigin::kMeasured || source.run != static_cast<int>(run)) return;
+      kinds += (kinds.empty() ? "" : ", ") + std::string(name);
+    };
+    if (!costs.sources.empty()) {
+      const StageSources& stage = costs.sources.front();
+      add(stage.forward, "F");
+      add(stage.backward, "B");
+      add(stage.backward_input, "I");
+      add(stage.backward_weight, "W");
+      add(stage.overlap, "F&B cell");
+    }
+    out += "  [" + std::to_string(run) + "] " + costs.runs[run] + ": " +
+           (kinds.empty() ? "nothing taken" : kinds) + "\n";
+  }
+  return out;
+}
+
 StatusOr<CalibrateCommandOptions> ParseCalibrateOptions(const app::Flags& flags) {
-  PIPEPLAN_RETURN_IF_ERROR(
-      app::ExpectPositional(flags, 1, "the profile file (pipeplan calibrate PROFILE)"));
+  if (flags.positional().empty()) {
+    return InvalidArgument("missing the profile file (pipeplan calibrate PROFILE [PROFILE ...])");
+  }
   CalibrateCommandOptions options;
-  options.profile_path = flags.positional().front();
+  options.profile_paths = flags.positional();
   options.output = flags.GetString("output");
   if (const std::optional<std::string> unit = flags.GetString("unit")) {
     const std::optional<TimeUnit> parsed = TimeUnitFromName(*unit);
@@ -85,11 +126,17 @@ StatusOr<CalibrateCommandOptions> ParseCalibrateOptions(const app::Flags& flags)
 }
 
 Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(
-      const Profile profile,
-      app::LoadProtoFile(options.profile_path, FileKind::kProfile, ParseProfile));
-  StatusOr<CostModel> costs = Calibrate(profile, options.calibrate);
-  if (!costs.ok()) return costs.status().WithContext(options.profile_path);
+  std::vector<Profile> profiles;
+  for (const std::string& path : options.profile_paths) {
+    PIPEPLAN_ASSIGN_OR_RETURN(Profile profile,
+                              app::LoadProtoFile(path, FileKind::kProfile, ParseProfile));
+    profiles.push_back(std::move(profile));
+  }
+  StatusOr<CostModel> costs = Calibrate(profiles, options.calibrate);
+  if (!costs.ok()) return costs.status().WithContext(JoinPaths(options.profile_paths));
+  // The table shows the figures calibrate took: each from the profile that measured it.
+  PIPEPLAN_ASSIGN_OR_RETURN(const MergedProfile merged, MergeProfiles(profiles));
+  const Profile& profile = merged.profile;
 
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
@@ -97,10 +144,11 @@ Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeCostModel(*costs, format));
   PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (to_stdout || options.quiet) return Status::Ok();
-  std::cout << options.profile_path << ": " << profile.stages.size() << " stages, " << profile.steps
-            << (profile.steps == 1 ? " step" : " steps") << ", source \"" << profile.source
-            << "\"\n"
-            << RenderCalibrationTable(profile, *costs, options.calibrate) << "\nwrote "
+  std::cout << JoinPaths(options.profile_paths) << ": " << profile.stages.size() << " stages, "
+            << profile.steps << (profile.steps == 1 ? " step" : " steps") << ", source \""
+            << profile.source << "\"\n";
+  if (profiles.size() > 1) std::cout << RenderRuns(*costs);
+  std::cout << RenderCalibrationTable(profile, *costs, options.calibrate) << "\nwrote "
             << (options.calibrate.uniform ? "uniform" : "per-stage") << " cost model to "
             << *options.output << "\n";
   return Status::Ok();

@@ -48,6 +48,8 @@ Request:
   --post-validation            compare the zero-bubble family with post-validation (PV) and
                                rollback tagging; the table gets a 'rollback RECVs' column and
                                the other strategies are left out
+  --runtime NAME               only what this runtime runs: pipeplan-torch, torch, torchtitan
+                               or megatron (see 'pipeplan plan --help'; default: every strategy)
   --request FILE               take P, M, costs and memory from a PlanRequest file (text or
                                JSON); its strategy is ignored; excludes the flags above
 

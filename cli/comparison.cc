@@ -6,10 +6,12 @@
 
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/plan_summary.h"
+#include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
+#include "pipeplan/strategies/runtime_support.h"
 #include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan::cli {
@@ -47,6 +49,10 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
     row.error = planned.status().message();
     return row;
   }
+  row.assumes = DescribeCut(base.costs, base.memory, request.topology);
+  const std::string kinds =
+      DescribeAssumption(Common(KindsRead(planned->plan), AssumedKinds(base.costs)));
+  if (!kinds.empty()) row.assumes += (row.assumes.empty() ? "" : " and ") + kinds;
   row.plan = std::move(planned->plan);
   row.timeline = std::move(planned->timeline);
   return row;
@@ -127,6 +133,11 @@ std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stag
   for (const Strategy& strategy : AllStrategies()) {
     // Post-validation is a zero-bubble option; the other strategies are left out.
     if (base.options.post_validation && !SupportsPostValidation(strategy.name)) continue;
+    if (!CheckRunsOn(base.runtime, strategy.name, strategy.placement,
+                     base.options.post_validation)
+             .ok()) {
+      continue;
+    }
     rows.push_back(RunOne(strategy, base, multi_stage_v));
   }
   if (optimal != nullptr && !base.options.post_validation) {
@@ -163,6 +174,9 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
   const bool with_optimal = std::any_of(rows.begin(), rows.end(),
                                         [](const ComparisonRow& row) { return row.solver_made; });
   if (with_optimal) header.emplace_back("gap to optimal");
+  const bool with_assumed = std::any_of(rows.begin(), rows.end(),
+                                        [](const ComparisonRow& row) { return !row.assumes.empty(); });
+  if (with_assumed) header.emplace_back("assumes");
   app::TextTable table(header, {true, true});
   for (const ComparisonRow& row : rows) {
     const std::string mark = row.best ? "*" : "";
@@ -188,9 +202,16 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
                       : row.gap_to_optimal.has_value() ? app::FormatPercent(*row.gap_to_optimal)
                                                        : "-");
     }
+    if (with_assumed) cells.push_back(row.assumes.empty() ? "-" : row.assumes);
     table.AddRow(std::move(cells));
   }
-  return table.Render() + "(* = smallest makespan)\n";
+  std::string out = table.Render() + "(* = smallest makespan)\n";
+  if (with_assumed) {
+    out += "(assumes: what a row's makespan rests on that no profiled run measured: profile\n"
+           " that plan in your runtime and calibrate its profile with yours, or on its own for\n"
+           " figures cut by depth, to measure it)\n";
+  }
+  return out;
 }
 
 StatusOr<AutoResult> RunAuto(const PlanRequest& base) {
@@ -204,8 +225,7 @@ StatusOr<AutoResult> RunAuto(const PlanRequest& base) {
 std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
   if (!result.ok()) return "auto: failed: " + result.status().message() + "\n";
   const PlanRequest& best = result->best.request;
-  // The best plan is the first candidate (fastest first).
-  const AutoCandidate& first = result->candidates.front();
+  const AutoCandidate& first = result->candidates[result->pick];
   int planned = 0;
   for (const AutoCandidate& candidate : result->candidates)
     planned += candidate.status.ok() ? 1 : 0;
@@ -216,15 +236,21 @@ std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
   out += "): makespan " + app::FormatCompact(first.makespan) + ", peak memory " +
          app::FormatMemory(first.peak_memory, best.memory) + "; the fastest of " +
          std::to_string(result->candidates.size()) + " candidates (" + std::to_string(planned) +
-         " planned, " + std::to_string(failed) + " failed)\n";
+         " planned, " + std::to_string(failed) + " failed)";
+  out += result->pick == 0 ? "\n" : " whose step rests on measured figures\n";
+  for (const std::string& note : result->notes) out += "note: " + note + "\n";
   return out;
 }
 
 std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
   std::string out = RenderAutoPick(result);
   if (!result.ok()) return out;
-  app::TextTable table({"#", "strategy", "V", "setting", "makespan", "peak memory"},
-                       {false, true, true, true});
+  const bool with_assumed =
+      std::any_of(result->candidates.begin(), result->candidates.end(),
+                  [](const AutoCandidate& candidate) { return !candidate.assumes.empty(); });
+  std::vector<std::string> header = {"#", "strategy", "V", "setting", "makespan", "peak memory"};
+  if (with_assumed) header.emplace_back("assumes");
+  app::TextTable table(header, {false, true, true, true});
   int rank = 0;
   for (const AutoCandidate& candidate : result->candidates) {
     const PlanRequest& r = candidate.request;
@@ -234,9 +260,14 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
                        "failed: " + candidate.status.message());
       continue;
     }
-    table.AddRow({std::to_string(++rank), r.strategy, v, CandidateSetting(r),
-                  app::FormatCompact(candidate.makespan),
-                  app::FormatMemory(candidate.peak_memory, r.memory)});
+    std::vector<std::string> cells = {std::to_string(++rank),
+                                      r.strategy,
+                                      v,
+                                      CandidateSetting(r),
+                                      app::FormatCompact(candidate.makespan),
+                                      app::FormatMemory(candidate.peak_memory, r.memory)};
+    if (with_assumed) cells.push_back(candidate.assumes.empty() ? "-" : candidate.assumes);
+    table.AddRow(std::move(cells));
   }
   return out + "\n" + table.Render() +
          "(fastest first, ties: less memory; setting: interleaved-1f1b group size or zb memory\n"
@@ -306,6 +337,9 @@ std::string DescribeRequest(const PlanRequest& base) {
   if (base.memory.limit.has_value())
     text += "; memory limit " + app::FormatMemory(*base.memory.limit, base.memory);
   if (base.options.post_validation) text += "; post-validation (zero-bubble family only)";
+  if (base.runtime != Runtime::kAny) {
+    text += "; runtime " + std::string(RuntimeName(base.runtime)) + " (what it runs only)";
+  }
   return text;
 }
 

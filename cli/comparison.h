@@ -25,6 +25,8 @@ struct ComparisonRow {
   // A catalogue row's distance to the solver-made row of its placement and V, when there is
   // one: makespan / that row's makespan - 1.
   std::optional<double> gap_to_optimal;
+  // What its simulated step rests on that no run measured ("I + W = B"); empty: nothing.
+  std::string assumes;
 };
 
 // compare --optimal: the solver-made rows and how to solve them.
@@ -39,7 +41,7 @@ struct OptimalRows {
 // loop and V placement, 1 under dual placement (DualPipe holds a full share of each of two
 // model copies), as AutoSearch divides them. Comm latency is per transfer and stays as is.
 // Rows are in catalogue order; with base.options.post_validation only the strategies that
-// support it are run. With `optimal`, the solver-made rows follow (optimal at V = 1 and at
+// support it are run, with base.runtime only those the runtime runs. With `optimal`, the solver-made rows follow (optimal at V = 1 and at
 // `multi_stage_v`, optimal-v at V = 2; not with post-validation) and every catalogue row gets
 // its gap to the one of its placement and V.
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,

@@ -3,6 +3,8 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -22,7 +24,9 @@ constexpr std::string_view kHelp =
 
 Compares two timeline files of the same plan, as written by 'pipeplan simulate PLAN
 --timeline FILE' and 'pipeplan run PLAN --timeline FILE' (binary, text or JSON protobuf;
-each carries its plan). Prints both step times and the relative error, per rank busy and
+each carries its plan). Each file records whether it was simulated or measured: given the
+other way round, they are compared as simulated vs measured all the same (with a note); two
+of one kind are labelled first and second. Prints both step times and the relative error, per rank busy and
 idle time, per action kind the mean durations and start errors, and the compute action
 whose start is furthest off. Times are in the plan's unit.
 
@@ -68,13 +72,45 @@ StatusOr<Plan> CommonPlan(const DiffOptions& options, const TimelineFile& expect
   return expected.plan ? *expected.plan : *actual.plan;
 }
 
-Status ExecuteDiff(const DiffOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const TimelineFile expected, LoadTimelineFile(options.expected_path));
-  PIPEPLAN_ASSIGN_OR_RETURN(const TimelineFile actual, LoadTimelineFile(options.actual_path));
+std::string_view SourceName(TimelineSource source) {
+  switch (source) {
+    case TimelineSource::kSimulated:
+      return "simulated";
+    case TimelineSource::kMeasured:
+      return "measured";
+  }
+  return "simulated";
+}
+
+// Each timeline says whether it was simulated or measured: a measured one given first is
+// compared as the second (the error is always measured against simulated), with a note; two
+// of one kind are labelled by their order.
+DiffLabels OrderBySource(DiffOptions& options, TimelineFile& expected, TimelineFile& actual) {
+  const TimelineSource first = expected.timeline.source;
+  const TimelineSource second = actual.timeline.source;
+  if (first == TimelineSource::kMeasured && second == TimelineSource::kSimulated) {
+    app::PrintNote(options.expected_path + " is measured and " + options.actual_path +
+                   " simulated: comparing " + options.actual_path + " (simulated) with " +
+                   options.expected_path + " (measured)");
+    std::swap(options.expected_path, options.actual_path);
+    std::swap(expected, actual);
+    return {};
+  }
+  if (first == second) {
+    return {.expected = "first, " + std::string(SourceName(first)),
+            .actual = "second, " + std::string(SourceName(second))};
+  }
+  return {};
+}
+
+Status ExecuteDiff(const DiffOptions& given) {
+  DiffOptions options = given;
+  PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile expected, LoadTimelineFile(options.expected_path));
+  PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile actual, LoadTimelineFile(options.actual_path));
+  const DiffLabels labels = OrderBySource(options, expected, actual);
   PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, CommonPlan(options, expected, actual));
   PIPEPLAN_ASSIGN_OR_RETURN(const TimelineDiff diff,
                             DiffTimelines(plan, expected.timeline, actual.timeline));
-  const DiffLabels labels;
   if (options.html) {
     PIPEPLAN_RETURN_IF_ERROR(
         app::WriteFileAtomic(*options.html,

@@ -13,9 +13,9 @@
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/optimal.h"
 #include "pipeplan/planner/planner.h"
-#include "pipeplan/simulation/simulator.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -39,8 +39,18 @@ Request:
                                (default: P; needs P <= G <= M and M % G == 0 or M % G >= P)
   --memory-limit X             per-rank limit on static + activation memory, number >= 0, in
                                the memory model's unit (by default microbatch activations of
-                               one rank's share of the model: 1F1B peaks at P on rank 0);
-                               the plan fails if it needs more (default: no limit)
+                               one rank's share of the model: 1F1B peaks at P on rank 0), or
+                               bytes with a unit where the cost file counts bytes: 70GiB,
+                               512MiB, 2.5GB (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, any case);
+                               the plan fails if it needs more (default: a cost file's own
+                               limit, else none)
+  --runtime NAME               the runtime that will run the plan: pipeplan-torch, torch
+                               (torch.distributed.pipelining's _PipelineScheduleRuntime, which
+                               loads 'pipeplan export --format torch-csv'), torchtitan or
+                               megatron; only what it runs is planned (torch: no dual
+                               placement, no post-validation, F&B cells cost F + B since it
+                               runs their halves in turn; megatron: 1f1b, interleaved-1f1b and
+                               their overlap variants). Default: any strategy
   --post-validation            zero-bubble family (zb, zb-1p, zb-2p, zb-h1, zb-h2,
                                interleaved-zb, zbv, zbv-handcrafted, v-half, v-min): insert the
                                optimizer post-validation (PV) on every rank and tag the receives
@@ -151,16 +161,21 @@ StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
   return options;
 }
 
-// One stderr line naming what `auto` picked, with its simulated figures.
-void NoteAutoPick(const Plan& plan) {
+// One stderr line naming what `auto` picked, with its simulated figures, then what the pick
+// rests on where a figure was assumed.
+void NoteAutoPick(const AutoResult& result) {
+  const Plan& plan = result.best;
+  const AutoCandidate& pick = result.candidates[result.pick];
   const Topology& t = plan.request.topology;
   std::string line =
       "auto chose " + plan.request.strategy + " (V=" + std::to_string(t.stages_per_rank) + ")";
-  if (const StatusOr<Timeline> timeline = Simulate(plan); timeline.ok()) {
-    line += ": makespan " + app::FormatCompact(timeline->metrics.makespan) + ", peak memory " +
-            app::FormatMemory(PeakMemory(*timeline), plan.request.memory);
+  if (plan.request.runtime != Runtime::kAny) {
+    line += " among what " + std::string(RuntimeName(plan.request.runtime)) + " runs";
   }
+  line += ": makespan " + app::FormatCompact(pick.makespan) + ", peak memory " +
+          app::FormatMemory(pick.peak_memory, plan.request.memory);
   app::PrintNote(line + "; 'pipeplan compare --auto' lists the candidates");
+  for (const std::string& note : result.notes) app::PrintNote(note);
 }
 
 // One stderr line with the solver's verdict and the heuristic it started from.
@@ -230,11 +245,12 @@ StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) 
     NoteAutoSolverPick(result);
     return std::move(result.plan);
   }
-  if (FindOptimalStrategy(request.strategy) == nullptr) {
-    PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildPlan(request));
-    if (request.strategy == kAutoStrategy) NoteAutoPick(plan);
-    return plan;
+  if (request.strategy == kAutoStrategy) {
+    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
+    NoteAutoPick(result);
+    return std::move(result.best);
   }
+  if (FindOptimalStrategy(request.strategy) == nullptr) return BuildPlan(request);
   PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, RunCpSat));
   NoteSolverResult(result);
   return std::move(result.plan);

@@ -218,10 +218,14 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
       (options.uniform ? ", uniform: the mean over the stages"
                        : " per stage: the measured medians (p90 - p10 as a share of the median)") +
       "; * = derived\n\n" + table.Render();
-  if (derived_backward) out += "* B not measured: B = I + W\n";
+  if (derived_backward) {
+    out += "* B not measured: B = I + W (assumed; plan, compare and auto say where a ranking\n"
+           "  rests on it: calibrate a profile of a plan with full backwards, e.g. 1f1b, with this one)\n";
+  }
   if (derived_split) {
     out += "* I and W not measured: I = " + app::FormatCompact(options.input_share) +
-           " B (--input-share), W = B - I\n";
+           " B (--input-share), W = B - I (assumed; a runtime's split backward can cost\n"
+           "  more than B: calibrate a profile of a zero-bubble plan, e.g. zb-h1, with this one)\n";
   }
   if (has_overlap && MissingOnAnyStage(profile, kOverlap)) {
     out += options.uniform ? "* overlap: the mean over the stages that measured one\n"

@@ -39,7 +39,9 @@ def _rank():
 def import_command(directory, world_size, plan=None):
     """The `pipeplan import` command for the traces written under `directory`."""
     traces = " ".join(os.path.join(directory, f"rank{r}.json.gz") for r in range(world_size))
-    plan_flag = f" --plan {plan}" if plan else ""
+    # Without a plan, the order the job ran becomes the plan: --plan-output keeps it, for
+    # `simulate` and `diff` of the run as it was.
+    plan_flag = f" --plan {plan}" if plan else " --plan-output ran.pb"
     return f"pipeplan import --format torch-trace {traces}{plan_flag} -o measured.pb"
 
 

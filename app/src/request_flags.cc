@@ -79,6 +79,7 @@ std::optional<std::string_view> FirstRequestValue(const RequestValues& values) {
       {"microbatch-group-size", values.microbatch_group_size.has_value()},
       {"memory-limit", values.memory_limit.has_value()},
       {"post-validation", values.post_validation},
+      {"runtime", values.runtime.has_value()},
       {"costs", values.costs_file.has_value()}};
   for (const auto& [name, is_given] : given) {
     if (is_given) return name;
@@ -166,7 +167,8 @@ std::vector<FlagSpec> CostFlagSpecs() {
 std::vector<FlagSpec> TopologyFlagSpecs() {
   return {{"ranks"},           {"microbatches"},
           {"stages-per-rank"}, {"microbatch-group-size"},
-          {"memory-limit"},    {"post-validation", FlagKind::kBool}};
+          {"memory-limit"},    {"post-validation", FlagKind::kBool},
+          {"runtime"}};
 }
 
 StatusOr<CostModel> LoadCosts(const CostFlags& flags) {
@@ -191,8 +193,19 @@ StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view
   std::string_view unit(number_end, static_cast<size_t>(end - number_end));
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   if (unit.empty()) return MemoryAmount{value, false};
+  const auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) ==
+                    std::tolower(static_cast<unsigned char>(y));
+           });
+  };
   for (const auto& [name, bytes] : kUnits) {
-    if (unit == name) return MemoryAmount{value * bytes, true};
+    if (same(unit, name)) return MemoryAmount{value * bytes, true};
+  }
+  if (unit.size() == 1 && std::string_view("KkMmGgTt").find(unit.front()) != std::string::npos) {
+    const char up = static_cast<char>(std::toupper(static_cast<unsigned char>(unit.front())));
+    return InvalidArgument(std::string(flag) + ": '" + whole + "' is ambiguous: " + up +
+                           "iB (powers of 1024) or " + up + "B (powers of 1000)?");
   }
   return InvalidArgument(std::string(flag) + ": unknown unit '" + std::string(unit) + "' in '" +
                          whole + "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; or a plain number " +
@@ -221,6 +234,7 @@ StatusOr<RequestValues> ReadRequestValues(const Flags& flags) {
     PIPEPLAN_ASSIGN_OR_RETURN(*value, flags.GetNumber(name));
   }
   values.post_validation = flags.GetBool("post-validation");
+  values.runtime = flags.GetString("runtime");
   values.costs_file = flags.GetString("costs");
   return values;
 }
@@ -257,6 +271,14 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
         "itself)");
   }
   out.post_validation = values.post_validation;
+  if (values.runtime.has_value()) {
+    const std::optional<Runtime> runtime = RuntimeFromName(*values.runtime);
+    if (!runtime.has_value()) {
+      return InvalidArgument("--runtime: unknown runtime '" + *values.runtime + "' (known: " +
+                             std::string(RuntimeNames()) + ")");
+    }
+    out.runtime = *runtime;
+  }
   PIPEPLAN_RETURN_IF_ERROR(CheckNonNegative("memory-limit", values.memory_limit));
   out.memory_limit = values.memory_limit;
   out.memory_limit_in_bytes = values.memory_limit_in_bytes;
@@ -327,19 +349,22 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   }
   request.options.microbatch_group_size = flags.microbatch_group_size;
   request.options.post_validation = flags.post_validation;
+  request.runtime = flags.runtime;
   PIPEPLAN_ASSIGN_OR_RETURN(request.costs, LoadCosts(flags.costs));
   // A calibrated cost file brings the memory model (in bytes) with it.
   if (request.costs.memory.has_value()) {
     request.memory = *std::move(request.costs.memory);
     request.costs.memory.reset();
   }
-  request.memory.limit = flags.memory_limit;
+  // --memory-limit overrides a cost file's own limit; without it the file's holds.
+  if (flags.memory_limit.has_value()) request.memory.limit = flags.memory_limit;
   if (flags.memory_limit_in_bytes && request.memory.unit != kBytesUnit) {
     return InvalidArgument(
         "--memory-limit " + FormatBytes(*flags.memory_limit) +
         " is in bytes, but the memory model counts microbatch activations: give a cost file "
-        "with memory in bytes (--costs, from 'pipeplan calibrate' of a pipeplan-torch profile), "
-        "or the limit as a plain number of activations");
+        "with memory in bytes (--costs, from 'pipeplan calibrate' of a profile that counted "
+        "bytes: a pipeplan-torch run, or torch.profiler traces imported with "
+        "profile_memory=True), or the limit as a plain number of activations");
   }
   return request;
 }

@@ -7,10 +7,12 @@
 #include <string>
 #include <utility>
 
+#include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/stage_recut.h"
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/planner.h"
+#include "pipeplan/strategies/runtime_support.h"
 #include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan {
@@ -29,7 +31,8 @@ std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
 
 class AutoSearcher {
  public:
-  explicit AutoSearcher(const PlanRequest& request) : request_(request) {
+  explicit AutoSearcher(const PlanRequest& request)
+      : request_(request), assumed_(AssumedKinds(request.costs)) {
     // Normalise the given costs and memory (one stage at the request's V) to a rank's share.
     const int given_v = std::max(1, request.topology.stages_per_rank);
     share_ = ShareOfStageCosts(request.costs, given_v);
@@ -54,7 +57,11 @@ class AutoSearcher {
       return x.peak_memory < y.peak_memory;
     });
     for (const size_t i : order) result.candidates.push_back(candidates_[i]);
-    if (!order.empty() && candidates_[order[0]].status.ok()) best = &plans[order[0]];
+    if (!order.empty() && candidates_[order[0]].status.ok()) {
+      result.pick = PickOf(result.candidates);
+      best = &plans[order[result.pick]];
+      result.notes = NotesOn(result.candidates, result.pick);
+    }
     if (best == nullptr) return NothingFits();
     result.best = *best;
     result.best.provenance.strategy = "auto -> " + result.best.request.strategy;
@@ -67,6 +74,11 @@ class AutoSearcher {
   void AddCandidates(const Strategy& strategy) {
     const bool per_stage_costs = HasPerStageFigures(request_);
     if (request_.options.post_validation && !SupportsPostValidation(strategy.name)) return;
+    if (!CheckRunsOn(request_.runtime, strategy.name, strategy.placement,
+                     request_.options.post_validation)
+             .ok()) {
+      return;
+    }
     for (const int v : StagesPerRankOptions(strategy)) {
       PlanRequest candidate = request_;
       candidate.strategy = std::string(strategy.name);
@@ -81,21 +93,41 @@ class AutoSearcher {
           candidates_.push_back({candidate, Status::Ok(), 0, 0});
           continue;
         }
+        // Measured figures of another cut are an estimate there: a runtime's own time per
+        // action does not shrink with the stage.
+        const std::string cut = DescribeCut(request_.costs, request_.memory, candidate.topology);
         candidate.costs = std::move(fitted->costs);
         candidate.memory = std::move(fitted->memory);
+        if (!cut.empty()) {
+          AddCutCandidates(strategy, candidate, cut);
+          continue;
+        }
       } else {
         candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
         candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
       }
-      if (strategy.name == "interleaved-1f1b") {
-        AddGroupSizes(candidate);
-      } else if (strategy.name == "zb") {
-        AddMemorySteps(candidate);
-      } else {
-        candidates_.push_back({candidate, Status::Ok(), 0, 0});
-      }
+      AddSettings(strategy, candidate);
     }
   }
+
+  void AddSettings(const Strategy& strategy, const PlanRequest& candidate) {
+    if (strategy.name == "interleaved-1f1b") {
+      AddGroupSizes(candidate);
+    } else if (strategy.name == "zb") {
+      AddMemorySteps(candidate);
+    } else {
+      candidates_.push_back({candidate, Status::Ok(), 0, 0});
+    }
+  }
+
+  // The candidates of `candidate`, each marked as resting on figures cut by depth.
+  void AddCutCandidates(const Strategy& strategy, const PlanRequest& candidate,
+                        const std::string& cut) {
+    const size_t before = candidates_.size();
+    AddSettings(strategy, candidate);
+    for (size_t i = before; i < candidates_.size(); ++i) candidates_[i].assumes = cut;
+  }
+
 
   void AddGroupSizes(PlanRequest candidate) {
     const int p = candidate.topology.ranks;
@@ -144,7 +176,61 @@ class AutoSearcher {
     }
     candidate.makespan = planned->timeline.metrics.makespan;
     candidate.peak_memory = PeakMemory(planned->timeline);
+    const std::string kinds = DescribeAssumption(Common(KindsRead(planned->plan), assumed_));
+    if (!kinds.empty()) candidate.assumes += (candidate.assumes.empty() ? "" : " and ") + kinds;
     return std::move(planned->plan);
+  }
+
+  // The fastest feasible candidate that assumes nothing; the fastest where all do.
+  static size_t PickOf(const std::vector<AutoCandidate>& sorted) {
+    for (size_t i = 0; i < sorted.size() && sorted[i].status.ok(); ++i) {
+      if (sorted[i].assumes.empty()) return i;
+    }
+    return 0;
+  }
+
+  static std::string Name(const AutoCandidate& candidate) {
+    return candidate.request.strategy +
+           " (V=" + std::to_string(candidate.request.topology.stages_per_rank) + ")";
+  }
+
+  // What to profile so that the assumed figures become measured ones.
+  static std::string WhatToProfile(const AutoCandidate& candidate) {
+    std::string out;
+    if (candidate.assumes.find("figures cut") != std::string::npos) {
+      out = "profile " + candidate.request.strategy + " at V=" +
+            std::to_string(candidate.request.topology.stages_per_rank) +
+            " in the same runtime to measure its stages";
+    }
+    const auto assumes = [&](const char* what) {
+      return candidate.assumes.find(what) != std::string::npos;
+    };
+    if (assumes("I + W = B")) {
+      out += out.empty() ? "" : "; ";
+      out += "profile a zero-bubble plan (zb-h1; interleaved-zb or zbv for V = 2) in the same "
+            "runtime and calibrate its profile with this one";
+    }
+    if (assumes("B = I + W")) {
+      out += out.empty() ? "" : "; ";
+      out += "profile a plan with full backwards (1f1b; interleaved-1f1b for V = 2) in the same "
+             "runtime and calibrate its profile with this one";
+    }
+    return out;
+  }
+
+  std::vector<std::string> NotesOn(const std::vector<AutoCandidate>& sorted, size_t pick) const {
+    const AutoCandidate& picked = sorted[pick];
+    if (!picked.assumes.empty()) {
+      return {"every candidate's step rests on figures no run measured (" + picked.assumes +
+              "); " + Name(picked) + " is fastest only as far as they hold: " +
+              WhatToProfile(picked)};
+    }
+    if (pick == 0) return {};
+    const AutoCandidate& fastest = sorted.front();
+    const double faster = 1.0 - fastest.makespan / picked.makespan;
+    return {Name(fastest) + " simulates " + FormatNumber(std::round(faster * 1000) / 10) +
+            "% faster than " + Name(picked) + " only if " + fastest.assumes +
+            " (assumed: no run measured it), so it is not picked; " + WhatToProfile(fastest)};
   }
 
   // With a limit nothing fits: find the smallest limit that would. A candidate that plans
@@ -190,6 +276,7 @@ class AutoSearcher {
   }
 
   const PlanRequest& request_;
+  FigureKinds assumed_;  // what the request's costs assume (figure_sources.h)
   CostModel share_;
   MemoryModel share_memory_;
   std::vector<AutoCandidate> candidates_;

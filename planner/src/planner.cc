@@ -16,6 +16,7 @@
 #include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/optimal.h"
 #include "pipeplan/simulation/simulator.h"
+#include "pipeplan/strategies/runtime_support.h"
 #include "pipeplan/strategies/strategy.h"
 
 #ifndef PIPEPLAN_VERSION
@@ -34,6 +35,9 @@ std::string OptionsSummary(const PlanRequest& request) {
     summary += " group=" + std::to_string(request.options.microbatch_group_size);
   }
   if (request.options.post_validation) summary += " post_validation";
+  if (request.runtime != Runtime::kAny) {
+    summary += " runtime=" + std::string(RuntimeName(request.runtime));
+  }
   if (request.memory.limit.has_value()) {
     summary += " memory_limit=" + FormatNumber(*request.memory.limit);
   }
@@ -135,12 +139,19 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
         "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not " +
         request.strategy);
   }
+  PIPEPLAN_RETURN_IF_ERROR(CheckRunsOn(request.runtime, request.strategy,
+                                       request.topology.placement,
+                                       request.options.post_validation));
   // Per-stage figures written for another cut of the model are cut again by depth.
   if (HasPerStageFigures(request)) {
     PIPEPLAN_ASSIGN_OR_RETURN(StageFigures fitted,
                               FitStageFigures(request.costs, request.memory, request.topology));
     request.costs = std::move(fitted.costs);
     request.memory = std::move(fitted.memory);
+  }
+  // What the runtime does with an F&B cell is what it costs there.
+  if (RunsCellsInTurn(request.runtime)) {
+    for (StageCosts& stage : request.costs.stages) stage.overlap = 0.0;
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   return request;

@@ -2,10 +2,13 @@
 
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "pipeplan/app/metrics_json.h"
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/planner.h"
+#include "pipeplan/simulation/simulator.h"
 
 namespace pipeplan::torch_ext {
 namespace {
@@ -20,6 +23,7 @@ app::RequestValues ValuesOf(const PlanOpRequest& request) {
           .microbatch_group_size = request.microbatch_group_size,
           .memory_limit = request.memory_limit,
           .post_validation = request.post_validation,
+          .runtime = request.runtime,
           .costs_file = request.costs_file,
           .forward = request.forward,
           .backward = request.backward,
@@ -48,6 +52,16 @@ std::vector<std::vector<std::string>> SplitRows(std::string_view csv) {
   return rows;
 }
 
+// The plan and its timeline; for auto, also what its pick rests on (AutoResult::notes).
+StatusOr<SimulatedPlan> PlanAndSimulate(const PlanRequest& request,
+                                        std::vector<std::string>& notes) {
+  if (request.strategy != kAutoStrategy) return BuildAndSimulatePlan(request);
+  PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
+  notes = std::move(result.notes);
+  PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Simulate(result.best));
+  return SimulatedPlan{std::move(result.best), std::move(timeline)};
+}
+
 }  // namespace
 
 StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
@@ -55,7 +69,8 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
       const app::RequestFlags request_flags,
       app::CheckRequestValues(ValuesOf(request), app::StrategyFlag::kRequired));
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest plan_request, app::LoadRequest(request_flags));
-  StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(plan_request);
+  std::vector<std::string> auto_notes;
+  StatusOr<SimulatedPlan> planned = PlanAndSimulate(plan_request, auto_notes);
   if (!planned.ok()) return app::InFlagTerms(planned.status(), request_flags);
   const Plan& plan = planned->plan;
   const Timeline& timeline = planned->timeline;
@@ -66,6 +81,7 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
   result.metrics_json = app::RenderMetricsJson(plan, timeline);
   if (result.metrics_json.ends_with('\n')) result.metrics_json.pop_back();
   result.notes = std::move(exported.notes);
+  result.notes.insert(result.notes.end(), auto_notes.begin(), auto_notes.end());
   return result;
 }
 

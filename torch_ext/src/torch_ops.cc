@@ -31,7 +31,7 @@ PlanOpOutput Plan(std::string strategy, int64_t ranks, int64_t microbatches,
                   std::optional<double> backward_weight, std::optional<double> overlap,
                   std::optional<double> comm, std::optional<double> receive_overhead,
                   std::optional<std::string> costs_file, std::optional<double> memory_limit,
-                  bool post_validation, std::string format) {
+                  bool post_validation, std::string format, std::string runtime) {
   // NOLINTEND(performance-unnecessary-value-param)
   const StatusOr<TorchCsvFormat> csv_format = ParseTorchCsvFormat(format);
   TORCH_CHECK(csv_format.ok(), "pipeplan::plan: ", csv_format.status().message());
@@ -50,6 +50,7 @@ PlanOpOutput Plan(std::string strategy, int64_t ranks, int64_t microbatches,
                                  .costs_file = std::move(costs_file),
                                  .memory_limit = memory_limit,
                                  .post_validation = post_validation,
+                                 .runtime = std::move(runtime),
                                  .format = *csv_format};
   StatusOr<PlanOpResult> result = RunPlanOp(request);
   // Raised in Python as RuntimeError with this message.
@@ -67,7 +68,7 @@ TORCH_LIBRARY(pipeplan, m) {
       "float? backward_input=None, float? backward_weight=None, float? overlap=None, "
       "float? comm=None, float? receive_overhead=None, str? costs_file=None, "
       "float? memory_limit=None, "
-      "bool post_validation=False, str format=\"torch-csv\") "
+      "bool post_validation=False, str format=\"torch-csv\", str runtime=\"torch\") "
       "-> (str[][] actions, str metrics_json, str[] notes)",
       &pipeplan::torch_ext::Plan);
 }

@@ -56,6 +56,7 @@ void ToProto(const Profile& profile, v1::Profile* out) {
   for (const double bytes : profile.static_bytes) out->add_static_bytes(bytes);
   for (const double bytes : profile.own_static_bytes) out->add_own_static_bytes(bytes);
   out->set_chains(profile.chains);
+  out->set_plan(profile.plan);
   for (const BoundaryProfile& boundary : profile.boundaries) {
     v1::BoundaryProfile* entry = out->add_boundaries();
     if (boundary.transfer.samples > 0) ToProto(boundary.transfer, entry->mutable_transfer());
@@ -112,6 +113,7 @@ StatusOr<Profile> FromProto(const v1::Profile& proto) {
   profile.static_bytes.assign(proto.static_bytes().begin(), proto.static_bytes().end());
   profile.own_static_bytes.assign(proto.own_static_bytes().begin(), proto.own_static_bytes().end());
   profile.chains = proto.chains();
+  profile.plan = proto.plan();
   for (const v1::BoundaryProfile& boundary : proto.boundaries()) {
     profile.boundaries.push_back({.transfer = FromProto(boundary.transfer()),
                                   .late_receives = boundary.late_receives(),

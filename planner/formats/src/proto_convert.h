@@ -65,6 +65,20 @@ constexpr EnumTable<Placement, v1::Placement, 3> kPlacements = {{{
     {Placement::kDual, v1::PLACEMENT_DUAL},
 }}};
 
+constexpr EnumTable<FigureOrigin, v1::FigureOrigin, 3> kFigureOrigins = {{{
+    {FigureOrigin::kGiven, v1::FIGURE_GIVEN},
+    {FigureOrigin::kMeasured, v1::FIGURE_MEASURED},
+    {FigureOrigin::kAssumed, v1::FIGURE_ASSUMED},
+}}};
+
+constexpr EnumTable<Runtime, v1::Runtime, 5> kRuntimes = {{{
+    {Runtime::kAny, v1::RUNTIME_ANY},
+    {Runtime::kPipeplanTorch, v1::RUNTIME_PIPEPLAN_TORCH},
+    {Runtime::kTorch, v1::RUNTIME_TORCH},
+    {Runtime::kTorchtitan, v1::RUNTIME_TORCHTITAN},
+    {Runtime::kMegatron, v1::RUNTIME_MEGATRON},
+}}};
+
 constexpr EnumTable<TimelineSource, v1::TimelineSource, 2> kTimelineSources = {{{
     {TimelineSource::kSimulated, v1::SIMULATED},
     {TimelineSource::kMeasured, v1::MEASURED},

@@ -29,11 +29,26 @@ void ToProto(const BoundaryCosts& costs, v1::BoundaryCosts* out) {
   out->set_receive_overhead(costs.receive_overhead);
 }
 
+void ToProto(const FigureSource& source, v1::FigureSource* out) {
+  out->set_origin(kFigureOrigins.ToProto(source.origin));
+  out->set_run(source.run);
+}
+
+void ToProto(const StageSources& sources, v1::StageSources* out) {
+  ToProto(sources.forward, out->mutable_forward());
+  ToProto(sources.backward, out->mutable_backward());
+  ToProto(sources.backward_input, out->mutable_backward_input());
+  ToProto(sources.backward_weight, out->mutable_backward_weight());
+  ToProto(sources.overlap, out->mutable_overlap());
+}
+
 void ToProto(const CostModel& costs, v1::CostModel* out) {
   for (const StageCosts& stage : costs.stages) ToProto(stage, out->add_stages());
   for (const BoundaryCosts& boundary : costs.boundaries) ToProto(boundary, out->add_boundaries());
   out->set_time_unit(costs.time_unit);
   out->set_chains(costs.chains);
+  for (const StageSources& stage : costs.sources) ToProto(stage, out->add_sources());
+  for (const std::string& run : costs.runs) out->add_runs(run);
   if (costs.memory.has_value()) ToProto(*costs.memory, out->mutable_memory());
 }
 
@@ -69,6 +84,7 @@ void ToProto(const PlanRequest& request, v1::PlanRequest* out) {
   out->mutable_options()->set_post_validation(request.options.post_validation);
   ToProto(request.costs, out->mutable_costs());
   ToProto(request.memory, out->mutable_memory());
+  out->set_runtime(kRuntimes.ToProto(request.runtime));
 }
 
 StatusOr<Topology> FromProto(const v1::Topology& proto, const std::string& path) {
@@ -124,6 +140,24 @@ BoundaryCosts FromProto(const v1::BoundaryCosts& proto) {
   return costs;
 }
 
+namespace {
+
+// An origin this version does not know reads as assumed: never taken for measured.
+FigureSource FromProto(const v1::FigureSource& proto) {
+  return {.origin = kFigureOrigins.FromProto(proto.origin()).value_or(FigureOrigin::kAssumed),
+          .run = proto.run()};
+}
+
+StageSources FromProto(const v1::StageSources& proto) {
+  return {.forward = FromProto(proto.forward()),
+          .backward = FromProto(proto.backward()),
+          .backward_input = FromProto(proto.backward_input()),
+          .backward_weight = FromProto(proto.backward_weight()),
+          .overlap = FromProto(proto.overlap())};
+}
+
+}  // namespace
+
 CostModel FromProto(const v1::CostModel& proto) {
   CostModel costs;  // starts with one default entry each: what an empty list means
   if (!proto.stages().empty()) {
@@ -138,6 +172,8 @@ CostModel FromProto(const v1::CostModel& proto) {
   }
   costs.time_unit = proto.time_unit();
   costs.chains = proto.chains();
+  for (const v1::StageSources& stage : proto.sources()) costs.sources.push_back(FromProto(stage));
+  costs.runs.assign(proto.runs().begin(), proto.runs().end());
   if (proto.has_memory()) costs.memory = FromProto(proto.memory());
   return costs;
 }
@@ -185,6 +221,11 @@ StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string&
   request.options.post_validation = proto.options().post_validation();
   request.costs = FromProto(proto.costs());
   request.memory = FromProto(proto.memory());
+  const std::optional<Runtime> runtime = kRuntimes.FromProto(proto.runtime());
+  if (!runtime.has_value()) {
+    return FieldError(Child(path, "runtime"), "unknown runtime " + std::to_string(proto.runtime()));
+  }
+  request.runtime = *runtime;
   return request;
 }
 
@@ -216,6 +257,7 @@ StatusOr<CostModel> ParseCostModel(std::string_view data, ProtoFormat format) {
       [](const v1::CostModel& proto) -> StatusOr<CostModel> {
         CostModel costs = proto_convert::FromProto(proto);
         // Shapes are checked against a plan's stages later; figures now, naming the field.
+        PIPEPLAN_RETURN_IF_ERROR(ValidateSources(costs));
         if (costs.memory.has_value()) {
           PIPEPLAN_RETURN_IF_ERROR(
               ValidateMemoryModel(*costs.memory, static_cast<int>(costs.memory->stages.size())));

@@ -233,6 +233,9 @@ class ProfileBuilder {
                         map.RankOf(StageId(stage)) == map.RankOf(StageId(stage + 1))});
     }
     if (plan_.request.topology.placement == Placement::kDual) profile.chains = 2;
+    const Topology& t = plan_.request.topology;
+    profile.plan = plan_.request.strategy + " P=" + std::to_string(t.ranks) +
+                   " V=" + std::to_string(t.stages_per_rank) + " M=" + std::to_string(t.microbatches);
     return profile;
   }
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "pipeplan/measurement/merge_profiles.h"
+#include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/text_format.h"
 
 namespace pipeplan {
@@ -282,6 +284,43 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
   return std::optional<MemoryModel>(std::move(memory));
 }
 
+// What the profiles are, for a cost file's `runs`: the plan that ran and where.
+std::vector<std::string> RunNames(const std::vector<Profile>& profiles) {
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    const Profile& profile = profiles[i];
+    std::string name = profile.plan.empty() ? "profile " + std::to_string(i) : profile.plan;
+    if (!profile.source.empty()) name += ", " + profile.source;
+    runs.push_back(std::move(name));
+  }
+  return runs;
+}
+
+FigureSource SourceOf(int origin) {
+  if (origin < 0) return {.origin = FigureOrigin::kAssumed};
+  return {.origin = FigureOrigin::kMeasured, .run = origin};
+}
+
+// Per stage what was measured, and in which run; the rest CalibrateStage derived.
+std::vector<StageSources> SourcesOf(const std::vector<StageOrigins>& origins) {
+  std::vector<StageSources> sources;
+  for (const StageOrigins& stage : origins) {
+    sources.push_back({.forward = SourceOf(stage.forward),
+                       .backward = SourceOf(stage.backward),
+                       .backward_input = SourceOf(stage.split),
+                       .backward_weight = SourceOf(stage.split),
+                       .overlap = SourceOf(stage.overlap)});
+  }
+  return sources;
+}
+
+// Means over the stages: a kind is as measured as its least measured stage.
+std::vector<StageSources> Uniform(std::vector<StageSources> sources) {
+  const size_t stages = sources.size();
+  const std::vector<StageSources> one = CollapseSources(sources, 1);
+  return std::vector<StageSources>(stages, one.front());
+}
+
 }  // namespace
 
 std::string_view TimeUnitName(TimeUnit unit) {
@@ -321,11 +360,17 @@ double SecondsPer(TimeUnit unit) {
 }
 
 StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& options) {
+  return Calibrate(std::vector<Profile>{profile}, options);
+}
+
+StatusOr<CostModel> Calibrate(const std::vector<Profile>& profiles,
+                              const CalibrateOptions& options) {
   if (!std::isfinite(options.input_share) || options.input_share < 0 || options.input_share > 1) {
     return InvalidArgument("the input share of B must be in [0, 1], got " +
                            FormatNumber(options.input_share));
   }
-  PIPEPLAN_RETURN_IF_ERROR(ValidateProfile(profile).WithContext("profile"));
+  PIPEPLAN_ASSIGN_OR_RETURN(const MergedProfile merged, MergeProfiles(profiles));
+  const Profile& profile = merged.profile;
   const double seconds_per_unit = SecondsPer(options.unit);
 
   std::vector<StageCosts> stages;
@@ -368,6 +413,9 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
     }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, CalibrateMemory(profile, options.uniform));
+  costs.runs = RunNames(profiles);
+  costs.sources = SourcesOf(merged.origins);
+  if (options.uniform) costs.sources = Uniform(std::move(costs.sources));
   // The entries say which stages they are: a dual placement's two copies, or one chain.
   costs.chains = profile.chains;
   if (costs.memory.has_value()) costs.memory->chains = profile.chains;

@@ -93,6 +93,43 @@ CostModel ShareOfStageCosts(CostModel stage, int chunks) {
   return ScaleStageCosts(std::move(stage), [chunks](double x) { return x * chunks; });
 }
 
+namespace {
+
+Status CheckSource(const FigureSource& source, size_t runs, const std::string& field) {
+  switch (source.origin) {
+    case FigureOrigin::kGiven:
+    case FigureOrigin::kAssumed:
+      return Status::Ok();
+    case FigureOrigin::kMeasured:
+      if (source.run >= 0 && static_cast<size_t>(source.run) < runs) return Status::Ok();
+      return InvalidArgument(field + ".run is " + std::to_string(source.run) +
+                             ", but costs.runs has " + std::to_string(runs) + " entries");
+  }
+  return InvalidArgument(field + ".origin is not given, measured or assumed");
+}
+
+}  // namespace
+
+Status ValidateSources(const CostModel& costs) {
+  if (costs.sources.empty()) return Status::Ok();
+  if (costs.sources.size() != costs.stages.size()) {
+    return InvalidArgument("costs.sources has " + std::to_string(costs.sources.size()) +
+                           " entries, but costs.stages has " +
+                           std::to_string(costs.stages.size()) + " (one per stage entry, or none)");
+  }
+  for (size_t s = 0; s < costs.sources.size(); ++s) {
+    const StageSources& c = costs.sources[s];
+    const std::string where = "costs.sources[" + std::to_string(s) + "].";
+    const size_t runs = costs.runs.size();
+    PIPEPLAN_RETURN_IF_ERROR(CheckSource(c.forward, runs, where + "forward"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckSource(c.backward, runs, where + "backward"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckSource(c.backward_input, runs, where + "backward_input"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckSource(c.backward_weight, runs, where + "backward_weight"));
+    PIPEPLAN_RETURN_IF_ERROR(CheckSource(c.overlap, runs, where + "overlap"));
+  }
+  return Status::Ok();
+}
+
 Status ValidateCostModel(const CostModel& costs, int num_stages) {
   if (costs.stages.size() != 1 && costs.stages.size() != static_cast<size_t>(num_stages)) {
     return InvalidArgument("cost model has " + std::to_string(costs.stages.size()) +
@@ -122,6 +159,7 @@ Status ValidateCostModel(const CostModel& costs, int num_stages) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.activation_bytes, where + "activation_bytes"));
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(b.receive_overhead, where + "receive_overhead"));
   }
+  PIPEPLAN_RETURN_IF_ERROR(ValidateSources(costs));
   if (costs.memory.has_value()) {
     PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(*costs.memory, num_stages).WithContext("costs"));
   }

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "pipeplan/model/figure_sources.h"
+
 namespace pipeplan {
 namespace {
 
@@ -100,6 +102,7 @@ CostModel RecutChainCosts(const CostModel& costs, int stages) {
   CostModel out = costs;
   if (costs.stages.size() > 1 && costs.stages.size() != static_cast<size_t>(stages)) {
     out.stages = RecutStageCosts(costs.stages, stages);
+    out.sources = CollapseSources(costs.sources, stages);
   }
   const size_t boundaries = static_cast<size_t>(std::max(stages, 2) - 1);
   if (costs.boundaries.size() > 1 && costs.boundaries.size() != boundaries) {
@@ -208,13 +211,17 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
   // its two copies is the whole model.
   CostModel one_chain = costs;
   one_chain.stages = FirstCopy(costs.stages, costs.chains, false);
+  one_chain.sources = FirstCopy(costs.sources, costs.chains, false);
   one_chain.boundaries = FirstCopy(costs.boundaries, costs.chains, true);
   MemoryModel one_chain_memory = memory;
   one_chain_memory.stages = FirstCopy(memory.stages, memory.chains, false);
   const bool dual = chains == 2;
   const int chain = dual ? topology.ranks : stages;
   const CostModel cut = RecutChainCosts(one_chain, chain);
-  if (misfits.stages) out.costs.stages = dual ? TwoChains(cut.stages) : cut.stages;
+  if (misfits.stages) {
+    out.costs.stages = dual ? TwoChains(cut.stages) : cut.stages;
+    out.costs.sources = dual && !cut.sources.empty() ? TwoChains(cut.sources) : cut.sources;
+  }
   if (misfits.boundaries) {
     out.costs.boundaries = cut.boundaries;
     if (dual && cut.boundaries.size() > 1) {

@@ -18,7 +18,7 @@ namespace pipeplan::app {
 // --costs and the six duration flags.
 std::vector<FlagSpec> CostFlagSpecs();
 // --ranks, --microbatches, --stages-per-rank, --microbatch-group-size, --memory-limit,
-// --post-validation.
+// --post-validation, --runtime.
 std::vector<FlagSpec> TopologyFlagSpecs();
 
 struct CostFlags {
@@ -42,6 +42,7 @@ struct RequestFlags {
   std::optional<double> memory_limit;
   bool memory_limit_in_bytes = false;  // given with a byte unit ("70GiB")
   bool post_validation = false;        // --post-validation
+  Runtime runtime = Runtime::kAny;     // --runtime
   CostFlags costs;
 };
 
@@ -62,6 +63,7 @@ struct RequestValues {
   std::optional<double> memory_limit;
   bool memory_limit_in_bytes = false;
   bool post_validation = false;
+  std::optional<std::string> runtime;
   std::optional<std::string> costs_file;
   std::optional<double> forward;
   std::optional<double> backward;
@@ -74,7 +76,7 @@ struct RequestValues {
 
 // A memory amount as --memory-limit takes it: a plain number (the memory model's unit), or a
 // number with a byte unit: B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of
-// 1000), e.g. "70GiB", "512 MiB". Returns the amount (in bytes where a unit was given) and
+// 1000), in any case, e.g. "70GiB", "512 mib"; a bare K, M, G or T is refused as ambiguous. Returns the amount (in bytes where a unit was given) and
 // whether it was in bytes; an unknown unit is an error naming the flag (a negative amount is
 // refused with the other request values).
 struct MemoryAmount {

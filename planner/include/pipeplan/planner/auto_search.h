@@ -3,6 +3,7 @@
 // and keep the fastest plan that fits the memory limit.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "pipeplan/model/plan.h"
@@ -14,6 +15,8 @@ struct AutoCandidate {
   Status status;             // why the candidate failed, when it did
   double makespan = 0.0;     // simulated, when it succeeded
   double peak_memory = 0.0;  // static + activations, max over ranks
+  // What its simulated step rests on that no run measured ("I + W = B"); empty: nothing.
+  std::string assumes = {};
 };
 
 struct AutoResult {
@@ -21,12 +24,20 @@ struct AutoResult {
   // Every candidate: feasible ones fastest first (ties: less memory, then catalogue order),
   // then the failures in catalogue order.
   std::vector<AutoCandidate> candidates;
+  size_t pick = 0;  // the candidate `best` is
+  // What the user must know about the pick: a faster candidate passed over because its step
+  // rests on an assumed figure, or that every candidate's does (figure_sources.h).
+  std::vector<std::string> notes = {};
 };
 
 // The request's costs describe one stage at the request's V (V = 0 or 1: a rank's whole
 // share); candidates with another V get the same per-rank work split over their stages.
-// Fails when no candidate fits the memory limit, naming the smallest limit that would fit and
-// the strategy that needs it.
+// Only strategies the request's runtime runs are candidates (runtime_support.h). The pick is
+// the fastest candidate whose step rests on measured (or given) figures alone; a faster one
+// whose advantage rests on an assumed figure (cost_model.h: calibrate's I = W = B / 2 where no
+// run split the backward) is named in a note with what to profile, and picked only where every
+// candidate rests on one. Fails when no candidate fits the memory limit, naming the smallest
+// limit that would fit and the strategy that needs it.
 StatusOr<AutoResult> AutoSearch(const PlanRequest& request);
 
 }  // namespace pipeplan

@@ -34,6 +34,8 @@ struct PlanOpRequest {
       std::nullopt;  // a CostModel file instead of the durations
   std::optional<double> memory_limit = std::nullopt;
   bool post_validation = false;
+  // The plan goes to torch's runtime as a CSV: only what it runs is planned (--runtime).
+  std::string runtime = "torch";
   TorchCsvFormat format = TorchCsvFormat::kComputeOnly;
 };
 
@@ -41,7 +43,8 @@ struct PlanOpResult {
   // Per rank, the cells of its row of the torch CSV (`export --format ...`), in order.
   std::vector<std::vector<std::string>> actions;
   std::string metrics_json;        // `simulate --json`'s line, without the final newline
-  std::vector<std::string> notes;  // what torch's grammar cannot express and was left out
+  // What torch's grammar cannot express and was left out; for auto, what its pick rests on.
+  std::vector<std::string> notes;
 };
 
 // Errors read like the CLI's ("--ranks must be >= 1, got 0", "unknown strategy 'x' ...").

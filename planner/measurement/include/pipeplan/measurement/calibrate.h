@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "pipeplan/model/cost_model.h"
 #include "pipeplan/model/profile.h"
@@ -62,6 +63,14 @@ struct CalibrateOptions {
 // 25% above what its F kept (B, or I and W together; medians: a backward also frees its received
 // gradient's buffer) is an error naming the stage and field. The result is in `unit` and passes
 // ValidateCostModel.
+// `sources` say per stage which figures were measured, and in which run (`runs`), and which
+// derived (assumed): B where no run ran a full backward, I and W where none split it, the
+// F&B cell where none ran one.
 StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& options);
+// Profiles of different plans of one model calibrated together (MergeProfiles): each figure
+// from the run that measured it, so that B from a 1F1B run and I and W from a zero-bubble run
+// are all measured.
+StatusOr<CostModel> Calibrate(const std::vector<Profile>& profiles,
+                              const CalibrateOptions& options);
 
 }  // namespace pipeplan

@@ -2,6 +2,7 @@
 // stage boundary costs. Uniform (one entry) or per stage / per boundary.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,29 @@ struct StageCosts {
   double overlap = 0.0;          // one F&B cell; 0 means forward + backward
 
   bool operator==(const StageCosts&) const = default;
+};
+
+// Where a figure came from: given (a flag or a hand-written file, taken as stated), measured
+// in a profiled run, or assumed (calibrate derived it from other figures, e.g. I = W = B / 2
+// where no run split the backward, or B = I + W where no run ran a full backward).
+enum class FigureOrigin : uint8_t { kGiven, kMeasured, kAssumed };
+
+struct FigureSource {
+  FigureOrigin origin = FigureOrigin::kGiven;
+  int run = 0;  // measured: the index into CostModel::runs of the run that measured it
+
+  bool operator==(const FigureSource&) const = default;
+};
+
+// One stage's StageCosts, figure by figure.
+struct StageSources {
+  FigureSource forward;
+  FigureSource backward;
+  FigureSource backward_input;
+  FigureSource backward_weight;
+  FigureSource overlap;
+
+  bool operator==(const StageSources&) const = default;
 };
 
 // The boundary between stage s and s + 1 (index s). Gradients are as large as activations.
@@ -47,6 +71,10 @@ struct CostModel {
   // A cost file's memory model (calibrate writes one, in bytes, from measured memory): a
   // request built with the file takes it as its memory model.
   std::optional<MemoryModel> memory;
+  // Per stage (as `stages`) where each figure came from; empty: every figure given. `runs`
+  // names the profiled runs a measured figure points to ("1f1b P=2 V=1 M=8, torch cpu").
+  std::vector<StageSources> sources = {};
+  std::vector<std::string> runs = {};
 
   const StageCosts& Stage(StageId stage) const;
   // The boundary between two neighbouring stages (the lower one's index).
@@ -71,5 +99,8 @@ CostModel ShareOfStageCosts(CostModel stage, int chunks);
 // Checks sizes against the number of stages and that every figure is finite and >= 0, the
 // memory model's too.
 Status ValidateCostModel(const CostModel& costs, int num_stages);
+// The part of it that checks `sources`: one entry per stage entry or none, and every measured
+// figure's run among `runs` (errors name "costs.sources[2].backward.run").
+Status ValidateSources(const CostModel& costs);
 
 }  // namespace pipeplan

@@ -9,6 +9,7 @@
 #include "pipeplan/model/action.h"
 #include "pipeplan/model/cost_model.h"
 #include "pipeplan/model/memory_model.h"
+#include "pipeplan/model/runtime_target.h"
 #include "pipeplan/model/topology.h"
 
 namespace pipeplan {
@@ -26,6 +27,7 @@ struct PlanRequest {
   StrategyOptions options;
   CostModel costs;
   MemoryModel memory;
+  Runtime runtime = Runtime::kAny;  // only what this runtime executes is planned
 
   bool operator==(const PlanRequest&) const = default;
 };

@@ -110,6 +110,9 @@ struct Profile {
   // The copies of the model the stages are: 2 where the profiled plan had a dual placement
   // (dualpipe: stages P..2P-1 the second copy); 0 or 1: one.
   int chains = 0;
+  // The plan that ran ("1f1b P=2 V=1 M=8"): calibrating profiles of different plans of one
+  // model together says which run measured each figure. Empty: not told.
+  std::string plan = {};
 
   bool operator==(const Profile&) const = default;
 };

@@ -1,0 +1,31 @@
+#include "pipeplan/model/runtime_target.h"
+
+namespace pipeplan {
+
+std::string_view RuntimeName(Runtime runtime) {
+  switch (runtime) {
+    case Runtime::kAny:
+      return "any";
+    case Runtime::kPipeplanTorch:
+      return "pipeplan-torch";
+    case Runtime::kTorch:
+      return "torch";
+    case Runtime::kTorchtitan:
+      return "torchtitan";
+    case Runtime::kMegatron:
+      return "megatron";
+  }
+  return "any";
+}
+
+std::optional<Runtime> RuntimeFromName(std::string_view name) {
+  for (const Runtime runtime : {Runtime::kAny, Runtime::kPipeplanTorch, Runtime::kTorch,
+                                Runtime::kTorchtitan, Runtime::kMegatron}) {
+    if (RuntimeName(runtime) == name) return runtime;
+  }
+  return std::nullopt;
+}
+
+std::string_view RuntimeNames() { return "pipeplan-torch, torch, torchtitan, megatron"; }
+
+}  // namespace pipeplan
