@@ -85,20 +85,21 @@ std::string_view SourceName(TimelineSource source) {
 // Each timeline says whether it was simulated or measured: a measured one given first is
 // compared as the second (the error is always measured against simulated), with a note; two
 // of one kind are labelled by their order.
-DiffLabels OrderBySource(DiffOptions& options, TimelineFile& expected, TimelineFile& actual) {
+DiffLabels OrderBySource(DiffOptions& options, TimelineFile& expected, TimelineFile& actual,
+                         std::string& note) {
   const TimelineSource first = expected.timeline.source;
   const TimelineSource second = actual.timeline.source;
   if (first == TimelineSource::kMeasured && second == TimelineSource::kSimulated) {
-    app::PrintNote(options.expected_path + " is measured and " + options.actual_path +
-                   " simulated: comparing " + options.actual_path + " (simulated) with " +
-                   options.expected_path + " (measured)");
+    note = options.expected_path + " is measured and " + options.actual_path +
+           " simulated: comparing " + options.actual_path + " (simulated) with " +
+           options.expected_path + " (measured)";
     std::swap(options.expected_path, options.actual_path);
     std::swap(expected, actual);
     return {};
   }
   if (first == second) {
-    return {.expected = "first, " + std::string(SourceName(first)),
-            .actual = "second, " + std::string(SourceName(second))};
+    note = "both timelines are " + std::string(SourceName(first)) + ": labelled first and second";
+    return {.expected = "first", .actual = "second"};
   }
   return {};
 }
@@ -107,8 +108,10 @@ Status ExecuteDiff(const DiffOptions& given) {
   DiffOptions options = given;
   PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile expected, LoadTimelineFile(options.expected_path));
   PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile actual, LoadTimelineFile(options.actual_path));
-  const DiffLabels labels = OrderBySource(options, expected, actual);
+  std::string note;
+  const DiffLabels labels = OrderBySource(options, expected, actual, note);
   PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, CommonPlan(options, expected, actual));
+  if (!note.empty()) app::PrintNote(note);
   PIPEPLAN_ASSIGN_OR_RETURN(const TimelineDiff diff,
                             DiffTimelines(plan, expected.timeline, actual.timeline));
   if (options.html) {

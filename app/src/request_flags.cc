@@ -199,8 +199,11 @@ StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view
                     std::tolower(static_cast<unsigned char>(y));
            });
   };
+  // The binary units in any case ("12mib"); the decimal ones as written, since "Gb" reads as
+  // gigabits.
   for (const auto& [name, bytes] : kUnits) {
-    if (same(unit, name)) return MemoryAmount{value * bytes, true};
+    const bool binary = name.size() == 3 && name[1] == 'i';
+    if (unit == name || (binary && same(unit, name))) return MemoryAmount{value * bytes, true};
   }
   if (unit.size() == 1 && std::string_view("KkMmGgTt").find(unit.front()) != std::string::npos) {
     const char up = static_cast<char>(std::toupper(static_cast<unsigned char>(unit.front())));

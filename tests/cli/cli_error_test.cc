@@ -378,8 +378,9 @@ const std::vector<ErrorCase>& ErrorCases() {
        Input("plan",
              "--memory-limit 70.0 GiB is in bytes, but the memory model counts microbatch "
              "activations: give a cost file with memory in bytes (--costs, from 'pipeplan "
-             "calibrate' of a pipeplan-torch profile), or the limit as a plain number of "
-             "activations"),
+             "calibrate' of a profile that counted bytes: a pipeplan-torch run, or "
+             "torch.profiler traces imported with profile_memory=True), or the limit as a "
+             "plain number of activations"),
        1},
       {"StrategyNeedsMoreStagesPerRank",
        {"plan", "--strategy", "interleaved-1f1b", "--ranks", "4", "--microbatches", "8",

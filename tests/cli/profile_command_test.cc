@@ -282,7 +282,7 @@ TEST(CliCalibrate, ErrorsAndUsage) {
             "above p10 0\n");
 
   const std::vector<std::pair<std::vector<std::string>, std::string>> usage = {
-      {{"calibrate"}, "missing the profile file (pipeplan calibrate PROFILE)"},
+      {{"calibrate"}, "missing the profile file (pipeplan calibrate PROFILE [PROFILE ...])"},
       {{"calibrate", "p.txtpb", "--unit", "min"}, "--unit: unknown unit 'min' (s, ms, us or ns)"},
       {{"calibrate", "p.txtpb", "--input-share", "1.5"}, "--input-share must be in [0, 1]"},
       {{"profile"}, "missing the timeline files (pipeplan profile TIMELINE...)"},

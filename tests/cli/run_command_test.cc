@@ -111,7 +111,7 @@ TEST(CliDiff, PutsPeaksInBytesSideBySide) {
   }
   const RunResult diff = RunPipeplan({"diff", "one.pb", "two.pb", "--html", "d.html"}, dir.path());
   ASSERT_EQ(diff.exit_code, 0) << diff.err;
-  const size_t table = diff.out.find("peak memory simulated");
+  const size_t table = diff.out.find("peak memory first");  // two simulated timelines
   ASSERT_NE(table, std::string::npos) << diff.out;
   // The two lines under the header: ranks 0 and 1.
   const size_t rank0 = diff.out.find('\n', table) + 1;
@@ -128,7 +128,7 @@ TEST(CliDiff, PutsPeaksInBytesSideBySide) {
   // The report draws both memory curves of each rank.
   const std::string html = dir.Read("d.html");
   EXPECT_NE(html.find("Memory per rank"), std::string::npos);
-  EXPECT_NE(html.find("data-rank=\"1\" data-name=\"measured\""), std::string::npos) << html;
+  EXPECT_NE(html.find("data-rank=\"1\" data-name=\"second\""), std::string::npos) << html;
 }
 
 TEST(CliDiff, RefusesTimelinesOfDifferentPlansOrWithoutOne) {

@@ -32,6 +32,7 @@ FLAGS = {
     "receive_overhead": "--receive-overhead",
     "costs_file": "--costs",
     "memory_limit": "--memory-limit",
+    "runtime": "--runtime",
 }
 
 
@@ -44,7 +45,7 @@ def requests(costs_file):
         (("dualpipe-v", 4, 10), {"overlap": 2.5}),
         (("interleaved-1f1b", 2, 6), {"stages_per_rank": 3, "microbatch_group_size": 3,
                                       "backward": 3.0}),
-        (("zbv", 4, 8), {"post_validation": True, "format": "torch-csv-comms"}),
+        (("zbv", 4, 8), {"post_validation": True, "format": "torch-csv-comms", "runtime": "any"}),
         (("auto", 4, 8), {"memory_limit": 4.0}),
         (("zb-2p", 2, 6), {"costs_file": costs_file}),
         (("interleaved-1f1b", 4, 8), {"comm": 0.25, "receive_overhead": 0.5}),
@@ -53,10 +54,13 @@ def requests(costs_file):
 
 def cli_flags(args, kwargs):
     strategy, ranks, microbatches = args
-    flags = ["--strategy", strategy, "--ranks", ranks, "--microbatches", microbatches]
+    # The op plans for torch's runtime unless told otherwise; the CLI is told.
+    flags = ["--strategy", strategy, "--ranks", ranks, "--microbatches", microbatches,
+             "--runtime", kwargs.get("runtime", "torch")]
     for name, value in kwargs.items():
         if name in FLAGS:
-            flags += [FLAGS[name], repr(value) if isinstance(value, float) else value]
+            if name != "runtime":
+                flags += [FLAGS[name], repr(value) if isinstance(value, float) else value]
     if kwargs.get("post_validation"):
         flags.append("--post-validation")
     return flags
@@ -96,9 +100,26 @@ class TorchOpsTest(unittest.TestCase):
                 self.assertEqual(len(actions), args[1])
 
     def test_post_validation_is_reported_as_left_out(self):
-        _, metrics_json, notes = self.plan("zbv", 4, 8, post_validation=True)
+        _, metrics_json, notes = self.plan("zbv", 4, 8, post_validation=True, runtime="any")
         self.assertIn('"post_validation":true', metrics_json)
         self.assertTrue(any("post-validation actions left out" in note for note in notes), notes)
+
+    def test_plans_only_what_torchs_runtime_runs_by_default(self):
+        for args, kwargs, message in [
+                (("dualpipe", 2, 8), {}, "runtime torch cannot run dualpipe"),
+                (("zbv", 4, 8), {"post_validation": True}, "runtime torch cannot run zbv"),
+                (("1f1b", 2, 8), {"runtime": "deepspeed"}, "--runtime: unknown runtime")]:
+            with self.subTest(message):
+                with self.assertRaises(RuntimeError) as raised:
+                    self.plan(*args, **kwargs)
+                self.assertIn(message, str(raised.exception))
+        # Without a runtime auto picks dualpipe at P = 2, which torch's CSV cannot hold; for
+        # torch's runtime it picks a plan the CSV holds.
+        with self.assertRaises(RuntimeError) as any_runtime:
+            self.plan("auto", 2, 8, runtime="any")
+        self.assertIn("dual-placement plan (dualpipe)", str(any_runtime.exception))
+        actions, _, _ = self.plan("auto", 2, 8)
+        self.assertEqual(len(actions), 2)
 
     def test_errors_carry_the_cli_message(self):
         cases = [

@@ -35,8 +35,8 @@ void MergeStage(StageProfile& kept, StageOrigins& origins, const StageProfile& o
   if (TakeIfMore(kept.backward, other.backward)) origins.backward = index;
   if (TakeIfMore(kept.overlap, other.overlap)) origins.overlap = index;
   // I and W together: the halves of one run's split backward.
-  const int other_split = std::min(other.backward_input.samples, other.backward_weight.samples);
-  const int kept_split = std::min(kept.backward_input.samples, kept.backward_weight.samples);
+  const int other_split = other.backward_input.samples + other.backward_weight.samples;
+  const int kept_split = kept.backward_input.samples + kept.backward_weight.samples;
   if (other_split > kept_split) {
     kept.backward_input = other.backward_input;
     kept.backward_weight = other.backward_weight;

@@ -339,6 +339,8 @@ TEST(ProtoIoTest, JsonPrintsEveryFieldWithProtoNames) {
             " ],\n"
             " \"time_unit\": \"\",\n"
             " \"chains\": 0,\n"
+            " \"sources\": [],\n"
+            " \"runs\": [],\n"
             " \"format_version\": 1,\n"
             " \"kind\": \"COST_MODEL\"\n"
             "}\n");
