@@ -133,8 +133,7 @@ std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stag
   for (const Strategy& strategy : AllStrategies()) {
     // Post-validation is a zero-bubble option; the other strategies are left out.
     if (base.options.post_validation && !SupportsPostValidation(strategy.name)) continue;
-    if (!CheckRunsOn(base.runtime, strategy.name, strategy.placement,
-                     base.options.post_validation)
+    if (!CheckRunsOn(base.runtime, strategy.name, strategy.placement, base.options.post_validation)
              .ok()) {
       continue;
     }
@@ -174,8 +173,8 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
   const bool with_optimal = std::any_of(rows.begin(), rows.end(),
                                         [](const ComparisonRow& row) { return row.solver_made; });
   if (with_optimal) header.emplace_back("gap to optimal");
-  const bool with_assumed = std::any_of(rows.begin(), rows.end(),
-                                        [](const ComparisonRow& row) { return !row.assumes.empty(); });
+  const bool with_assumed = std::any_of(
+      rows.begin(), rows.end(), [](const ComparisonRow& row) { return !row.assumes.empty(); });
   if (with_assumed) header.emplace_back("assumes");
   app::TextTable table(header, {true, true});
   for (const ComparisonRow& row : rows) {
@@ -207,9 +206,10 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
   }
   std::string out = table.Render() + "(* = smallest makespan)\n";
   if (with_assumed) {
-    out += "(assumes: what a row's makespan rests on that no profiled run measured: profile\n"
-           " that plan in your runtime and calibrate its profile with yours, or on its own for\n"
-           " figures cut by depth, to measure it)\n";
+    out +=
+        "(assumes: what a row's makespan rests on that no profiled run measured: profile\n"
+        " that plan in your runtime and calibrate its profile with yours, or on its own for\n"
+        " figures cut by depth, to measure it)\n";
   }
   return out;
 }

@@ -41,9 +41,9 @@ struct OptimalRows {
 // loop and V placement, 1 under dual placement (DualPipe holds a full share of each of two
 // model copies), as AutoSearch divides them. Comm latency is per transfer and stays as is.
 // Rows are in catalogue order; with base.options.post_validation only the strategies that
-// support it are run, with base.runtime only those the runtime runs. With `optimal`, the solver-made rows follow (optimal at V = 1 and at
-// `multi_stage_v`, optimal-v at V = 2; not with post-validation) and every catalogue row gets
-// its gap to the one of its placement and V.
+// support it are run, with base.runtime only those the runtime runs. With `optimal`, the
+// solver-made rows follow (optimal at V = 1 and at `multi_stage_v`, optimal-v at V = 2; not with
+// post-validation) and every catalogue row gets its gap to the one of its placement and V.
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
                                          const OptimalRows* optimal = nullptr);
 

@@ -219,8 +219,10 @@ std::string RenderCalibrationTable(const Profile& profile, const CostModel& cost
                        : " per stage: the measured medians (p90 - p10 as a share of the median)") +
       "; * = derived\n\n" + table.Render();
   if (derived_backward) {
-    out += "* B not measured: B = I + W (assumed; plan, compare and auto say where a ranking\n"
-           "  rests on it: calibrate a profile of a plan with full backwards, e.g. 1f1b, with this one)\n";
+    out +=
+        "* B not measured: B = I + W (assumed; plan, compare and auto say where a ranking\n"
+        "  rests on it: calibrate a profile of a plan with full backwards, e.g. 1f1b, with this "
+        "one)\n";
   }
   if (derived_split) {
     out += "* I and W not measured: I = " + app::FormatCompact(options.input_share) +

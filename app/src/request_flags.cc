@@ -277,8 +277,8 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
   if (values.runtime.has_value()) {
     const std::optional<Runtime> runtime = RuntimeFromName(*values.runtime);
     if (!runtime.has_value()) {
-      return InvalidArgument("--runtime: unknown runtime '" + *values.runtime + "' (known: " +
-                             std::string(RuntimeNames()) + ")");
+      return InvalidArgument("--runtime: unknown runtime '" + *values.runtime +
+                             "' (known: " + std::string(RuntimeNames()) + ")");
     }
     out.runtime = *runtime;
   }

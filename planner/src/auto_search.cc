@@ -128,7 +128,6 @@ class AutoSearcher {
     for (size_t i = before; i < candidates_.size(); ++i) candidates_[i].assumes = cut;
   }
 
-
   void AddGroupSizes(PlanRequest candidate) {
     const int p = candidate.topology.ranks;
     const int m = candidate.topology.microbatches;
@@ -198,8 +197,8 @@ class AutoSearcher {
   static std::string WhatToProfile(const AutoCandidate& candidate) {
     std::string out;
     if (candidate.assumes.find("figures cut") != std::string::npos) {
-      out = "profile " + candidate.request.strategy + " at V=" +
-            std::to_string(candidate.request.topology.stages_per_rank) +
+      out = "profile " + candidate.request.strategy +
+            " at V=" + std::to_string(candidate.request.topology.stages_per_rank) +
             " in the same runtime to measure its stages";
     }
     const auto assumes = [&](const char* what) {
@@ -207,13 +206,15 @@ class AutoSearcher {
     };
     if (assumes("I + W = B")) {
       out += out.empty() ? "" : "; ";
-      out += "profile a zero-bubble plan (zb-h1; interleaved-zb or zbv for V = 2) in the same "
-            "runtime and calibrate its profile with this one";
+      out +=
+          "profile a zero-bubble plan (zb-h1; interleaved-zb or zbv for V = 2) in the same "
+          "runtime and calibrate its profile with this one";
     }
     if (assumes("B = I + W")) {
       out += out.empty() ? "" : "; ";
-      out += "profile a plan with full backwards (1f1b; interleaved-1f1b for V = 2) in the same "
-             "runtime and calibrate its profile with this one";
+      out +=
+          "profile a plan with full backwards (1f1b; interleaved-1f1b for V = 2) in the same "
+          "runtime and calibrate its profile with this one";
     }
     return out;
   }
@@ -221,9 +222,8 @@ class AutoSearcher {
   std::vector<std::string> NotesOn(const std::vector<AutoCandidate>& sorted, size_t pick) const {
     const AutoCandidate& picked = sorted[pick];
     if (!picked.assumes.empty()) {
-      return {"every candidate's step rests on figures no run measured (" + picked.assumes +
-              "); " + Name(picked) + " is fastest only as far as they hold: " +
-              WhatToProfile(picked)};
+      return {"every candidate's step rests on figures no run measured (" + picked.assumes + "); " +
+              Name(picked) + " is fastest only as far as they hold: " + WhatToProfile(picked)};
     }
     if (pick == 0) return {};
     const AutoCandidate& fastest = sorted.front();

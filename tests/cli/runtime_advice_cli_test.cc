@@ -45,10 +45,9 @@ TEST(CliRuntimeAdvice, AnAssumedSplitIsSaidAndAMeasuredOneFollowed) {
   EXPECT_NE(assumed.err.find("only if"), std::string::npos) << assumed.err;
   EXPECT_NE(assumed.err.find("I + W = B"), std::string::npos) << assumed.err;
   EXPECT_NE(assumed.err.find("profile a zero-bubble plan"), std::string::npos) << assumed.err;
-  const RunResult compare = RunPipeplan(
-      {"compare", "--ranks", "2", "--microbatches", "8", "--costs", "fb-costs.json", "--runtime",
-       "torch"},
-      dir.path());
+  const RunResult compare = RunPipeplan({"compare", "--ranks", "2", "--microbatches", "8",
+                                         "--costs", "fb-costs.json", "--runtime", "torch"},
+                                        dir.path());
   Ok(compare);
   const std::vector<std::string> zb_row = LineStartingWith(compare.out, {"zb-h1"});
   ASSERT_FALSE(zb_row.empty()) << compare.out;
@@ -67,12 +66,17 @@ TEST(CliRuntimeAdvice, AnAssumedSplitIsSaidAndAMeasuredOneFollowed) {
   const RunResult measured = AutoFor(dir, "costs.json");
   Ok(measured);
   EXPECT_EQ(measured.err.find("I + W = B"), std::string::npos) << measured.err;
-  EXPECT_NE(measured.err.find("auto chose 1f1b (V=1) among what torch runs"), std::string::npos)
+  // 1f1b, gpipe and looped-bfs tie up to the run's noise; none of them splits the backward.
+  const size_t chose = measured.err.find("auto chose ");
+  ASSERT_NE(chose, std::string::npos) << measured.err;
+  const std::string pick =
+      measured.err.substr(chose + 11, measured.err.find(' ', chose + 11) - chose - 11);
+  EXPECT_TRUE(pick == "1f1b" || pick == "gpipe" || pick == "looped-bfs" || pick == "1f1b-overlap")
       << measured.err;
-  const RunResult ranked = RunPipeplan(
-      {"compare", "--ranks", "2", "--microbatches", "8", "--costs", "costs.json", "--runtime",
-       "torch"},
-      dir.path());
+  EXPECT_NE(measured.err.find("(V=1) among what torch runs"), std::string::npos) << measured.err;
+  const RunResult ranked = RunPipeplan({"compare", "--ranks", "2", "--microbatches", "8", "--costs",
+                                        "costs.json", "--runtime", "torch"},
+                                       dir.path());
   Ok(ranked);
   const std::vector<std::string> fb = LineStartingWith(ranked.out, {"1f1b"});
   const std::vector<std::string> zb = LineStartingWith(ranked.out, {"zb-h1"});
@@ -97,10 +101,9 @@ TEST(CliRuntimeAdvice, RuntimeErrors) {
   EXPECT_EQ(dual.exit_code, 1);
   EXPECT_NE(dual.err.find("runtime torch cannot run dualpipe"), std::string::npos) << dual.err;
   EXPECT_FALSE(dir.Exists("d.pb"));
-  const RunResult megatron =
-      RunPipeplan({"plan", "--strategy", "zb-h1", "--ranks", "2", "--microbatches", "4",
-                   "--runtime", "megatron"},
-                  dir.path());
+  const RunResult megatron = RunPipeplan({"plan", "--strategy", "zb-h1", "--ranks", "2",
+                                          "--microbatches", "4", "--runtime", "megatron"},
+                                         dir.path());
   EXPECT_EQ(megatron.exit_code, 1);
   EXPECT_NE(megatron.err.find("runtime megatron cannot run zb-h1"), std::string::npos)
       << megatron.err;
@@ -108,9 +111,9 @@ TEST(CliRuntimeAdvice, RuntimeErrors) {
 
 TEST(CliRuntimeAdvice, DiffReadsWhichTimelineIsMeasured) {
   ScratchDir dir;
-  Ok(RunPipeplan({"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "4", "-o",
-                  "p.pb"},
-                 dir.path()));
+  Ok(RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "4", "-o", "p.pb"},
+      dir.path()));
   Ok(RunPipeplan({"simulate", "p.pb", "--timeline", "sim.pb"}, dir.path()));
   Ok(RunPipeplan({"run", "p.pb", "--time-scale", "0.001", "--steps", "1", "--warmup", "0",
                   "--timeline", "run.pb"},
@@ -134,8 +137,8 @@ TEST(CliRuntimeAdvice, MemoryUnitsInAnyCaseAndACostFilesOwnLimit) {
   dir.Write("bytes.txt",
             "stages { forward: 1 backward: 2 }\n"
             "memory { unit: \"bytes\" limit: 1 stages { activation: 1048576 } }\n");
-  const std::vector<std::string> plan = {"plan", "--strategy", "1f1b", "--ranks", "2",
-                                         "--microbatches", "4", "--costs", "bytes.txt"};
+  const std::vector<std::string> plan = {"plan",           "--strategy", "1f1b",    "--ranks",  "2",
+                                         "--microbatches", "4",          "--costs", "bytes.txt"};
   // The file's limit (1 byte) holds where no --memory-limit is given.
   const RunResult own = RunPipeplan(plan, dir.path());
   EXPECT_EQ(own.exit_code, 1) << own.err;

@@ -19,8 +19,9 @@ using testing::MakeRequest;
 
 TEST(RuntimeSupport, EachRuntimeRunsWhatItCan) {
   EXPECT_TRUE(CheckRunsOn(Runtime::kAny, "dualpipe", Placement::kDual, false).ok());
-  EXPECT_EQ(CheckRunsOn(Runtime::kTorch, "dualpipe", Placement::kDual, false).message().substr(0, 35),
-            "runtime torch cannot run dualpipe: ");
+  EXPECT_EQ(
+      CheckRunsOn(Runtime::kTorch, "dualpipe", Placement::kDual, false).message().substr(0, 35),
+      "runtime torch cannot run dualpipe: ");
   EXPECT_FALSE(CheckRunsOn(Runtime::kPipeplanTorch, "dualpipe", Placement::kDual, false).ok());
   EXPECT_TRUE(CheckRunsOn(Runtime::kPipeplanTorch, "zbv", Placement::kVShape, true).ok());
   EXPECT_TRUE(CheckRunsOn(Runtime::kTorch, "zbv", Placement::kVShape, false).ok());

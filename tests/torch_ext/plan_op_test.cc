@@ -66,8 +66,17 @@ TEST(PlanOpTest, ReceiveOverheadDelaysEachReceive) {
 }
 
 TEST(PlanOpTest, PostValidationIsLeftOutWithNotes) {
-  const StatusOr<PlanOpResult> result =
+  // For torch's runtime, the op's default, a plan with post-validation is refused.
+  const StatusOr<PlanOpResult> refused =
       RunPlanOp({.strategy = "zbv", .ranks = 4, .microbatches = 8, .post_validation = true});
+  EXPECT_EQ(refused.status().message(),
+            "runtime torch cannot run zbv: torch's runtime has no post-validation step "
+            "(--post-validation)");
+  const StatusOr<PlanOpResult> result = RunPlanOp({.strategy = "zbv",
+                                                   .ranks = 4,
+                                                   .microbatches = 8,
+                                                   .post_validation = true,
+                                                   .runtime = "any"});
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_EQ(result->notes, (std::vector<std::string>{
                                "post-validation actions left out: torch's CSV grammar has no "

@@ -235,7 +235,8 @@ class ProfileBuilder {
     if (plan_.request.topology.placement == Placement::kDual) profile.chains = 2;
     const Topology& t = plan_.request.topology;
     profile.plan = plan_.request.strategy + " P=" + std::to_string(t.ranks) +
-                   " V=" + std::to_string(t.stages_per_rank) + " M=" + std::to_string(t.microbatches);
+                   " V=" + std::to_string(t.stages_per_rank) +
+                   " M=" + std::to_string(t.microbatches);
     return profile;
   }
 

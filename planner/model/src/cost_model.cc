@@ -114,8 +114,8 @@ Status ValidateSources(const CostModel& costs) {
   if (costs.sources.empty()) return Status::Ok();
   if (costs.sources.size() != costs.stages.size()) {
     return InvalidArgument("costs.sources has " + std::to_string(costs.sources.size()) +
-                           " entries, but costs.stages has " +
-                           std::to_string(costs.stages.size()) + " (one per stage entry, or none)");
+                           " entries, but costs.stages has " + std::to_string(costs.stages.size()) +
+                           " (one per stage entry, or none)");
   }
   for (size_t s = 0; s < costs.sources.size(); ++s) {
     const StageSources& c = costs.sources[s];

@@ -11,8 +11,7 @@ namespace {
 bool Assumed(const FigureSource& source) { return source.origin == FigureOrigin::kAssumed; }
 
 // The worst of a kind's sources over the given stages: assumed beats given beats measured.
-FigureSource Worst(const std::vector<StageSources>& sources,
-                   FigureSource StageSources::*figure) {
+FigureSource Worst(const std::vector<StageSources>& sources, FigureSource StageSources::*figure) {
   FigureSource worst = sources.front().*figure;
   for (const StageSources& stage : sources) {
     const FigureSource& source = stage.*figure;

@@ -80,7 +80,7 @@ TEST(FigureSourcesTest, TwoRunsTogetherMeasureBAndTheSplit) {
                                      RunOf(true, "zb-h1 P=2 V=1 M=8")};
   const StatusOr<CostModel> costs = Calibrate(runs, kUs);
   ASSERT_TRUE(costs.ok()) << costs.status().message();
-  EXPECT_DOUBLE_EQ(costs->stages[0].backward, 2000);       // the 1F1B run's B
+  EXPECT_DOUBLE_EQ(costs->stages[0].backward, 2000);        // the 1F1B run's B
   EXPECT_DOUBLE_EQ(costs->stages[0].backward_input, 1800);  // the zero-bubble run's I
   EXPECT_DOUBLE_EQ(costs->stages[0].backward_weight, 1800);
   EXPECT_EQ(costs->runs.size(), 2u);

@@ -76,9 +76,9 @@ struct RequestValues {
 
 // A memory amount as --memory-limit takes it: a plain number (the memory model's unit), or a
 // number with a byte unit: B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of
-// 1000), in any case, e.g. "70GiB", "512 mib"; a bare K, M, G or T is refused as ambiguous. Returns the amount (in bytes where a unit was given) and
-// whether it was in bytes; an unknown unit is an error naming the flag (a negative amount is
-// refused with the other request values).
+// 1000), in any case, e.g. "70GiB", "512 mib"; a bare K, M, G or T is refused as ambiguous. Returns
+// the amount (in bytes where a unit was given) and whether it was in bytes; an unknown unit is an
+// error naming the flag (a negative amount is refused with the other request values).
 struct MemoryAmount {
   double value = 0.0;
   bool bytes = false;

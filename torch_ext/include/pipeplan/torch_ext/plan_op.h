@@ -42,7 +42,7 @@ struct PlanOpRequest {
 struct PlanOpResult {
   // Per rank, the cells of its row of the torch CSV (`export --format ...`), in order.
   std::vector<std::vector<std::string>> actions;
-  std::string metrics_json;        // `simulate --json`'s line, without the final newline
+  std::string metrics_json;  // `simulate --json`'s line, without the final newline
   // What torch's grammar cannot express and was left out; for auto, what its pick rests on.
   std::vector<std::string> notes;
 };

@@ -41,7 +41,8 @@ std::string DescribeAssumption(const FigureKinds& assumed);
 // Where measured per-stage figures (sources not empty) must be cut by depth for `topology`:
 // "figures cut by depth from 2 stages to 8", an estimate (a runtime's own time per action does
 // not shrink with the stage); empty where they fit as given or were not measured.
-std::string DescribeCut(const CostModel& costs, const MemoryModel& memory, const Topology& topology);
+std::string DescribeCut(const CostModel& costs, const MemoryModel& memory,
+                        const Topology& topology);
 
 // The sources cut to `stages` entries for a cost model cut again by depth (stage_recut.h): a
 // kind is assumed on every new stage where any given stage assumed it, measured where every
