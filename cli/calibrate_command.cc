@@ -132,11 +132,12 @@ Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
                               app::LoadProtoFile(path, FileKind::kProfile, ParseProfile));
     profiles.push_back(std::move(profile));
   }
-  StatusOr<CostModel> costs = Calibrate(profiles, options.calibrate);
-  if (!costs.ok()) return costs.status().WithContext(JoinPaths(options.profile_paths));
   // The table shows the figures calibrate took: each from the profile that measured it.
-  PIPEPLAN_ASSIGN_OR_RETURN(const MergedProfile merged, MergeProfiles(profiles));
-  const Profile& profile = merged.profile;
+  StatusOr<MergedProfile> merged = MergeProfiles(profiles);
+  if (!merged.ok()) return merged.status().WithContext(JoinPaths(options.profile_paths));
+  StatusOr<CostModel> costs = Calibrate(*merged, options.calibrate);
+  if (!costs.ok()) return costs.status().WithContext(JoinPaths(options.profile_paths));
+  const Profile& profile = merged->profile;
 
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =

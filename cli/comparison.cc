@@ -49,10 +49,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
     row.error = planned.status().message();
     return row;
   }
-  row.assumes = DescribeCut(base.costs, base.memory, request.topology);
-  const std::string kinds =
-      DescribeAssumption(Common(KindsRead(planned->plan), AssumedKinds(base.costs)));
-  if (!kinds.empty()) row.assumes += (row.assumes.empty() ? "" : " and ") + kinds;
+  row.assumes = DescribeAssumptions(planned->plan, base.costs, base.memory);
   row.plan = std::move(planned->plan);
   row.timeline = std::move(planned->timeline);
   return row;

@@ -72,16 +72,6 @@ StatusOr<Plan> CommonPlan(const DiffOptions& options, const TimelineFile& expect
   return expected.plan ? *expected.plan : *actual.plan;
 }
 
-std::string_view SourceName(TimelineSource source) {
-  switch (source) {
-    case TimelineSource::kSimulated:
-      return "simulated";
-    case TimelineSource::kMeasured:
-      return "measured";
-  }
-  return "simulated";
-}
-
 // Each timeline says whether it was simulated or measured: a measured one given first is
 // compared as the second (the error is always measured against simulated), with a note; two
 // of one kind are labelled by their order.
@@ -98,7 +88,8 @@ DiffLabels OrderBySource(DiffOptions& options, TimelineFile& expected, TimelineF
     return {};
   }
   if (first == second) {
-    note = "both timelines are " + std::string(SourceName(first)) + ": labelled first and second";
+    note = "both timelines are " + std::string(TimelineSourceName(first)) +
+           ": labelled first and second";
     return {.expected = "first", .actual = "second"};
   }
   return {};

@@ -31,8 +31,7 @@ std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
 
 class AutoSearcher {
  public:
-  explicit AutoSearcher(const PlanRequest& request)
-      : request_(request), assumed_(AssumedKinds(request.costs)) {
+  explicit AutoSearcher(const PlanRequest& request) : request_(request) {
     // Normalise the given costs and memory (one stage at the request's V) to a rank's share.
     const int given_v = std::max(1, request.topology.stages_per_rank);
     share_ = ShareOfStageCosts(request.costs, given_v);
@@ -93,39 +92,20 @@ class AutoSearcher {
           candidates_.push_back({candidate, Status::Ok(), 0, 0});
           continue;
         }
-        // Measured figures of another cut are an estimate there: a runtime's own time per
-        // action does not shrink with the stage.
-        const std::string cut = DescribeCut(request_.costs, request_.memory, candidate.topology);
         candidate.costs = std::move(fitted->costs);
         candidate.memory = std::move(fitted->memory);
-        if (!cut.empty()) {
-          AddCutCandidates(strategy, candidate, cut);
-          continue;
-        }
       } else {
         candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
         candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
       }
-      AddSettings(strategy, candidate);
+      if (strategy.name == "interleaved-1f1b") {
+        AddGroupSizes(candidate);
+      } else if (strategy.name == "zb") {
+        AddMemorySteps(candidate);
+      } else {
+        candidates_.push_back({candidate, Status::Ok(), 0, 0});
+      }
     }
-  }
-
-  void AddSettings(const Strategy& strategy, const PlanRequest& candidate) {
-    if (strategy.name == "interleaved-1f1b") {
-      AddGroupSizes(candidate);
-    } else if (strategy.name == "zb") {
-      AddMemorySteps(candidate);
-    } else {
-      candidates_.push_back({candidate, Status::Ok(), 0, 0});
-    }
-  }
-
-  // The candidates of `candidate`, each marked as resting on figures cut by depth.
-  void AddCutCandidates(const Strategy& strategy, const PlanRequest& candidate,
-                        const std::string& cut) {
-    const size_t before = candidates_.size();
-    AddSettings(strategy, candidate);
-    for (size_t i = before; i < candidates_.size(); ++i) candidates_[i].assumes = cut;
   }
 
   void AddGroupSizes(PlanRequest candidate) {
@@ -175,8 +155,7 @@ class AutoSearcher {
     }
     candidate.makespan = planned->timeline.metrics.makespan;
     candidate.peak_memory = PeakMemory(planned->timeline);
-    const std::string kinds = DescribeAssumption(Common(KindsRead(planned->plan), assumed_));
-    if (!kinds.empty()) candidate.assumes += (candidate.assumes.empty() ? "" : " and ") + kinds;
+    candidate.assumes = DescribeAssumptions(planned->plan, request_.costs, request_.memory);
     return std::move(planned->plan);
   }
 
@@ -195,15 +174,15 @@ class AutoSearcher {
 
   // What to profile so that the assumed figures become measured ones.
   static std::string WhatToProfile(const AutoCandidate& candidate) {
+    const auto assumes = [&](const char* what) {
+      return candidate.assumes.find(what) != std::string::npos;
+    };
     std::string out;
-    if (candidate.assumes.find("figures cut") != std::string::npos) {
+    if (assumes("figures cut")) {
       out = "profile " + candidate.request.strategy +
             " at V=" + std::to_string(candidate.request.topology.stages_per_rank) +
             " in the same runtime to measure its stages";
     }
-    const auto assumes = [&](const char* what) {
-      return candidate.assumes.find(what) != std::string::npos;
-    };
     if (assumes("I + W = B")) {
       out += out.empty() ? "" : "; ";
       out +=
@@ -276,7 +255,6 @@ class AutoSearcher {
   }
 
   const PlanRequest& request_;
-  FigureKinds assumed_;  // what the request's costs assume (figure_sources.h)
   CostModel share_;
   MemoryModel share_memory_;
   std::vector<AutoCandidate> candidates_;

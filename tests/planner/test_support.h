@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipeplan/model/plan.h"
+#include "pipeplan/model/profile.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
 
@@ -25,6 +26,16 @@ inline PlanRequest MakeRequest(const std::string& strategy, int ranks, int micro
   request.costs.stages = {StageCosts{forward, input + weight, input, weight, 0}};
   request.costs.boundaries = {BoundaryCosts{comm, 0, 0}};
   return request;
+}
+
+// A measured duration whose every sample took `seconds`.
+inline DurationStats Constant(double seconds, int samples = 4) {
+  return {.samples = samples,
+          .median = seconds,
+          .min = seconds,
+          .max = seconds,
+          .p10 = seconds,
+          .p90 = seconds};
 }
 
 inline Plan BuildOrDie(const PlanRequest& request) {

@@ -284,18 +284,6 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
   return std::optional<MemoryModel>(std::move(memory));
 }
 
-// What the profiles are, for a cost file's `runs`: the plan that ran and where.
-std::vector<std::string> RunNames(const std::vector<Profile>& profiles) {
-  std::vector<std::string> runs;
-  for (size_t i = 0; i < profiles.size(); ++i) {
-    const Profile& profile = profiles[i];
-    std::string name = profile.plan.empty() ? "profile " + std::to_string(i) : profile.plan;
-    if (!profile.source.empty()) name += ", " + profile.source;
-    runs.push_back(std::move(name));
-  }
-  return runs;
-}
-
 FigureSource SourceOf(int origin) {
   if (origin < 0) return {.origin = FigureOrigin::kAssumed};
   return {.origin = FigureOrigin::kMeasured, .run = origin};
@@ -365,11 +353,15 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
 
 StatusOr<CostModel> Calibrate(const std::vector<Profile>& profiles,
                               const CalibrateOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const MergedProfile merged, MergeProfiles(profiles));
+  return Calibrate(merged, options);
+}
+
+StatusOr<CostModel> Calibrate(const MergedProfile& merged, const CalibrateOptions& options) {
   if (!std::isfinite(options.input_share) || options.input_share < 0 || options.input_share > 1) {
     return InvalidArgument("the input share of B must be in [0, 1], got " +
                            FormatNumber(options.input_share));
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const MergedProfile merged, MergeProfiles(profiles));
   const Profile& profile = merged.profile;
   const double seconds_per_unit = SecondsPer(options.unit);
 
@@ -413,7 +405,7 @@ StatusOr<CostModel> Calibrate(const std::vector<Profile>& profiles,
     }
   }
   PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, CalibrateMemory(profile, options.uniform));
-  costs.runs = RunNames(profiles);
+  costs.runs = merged.runs;
   costs.sources = SourcesOf(merged.origins);
   if (options.uniform) costs.sources = Uniform(std::move(costs.sources));
   // The entries say which stages they are: a dual placement's two copies, or one chain.

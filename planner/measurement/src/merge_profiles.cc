@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace pipeplan {
 namespace {
@@ -53,12 +54,24 @@ void MergeBoundary(BoundaryProfile& kept, const BoundaryProfile& other, bool fir
   if (first || other_samples > kept_samples) kept = other;
 }
 
-void AppendDistinct(std::string& joined, const std::string& part) {
-  if (part.empty() || joined == part || joined.find(part + "; ") == 0 ||
-      joined.find("; " + part) != std::string::npos) {
-    return;
+// The distinct non-empty values, in order, joined with "; ".
+std::string JoinDistinct(const std::vector<Profile>& profiles, std::string Profile::*field) {
+  std::vector<std::string> seen;
+  std::string joined;
+  for (const Profile& profile : profiles) {
+    const std::string& value = profile.*field;
+    if (value.empty() || std::find(seen.begin(), seen.end(), value) != seen.end()) continue;
+    seen.push_back(value);
+    joined += (joined.empty() ? "" : "; ") + value;
   }
-  joined += joined.empty() ? part : "; " + part;
+  return joined;
+}
+
+// What each profile is, for a cost file's `runs`: the plan that ran and where.
+std::string RunName(const Profile& profile, size_t index) {
+  std::string name = profile.plan.empty() ? "profile " + std::to_string(index) : profile.plan;
+  if (!profile.source.empty()) name += ", " + profile.source;
+  return name;
 }
 
 Status CheckSameCut(const Profile& first, const Profile& other, size_t index) {
@@ -119,9 +132,10 @@ StatusOr<MergedProfile> MergeProfiles(const std::vector<Profile>& profiles) {
       out.own_static_bytes = profile.own_static_bytes;
     }
     out.steps += profile.steps;
-    AppendDistinct(out.source, profile.source);
-    AppendDistinct(out.plan, profile.plan);
+    merged.runs.push_back(RunName(profile, i));
   }
+  out.source = JoinDistinct(profiles, &Profile::source);
+  out.plan = JoinDistinct(profiles, &Profile::plan);
   PIPEPLAN_RETURN_IF_ERROR(ValidateProfile(out).WithContext("merged profile"));
   return merged;
 }

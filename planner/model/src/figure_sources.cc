@@ -95,11 +95,17 @@ std::string DescribeAssumption(const FigureKinds& assumed) {
   return out;
 }
 
-std::string DescribeCut(const CostModel& costs, const MemoryModel& memory,
-                        const Topology& topology) {
-  if (costs.sources.empty() || FitsAsGiven(costs, memory, topology)) return "";
-  return "figures cut by depth from " + std::to_string(costs.stages.size()) + " stages to " +
-         std::to_string(topology.num_stages());
+std::string DescribeAssumptions(const Plan& plan, const CostModel& costs,
+                                const MemoryModel& memory) {
+  std::string out;
+  const Topology& topology = plan.request.topology;
+  if (!costs.sources.empty() && !FitsAsGiven(costs, memory, topology)) {
+    out = "figures cut by depth from " + std::to_string(costs.stages.size()) + " stages to " +
+          std::to_string(topology.num_stages());
+  }
+  const std::string kinds = DescribeAssumption(Common(KindsRead(plan), AssumedKinds(costs)));
+  if (!kinds.empty()) out += (out.empty() ? "" : " and ") + kinds;
+  return out;
 }
 
 std::vector<StageSources> CollapseSources(const std::vector<StageSources>& sources, int stages) {

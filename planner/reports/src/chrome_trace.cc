@@ -173,22 +173,12 @@ void AddRank(const RankProgram& program, const RankTimeline& rank_timeline, int 
   }
 }
 
-std::string_view SourceName(TimelineSource source) {
-  switch (source) {
-    case TimelineSource::kSimulated:
-      return "simulated";
-    case TimelineSource::kMeasured:
-      return "measured";
-  }
-  return "simulated";
-}
-
 std::string OtherData(const Plan& plan, const Timeline& timeline) {
   std::string data = "{\"strategy\":\"" + JsonEscape(plan.provenance.strategy) + "\"";
   data += ",\"options\":\"" + JsonEscape(plan.provenance.options) + "\"";
   data += ",\"tool_version\":\"" + JsonEscape(plan.provenance.tool_version) + "\"";
   data += ",\"source\":\"";
-  data += SourceName(timeline.source);
+  data += TimelineSourceName(timeline.source);
   data += "\",\"makespan\":" + JsonNumber(timeline.metrics.makespan) + "}";
   return data;
 }

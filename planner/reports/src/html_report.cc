@@ -53,16 +53,6 @@ std::string Ratio(double value) {
   return FormatFixed(value, 4);
 }
 
-std::string_view SourceName(TimelineSource source) {
-  switch (source) {
-    case TimelineSource::kSimulated:
-      return "simulated";
-    case TimelineSource::kMeasured:
-      return "measured";
-  }
-  return "simulated";
-}
-
 std::string AnchorOf(size_t index) { return "plan-" + std::to_string(index); }
 
 // Smallest makespan over the entries; every entry that reaches it is highlighted (ties stay ties).
@@ -169,7 +159,7 @@ void AppendPlanSection(const ReportEntry& entry, size_t index, double time_end, 
   html += " | placement ";
   html += PlacementName(topology.placement);
   html += " | ";
-  html += SourceName(entry.timeline.source);
+  html += TimelineSourceName(entry.timeline.source);
   html += " timeline, makespan " + Amount(entry.timeline.metrics.makespan) + "</p>\n";
   AppendPostValidation(entry.plan, html);
   // The <h2> already names the plan, so the SVG goes without its own title.

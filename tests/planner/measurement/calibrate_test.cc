@@ -17,15 +17,7 @@
 namespace pipeplan {
 namespace {
 
-// Every sample of a kind at `seconds`.
-DurationStats Constant(double seconds, int samples = 4) {
-  return {.samples = samples,
-          .median = seconds,
-          .min = seconds,
-          .max = seconds,
-          .p10 = seconds,
-          .p90 = seconds};
-}
+using testing::Constant;
 
 DurationStats Transfer(double seconds) { return Constant(seconds, 8); }
 

@@ -10,18 +10,12 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/measurement/calibrate.h"
 #include "pipeplan/model/figure_sources.h"
+#include "test_support.h"
 
 namespace pipeplan {
 namespace {
 
-DurationStats Constant(double seconds, int samples = 4) {
-  return {.samples = samples,
-          .median = seconds,
-          .min = seconds,
-          .max = seconds,
-          .p10 = seconds,
-          .p90 = seconds};
-}
+using testing::Constant;
 
 // Two stages; `split`: I and W measured (a zero-bubble run), else B (a 1F1B run).
 Profile RunOf(bool split, const std::string& plan) {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/measurement/merge_profiles.h"
 #include "pipeplan/model/cost_model.h"
 #include "pipeplan/model/profile.h"
 #include "pipeplan/model/status.h"
@@ -72,5 +73,7 @@ StatusOr<CostModel> Calibrate(const Profile& profile, const CalibrateOptions& op
 // are all measured.
 StatusOr<CostModel> Calibrate(const std::vector<Profile>& profiles,
                               const CalibrateOptions& options);
+// The same for profiles merged already (a front end that also shows the merged figures).
+StatusOr<CostModel> Calibrate(const MergedProfile& merged, const CalibrateOptions& options);
 
 }  // namespace pipeplan

@@ -4,6 +4,7 @@
 // that calibrate can tell measured figures from assumed ones.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "pipeplan/model/profile.h"
@@ -23,6 +24,8 @@ struct StageOrigins {
 struct MergedProfile {
   Profile profile;
   std::vector<StageOrigins> origins;  // one per stage
+  // One per profile, in order: the plan that ran and where ("1f1b P=2 V=1 M=8, torch cpu").
+  std::vector<std::string> runs;
 };
 
 // Every profile must be valid and of the same cut of the model (stages and chains); errors

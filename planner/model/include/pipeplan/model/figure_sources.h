@@ -19,7 +19,6 @@ struct FigureKinds {
   bool split = false;    // I and W, which calibrate measures or assumes together
   bool overlap = false;  // an F&B cell's own figure (not F + B)
 
-  bool any() const { return forward || backward || split || overlap; }
   bool operator==(const FigureKinds&) const = default;
 };
 
@@ -38,11 +37,13 @@ FigureKinds Common(const FigureKinds& a, const FigureKinds& b);
 // joined with " and ": what the assumed kinds stand for, for notes.
 std::string DescribeAssumption(const FigureKinds& assumed);
 
-// Where measured per-stage figures (sources not empty) must be cut by depth for `topology`:
-// "figures cut by depth from 2 stages to 8", an estimate (a runtime's own time per action does
-// not shrink with the stage); empty where they fit as given or were not measured.
-std::string DescribeCut(const CostModel& costs, const MemoryModel& memory,
-                        const Topology& topology);
+// What `plan`'s simulated step rests on that no run measured, given the figures it was planned
+// from (`costs` and `memory` as the user gave them, before any cut): measured per-stage figures
+// cut by depth for the plan's stages ("figures cut by depth from 2 stages to 8", an estimate:
+// a runtime's own time per action does not shrink with the stage) and the assumed kinds its
+// compute reads (DescribeAssumption), joined with " and "; empty: nothing.
+std::string DescribeAssumptions(const Plan& plan, const CostModel& costs,
+                                const MemoryModel& memory);
 
 // The sources cut to `stages` entries for a cost model cut again by depth (stage_recut.h): a
 // kind is assumed on every new stage where any given stage assumed it, measured where every

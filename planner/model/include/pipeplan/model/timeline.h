@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/model/ids.h"
@@ -11,6 +12,17 @@
 namespace pipeplan {
 
 enum class TimelineSource : uint8_t { kSimulated, kMeasured };
+
+// "simulated" or "measured", as reports and diff label a timeline.
+inline std::string_view TimelineSourceName(TimelineSource source) {
+  switch (source) {
+    case TimelineSource::kSimulated:
+      return "simulated";
+    case TimelineSource::kMeasured:
+      return "measured";
+  }
+  return "simulated";
+}
 
 // What timed a measured rank's ops: the host clock around each call (CPU), or CUDA events
 // on the device's streams (GPU: kernels run after their launch returns); for a torch.profiler
