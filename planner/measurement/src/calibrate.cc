@@ -292,6 +292,7 @@ FigureSource SourceOf(int origin) {
 // Per stage what was measured, and in which run; the rest CalibrateStage derived.
 std::vector<StageSources> SourcesOf(const std::vector<StageOrigins>& origins) {
   std::vector<StageSources> sources;
+  sources.reserve(origins.size());
   for (const StageOrigins& stage : origins) {
     sources.push_back({.forward = SourceOf(stage.forward),
                        .backward = SourceOf(stage.backward),
@@ -303,7 +304,7 @@ std::vector<StageSources> SourcesOf(const std::vector<StageOrigins>& origins) {
 }
 
 // Means over the stages: a kind is as measured as its least measured stage.
-std::vector<StageSources> Uniform(std::vector<StageSources> sources) {
+std::vector<StageSources> Uniform(const std::vector<StageSources>& sources) {
   const size_t stages = sources.size();
   const std::vector<StageSources> one = CollapseSources(sources, 1);
   return std::vector<StageSources>(stages, one.front());
@@ -407,7 +408,7 @@ StatusOr<CostModel> Calibrate(const MergedProfile& merged, const CalibrateOption
   PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, CalibrateMemory(profile, options.uniform));
   costs.runs = merged.runs;
   costs.sources = SourcesOf(merged.origins);
-  if (options.uniform) costs.sources = Uniform(std::move(costs.sources));
+  if (options.uniform) costs.sources = Uniform(costs.sources);
   // The entries say which stages they are: a dual placement's two copies, or one chain.
   costs.chains = profile.chains;
   if (costs.memory.has_value()) costs.memory->chains = profile.chains;
