@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -34,8 +35,15 @@ namespace {
 constexpr std::string_view kInstall =
     "bash scripts/setup_solver.sh installs it, or set PIPEPLAN_SOLVER_PYTHON to a Python with "
     "the ortools package";
-// The solver script's exit code when ortools is missing.
+// The solver script's exit codes when ortools is missing, and when it is there but its import
+// fails (a mismatched protobuf, a broken install).
 constexpr int kNoOrtools = 3;
+constexpr int kOrtoolsBroken = 4;
+// The script stops itself within its wall cap (pipeplan_solver.py's wall_cap: 10 times the
+// time limit plus 5 minutes, for a machine ten times slower than usual); past that and this
+// grace (Python's start, the model's build) it is hung, and killed.
+double SolverWallCap(double time_limit_s) { return 10 * time_limit_s + 300; }
+constexpr double kSolverGrace = 120;
 
 void AppendList(std::string& out, const std::vector<int64_t>& values) {
   out += '[';
@@ -57,41 +65,57 @@ std::string DescribeExit(int status) {
   return "ended abnormally";
 }
 
-// A private directory for the instance and the result, removed with its files.
+// A private directory for the instance and the result, removed with its files, also when a
+// signal ends the process.
 class TempDir {
  public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "pipeplan-solver-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  static StatusOr<std::unique_ptr<TempDir>> Make() {
+    std::error_code error;
+    const std::filesystem::path base = std::filesystem::temp_directory_path(error);
+    const char* tmpdir = std::getenv("TMPDIR");
+    const std::string where = tmpdir != nullptr && *tmpdir != '\0' ? std::string("TMPDIR=") + tmpdir
+                                                                   : "the temporary directory";
+    if (error) {
+      return FailedPrecondition("no directory for the solver's files: " + where + " is " +
+                                error.message());
+    }
+    std::string pattern = (base / "pipeplan-solver-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return FailedPrecondition("cannot create the solver's directory in " + where + " (" +
+                                base.string() + "): " + std::strerror(errno));
+    }
+    return std::unique_ptr<TempDir>(new TempDir(pattern));
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   ~TempDir() {
     std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+    std::filesystem::remove_all(path_, ignored);
   }
   const std::string& path() const { return path_; }
 
  private:
+  explicit TempDir(std::string path) : path_(std::move(path)), pending_(path_) {}
   std::string path_;
+  app::PendingTempDirectory pending_;
 };
 
-// Waits for `pid`; kills it past `deadline_s`.
+// Waits for `pid`; kills it past `deadline_s` seconds from now (counted in seconds, so any
+// time limit is a deadline, however far).
 StatusOr<int> WaitFor(pid_t pid, double deadline_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(deadline_s * 1000));
+  const auto start = std::chrono::steady_clock::now();
   while (true) {
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) return status;
     if (done < 0 && errno != EINTR) return Internal("waiting for the solver failed");
-    if (std::chrono::steady_clock::now() > deadline) {
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+    if (waited.count() > deadline_s) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
-      return DeadlineExceeded(
-          "the solver did not stop within " + FormatNumber(deadline_s) +
-          " s of its start (20 times its time limit plus 15 minutes); killed it");
+      return DeadlineExceeded("the solver did not stop within " + FormatNumber(deadline_s) +
+                              " s of its start (its own clock cap, 10 times its time limit " +
+                              "plus 5 minutes, and 2 minutes more); killed it");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -225,10 +249,9 @@ StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
                               "is missing: set PIPEPLAN_SOLVER_SCRIPT to python/"
                               "pipeplan_solver.py of pipeplan's source tree");
   }
-  const TempDir dir;
-  if (dir.path().empty()) return Internal("could not create a temporary directory for the solver");
-  const std::string instance_path = dir.path() + "/instance.json";
-  const std::string result_path = dir.path() + "/result.txt";
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::unique_ptr<TempDir> dir, TempDir::Make());
+  const std::string instance_path = dir->path() + "/instance.json";
+  const std::string result_path = dir->path() + "/result.txt";
   const app::PendingTempFile pending_instance(instance_path);
   const app::PendingTempFile pending_result(result_path);
   {
@@ -247,9 +270,15 @@ StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
     return FailedPrecondition("could not start the solver (" + python +
                               "): " + std::strerror(error) + "; " + std::string(kInstall));
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const int status, WaitFor(pid, instance.time_limit_s * 20 + 900));
+  const app::PendingChildProcess pending_solver(pid);
+  PIPEPLAN_ASSIGN_OR_RETURN(const int status,
+                            WaitFor(pid, SolverWallCap(instance.time_limit_s) + kSolverGrace));
   if (WIFEXITED(status) && WEXITSTATUS(status) == kNoOrtools) {
     return FailedPrecondition(python + " has no ortools package: " + std::string(kInstall));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kOrtoolsBroken) {
+    return FailedPrecondition(python + " has ortools, but it does not import (the error is " +
+                              "above): " + std::string(kInstall));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return Internal("the solver (" + script + ") " + DescribeExit(status) +

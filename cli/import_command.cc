@@ -61,6 +61,9 @@ Options:
                         both files are written or neither
   --step N              torch-trace: write step N (its ProfilerStep number) instead of the
                         median step
+  --max-trace-size SIZE torch-trace: the most JSON one trace may hold, once inflated
+                        (default 1GiB; e.g. 4GiB). Past it a file is refused before it takes
+                        memory; an import takes about 6 times its traces' JSON at its peak
   --microbatches M      microbatches per step, integer >= 1; every token must be below M
                         (default: inferred as the largest microbatch id + 1)
   --strategy-name NAME  the strategy name recorded in the plan (default: imported)
@@ -97,13 +100,9 @@ struct ImportOptions {
 };
 
 std::vector<app::FlagSpec> ImportFlags() {
-  std::vector<app::FlagSpec> specs = {{"format"},
-                                      {"microbatches"},
-                                      {"strategy-name"},
-                                      {"plan"},
-                                      {"step"},
-                                      {"plan-output"},
-                                      {"output", app::FlagKind::kValue, 'o'}};
+  std::vector<app::FlagSpec> specs = {
+      {"format"}, {"microbatches"}, {"strategy-name"},  {"plan"},
+      {"step"},   {"plan-output"},  {"max-trace-size"}, {"output", app::FlagKind::kValue, 'o'}};
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
@@ -140,6 +139,15 @@ StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags) {
   options.plan = flags.GetString("plan");
   options.plan_output = flags.GetString("plan-output");
   PIPEPLAN_ASSIGN_OR_RETURN(options.step, flags.GetInt("step", 0));
+  if (const std::optional<std::string> size = flags.GetString("max-trace-size")) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
+                              app::ParseMemoryAmount(*size, "--max-trace-size"));
+    if (!amount.bytes || amount.value < 1 || amount.value > 0x1p62) {
+      return InvalidArgument("--max-trace-size: expected a size with a byte unit from 1B to 4EiB " +
+                             std::string("(e.g. 4GiB), got '") + *size + "'");
+    }
+    options.max_trace_bytes = static_cast<uint64_t>(amount.value);
+  }
   PIPEPLAN_RETURN_IF_ERROR(
       ParsePlanFlags(flags, &options.strategy_name, &options.costs, &options.output));
   return options;
@@ -152,7 +160,7 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
     PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
     return options;
   }
-  for (const char* trace_only : {"plan", "step", "plan-output"}) {
+  for (const char* trace_only : {"plan", "step", "plan-output", "max-trace-size"}) {
     if (flags.Has(trace_only)) {
       return InvalidArgument("--" + std::string(trace_only) + " is for --format torch-trace");
     }

@@ -20,11 +20,17 @@ namespace {
 
 constexpr double kMicroseconds = 1e-6;  // a trace's time unit
 
-StatusOr<std::vector<TraceFile>> ReadTraces(const std::vector<std::string>& paths) {
+StatusOr<std::vector<TraceFile>> ReadTraces(const std::vector<std::string>& paths,
+                                            uint64_t max_bytes) {
   std::vector<TraceFile> files;
   for (const std::string& path : paths) {
-    PIPEPLAN_ASSIGN_OR_RETURN(const std::string json, app::ReadMaybeGzipped(path));
-    StatusOr<TorchTrace> trace = ParseTorchTrace(json);
+    StatusOr<std::string> json = app::ReadMaybeGzipped(path, max_bytes);
+    if (!json.ok()) {
+      if (json.status().code() != StatusCode::kFailedPrecondition) return json.status();
+      return FailedPrecondition(json.status().message() +
+                                " of JSON (a trace's limit; --max-trace-size raises it)");
+    }
+    StatusOr<TorchTrace> trace = ParseTorchTrace(*json);
     if (!trace.ok()) return trace.status().WithContext(path);
     files.push_back({path, *std::move(trace)});
   }
@@ -99,7 +105,8 @@ void PrintSummary(const std::vector<TraceFile>& ranks, const TraceImport& import
 }  // namespace
 
 Status ExecuteTraceImport(const TraceImportOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<TraceFile> ranks, ReadTraces(options.traces));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<TraceFile> ranks,
+                            ReadTraces(options.traces, options.max_trace_bytes));
   Plan plan;
   if (options.plan.has_value()) {
     PIPEPLAN_ASSIGN_OR_RETURN(plan, app::LoadPlanFile(*options.plan));

@@ -2,6 +2,7 @@
 // one per rank, to a measured timeline file of the plan the job ran.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,10 @@
 
 namespace pipeplan::cli {
 
+// The most JSON one trace may hold once inflated, unless --max-trace-size says otherwise: a
+// few steps of a large model's trace fit; a gzip bomb does not.
+inline constexpr uint64_t kDefaultMaxTraceBytes = uint64_t{1} << 30;
+
 struct TraceImportOptions {
   std::vector<std::string> traces;  // one per rank
   std::optional<std::string> plan;  // the plan the job ran; else its executed compute order
@@ -19,6 +24,7 @@ struct TraceImportOptions {
   app::CostFlags costs;  // for the plan built without --plan
   std::optional<std::string> output;
   std::optional<std::string> plan_output;  // also write the plan the traces were matched to
+  uint64_t max_trace_bytes = kDefaultMaxTraceBytes;  // per trace, once inflated
 };
 
 Status ExecuteTraceImport(const TraceImportOptions& options);

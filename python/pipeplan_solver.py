@@ -70,10 +70,33 @@ import time
 
 try:
     from ortools.sat.python import cp_model
-except ImportError:  # pipeplan names the install step when this exit code comes back
-    print("pipeplan_solver: the Python package ortools is not installed "
-          "(bash scripts/setup_solver.sh installs it)", file=sys.stderr)
-    sys.exit(3)
+except ImportError as import_error:  # pipeplan names the install step for exit codes 3 and 4
+    if (isinstance(import_error, ModuleNotFoundError)
+            and (import_error.name or "").split(".")[0] == "ortools"):
+        print("pipeplan_solver: the Python package ortools is not installed "
+              "(bash scripts/setup_solver.sh installs it)", file=sys.stderr)
+        sys.exit(3)
+    print(f"pipeplan_solver: ortools is installed but does not import: {import_error!r}",
+          file=sys.stderr)
+    sys.exit(4)
+
+# The wall-clock moment past which no solve may run (set by main from the time limit).
+DEADLINE = float("inf")
+
+
+def wall_cap(limit):
+    """The whole run's wall-clock cap, for a machine ten times slower than usual. pipeplan
+    kills the script two minutes past it (cp_sat_solver.cc's SolverWallCap and grace)."""
+    return 10 * limit + 300
+
+
+def exit_with_parent():
+    """pipeplan waits for this process: once pipeplan is gone (killed before it could kill
+    this one), so is the reason to solve, and no result file may appear later."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 class Progress:
@@ -198,7 +221,8 @@ def make_solver(instance, limit):
     solver.parameters.max_deterministic_time = limit
     # A clock cap only for a machine so loaded that the work takes ten times longer than
     # usual; stopped by it, the answer is no longer deterministic, and the result says so.
-    clock_cap = 10 * limit + 300
+    # Several solves (the periodic search's probes) share the run's cap.
+    clock_cap = max(1.0, min(wall_cap(limit), DEADLINE - time.monotonic()))
     solver.parameters.max_time_in_seconds = clock_cap
     solver.parameters.num_workers = int(instance.get("workers", 1))
     solver.parameters.random_seed = 0
@@ -484,9 +508,12 @@ def main(argv):
     if len(argv) != 3:
         print("usage: pipeplan_solver.py INSTANCE.json RESULT.txt", file=sys.stderr)
         return 2
+    global DEADLINE
+    threading.Thread(target=exit_with_parent, daemon=True).start()
     try:
         with open(argv[1], encoding="utf-8") as f:
             instance = json.load(f)
+        DEADLINE = time.monotonic() + wall_cap(float(instance["time_limit_s"]))
         result = solve(instance)
     except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
         print(f"pipeplan_solver: {argv[1]}: {error}", file=sys.stderr)

@@ -12,6 +12,7 @@
 #include <set>
 #include <system_error>
 
+#include "pipeplan/app/files.h"
 #include "pipeplan/app/pending_temp_files.h"
 
 namespace pipeplan::app {
@@ -57,7 +58,21 @@ struct Target {
   std::string path;      // as the user gave it, for messages
   std::string replaced;  // the regular file to replace
   bool in_place = false;
+  std::optional<mode_t> mode = std::nullopt;  // the replaced file's permissions, kept
 };
+
+// A regular file to replace, unless this command read it: `simulate p.pb --svg p.pb` would
+// destroy its own input.
+StatusOr<Target> ReplacedFile(const std::string& path, std::string replaced) {
+  if (WasReadByThisProcess(replaced)) {
+    return InvalidArgument("cannot write '" + path +
+                           "': it is an input of this command; give the output another name");
+  }
+  Target target{.path = path, .replaced = std::move(replaced)};
+  struct stat info = {};
+  if (::stat(target.replaced.c_str(), &info) == 0) target.mode = info.st_mode & 07777;
+  return target;
+}
 
 StatusOr<Target> ResolveTarget(const std::string& path) {
   std::error_code ec;
@@ -66,22 +81,22 @@ StatusOr<Target> ResolveTarget(const std::string& path) {
     case std::filesystem::file_type::directory:
       return InvalidArgument("cannot write '" + path + "': is a directory");
     case std::filesystem::file_type::regular: {
-      if (!std::filesystem::is_symlink(path, ec)) return Target{path, path};
+      if (!std::filesystem::is_symlink(path, ec)) return ReplacedFile(path, path);
       const std::filesystem::path real = std::filesystem::canonical(path, ec);
-      return Target{path, ec ? path : real.string()};
+      return ReplacedFile(path, ec ? path : real.string());
     }
     case std::filesystem::file_type::not_found:
     case std::filesystem::file_type::none:
-      return Target{path, path};
+      return Target{.path = path, .replaced = path};
     case std::filesystem::file_type::symlink:  // status() follows links; not seen here
     case std::filesystem::file_type::block:
     case std::filesystem::file_type::character:
     case std::filesystem::file_type::fifo:
     case std::filesystem::file_type::socket:
     case std::filesystem::file_type::unknown:
-      return Target{path, path, /*in_place=*/true};
+      return Target{.path = path, .replaced = path, .in_place = true};
   }
-  return Target{path, path, /*in_place=*/true};
+  return Target{.path = path, .replaced = path, .in_place = true};
 }
 
 // An output ready to be put in place: its complete content in a temp file beside the file it
@@ -154,7 +169,9 @@ class StagedFile {
   }
 
   Status Fill(int fd, std::string_view content) const {
-    if (::fchmod(fd, DefaultFileMode()) != 0) return SystemError("write", target_.path, errno);
+    if (::fchmod(fd, target_.mode.value_or(DefaultFileMode())) != 0) {
+      return SystemError("write", target_.path, errno);
+    }
     PIPEPLAN_RETURN_IF_ERROR(WriteAll(fd, content, target_.path));
     if (::fsync(fd) != 0) return SystemError("write", target_.path, errno);
     return Status::Ok();

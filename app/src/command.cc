@@ -1,6 +1,13 @@
 #include "pipeplan/app/command.h"
 
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "pipeplan/app/format.h"
@@ -57,6 +64,31 @@ int ReportInputError(std::string_view command, const Status& status) {
 }
 
 void PrintNote(std::string_view message) { std::cerr << "note: " << message << "\n"; }
+
+namespace {
+
+// Whether standard output is a pipe whose reader has gone (poll reports an error on its
+// write end), whenever the write that found out failed.
+bool ReaderLeft() {
+  struct stat info = {};
+  if (::fstat(STDOUT_FILENO, &info) != 0 || !S_ISFIFO(info.st_mode)) return false;
+  pollfd out = {.fd = STDOUT_FILENO, .events = 0, .revents = 0};
+  return ::poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0;
+}
+
+}  // namespace
+
+Status FlushStandardOutput() {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
+  const int error = errno;
+  if (!failed || error == EPIPE || ReaderLeft()) return Status::Ok();
+  return InvalidArgument(std::string("cannot write to standard output") +
+                         (error != 0 ? std::string(": ") + std::strerror(error) : ""));
+}
+
+void IgnoreBrokenPipes() { std::signal(SIGPIPE, SIG_IGN); }
 
 void WriteStderrByLines() {
   // std::cerr writes through stdio's stderr; without unitbuf a line reaches the pipe at its '\n'.

@@ -1,6 +1,7 @@
 #include "pipeplan/app/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -9,9 +10,12 @@
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <mutex>
+#include <set>
 #include <system_error>
 
 #include "pipeplan/app/atomic_write.h"
+#include "pipeplan/model/text_format.h"
 
 namespace pipeplan::app {
 namespace {
@@ -34,15 +38,16 @@ class FdCloser {
 
 bool IsGzip(const std::string& data) { return data.starts_with("\x1f\x8b"); }
 
-// Inflates every gzip member of `data` (gzip files may hold several, one after another).
-StatusOr<std::string> Gunzip(std::string_view data, const std::string& path) {
+// Inflates every gzip member of `data` (gzip files may hold several, one after another),
+// handing each piece to `take`; stops early, without error, when `take` returns false.
+template <typename Take>
+Status Inflate(std::string_view data, const std::string& path, Take take) {
   z_stream stream{};
   if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
     return Internal("cannot inflate '" + path + "': zlib did not start");
   }
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
   stream.avail_in = static_cast<uInt>(data.size());
-  std::string out;
   char buffer[1 << 16];
   int code = Z_OK;
   while (code != Z_STREAM_END || stream.avail_in > 0) {
@@ -51,7 +56,10 @@ StatusOr<std::string> Gunzip(std::string_view data, const std::string& path) {
     stream.avail_out = sizeof(buffer);
     code = inflate(&stream, Z_NO_FLUSH);
     if (code != Z_OK && code != Z_STREAM_END) break;
-    out.append(buffer, sizeof(buffer) - stream.avail_out);
+    if (!take(std::string_view(buffer, sizeof(buffer) - stream.avail_out))) {
+      inflateEnd(&stream);
+      return Status::Ok();
+    }
     if (code == Z_OK && stream.avail_in == 0 && stream.avail_out != 0) break;  // ran out
   }
   const std::string reason = stream.msg != nullptr ? std::string(" (") + stream.msg + ")" : "";
@@ -59,16 +67,80 @@ StatusOr<std::string> Gunzip(std::string_view data, const std::string& path) {
   if (code != Z_STREAM_END) {
     return InvalidArgument("cannot read '" + path + "': corrupt or truncated gzip data" + reason);
   }
-  return out;
+  return Status::Ok();
+}
+
+Status TooLarge(const std::string& path, std::string_view what, uint64_t max_bytes) {
+  return FailedPrecondition("'" + path + "' " + std::string(what) + " more than " +
+                            FormatBytes(static_cast<double>(max_bytes)));
 }
 
 }  // namespace
 
-StatusOr<std::string> ReadMaybeGzipped(const std::string& path) {
-  StatusOr<std::string> content = ReadFile(path);
-  if (!content.ok() || !IsGzip(*content)) return content;
-  return Gunzip(*content, path);
+// Counts first, keeping nothing: a file that inflates past `max_bytes` (a gzip bomb) is
+// refused having used no memory for it; one that fits is inflated once more into a string
+// of exactly its size.
+StatusOr<std::string> Gunzip(std::string_view data, const std::string& path, uint64_t max_bytes) {
+  uint64_t size = 0;
+  PIPEPLAN_RETURN_IF_ERROR(Inflate(data, path, [&](std::string_view piece) {
+    size += piece.size();
+    return size <= max_bytes;
+  }));
+  if (size > max_bytes) return TooLarge(path, "inflates to", max_bytes);
+  std::string out;
+  out.reserve(size);
+  PIPEPLAN_RETURN_IF_ERROR(Inflate(data, path, [&](std::string_view piece) {
+    out.append(piece);
+    return true;
+  }));
+  return out;
 }
+
+StatusOr<std::string> ReadMaybeGzipped(const std::string& path, uint64_t max_bytes) {
+  std::error_code ec;
+  if (path != "-" && std::filesystem::is_regular_file(path, ec) &&
+      std::filesystem::file_size(path, ec) > max_bytes && !ec) {
+    return TooLarge(path, "holds", max_bytes);
+  }
+  StatusOr<std::string> content = ReadFile(path);
+  if (!content.ok()) return content;
+  if (!IsGzip(*content)) {
+    if (content->size() > max_bytes) return TooLarge(path, "holds", max_bytes);
+    return content;
+  }
+  return Gunzip(*content, path, max_bytes);
+}
+
+namespace {
+
+// The files this process has read, by device and inode (whatever path named them).
+class InputFiles {
+ public:
+  static InputFiles& Get() {
+    static InputFiles files;
+    return files;
+  }
+  void Note(int fd) {
+    struct stat info = {};
+    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) return;
+    const std::lock_guard lock(mutex_);
+    read_.emplace(info.st_dev, info.st_ino);
+  }
+  bool Contains(const std::string& path) {
+    struct stat info = {};
+    if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return false;
+    const std::lock_guard lock(mutex_);
+    return read_.contains({info.st_dev, info.st_ino});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::pair<dev_t, ino_t>> read_;
+};
+
+}  // namespace
+
+bool WasReadByThisProcess(const std::string& path) { return InputFiles::Get().Contains(path); }
 
 StatusOr<std::string> ReadFile(const std::string& path) {
   if (path == "-") {
@@ -81,6 +153,7 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return SystemError("read", path, errno);
   FdCloser closer(fd);
+  InputFiles::Get().Note(fd);
   std::string content;
   char buffer[1 << 16];
   while (true) {

@@ -1,8 +1,10 @@
 #include "pipeplan/app/pending_temp_files.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstring>
@@ -15,20 +17,40 @@ constexpr int kSlots = 64;
 constexpr int kSignals[] = {SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
 
 // A slot is claimed (used) by one thread, filled, then published (ready) for the handler,
-// which may run at any point: it reads only published slots and calls only unlink.
+// which may run at any point: it reads only published slots and calls only async-signal-safe
+// functions (kill, waitpid, unlink, rmdir, raise).
 struct Slot {
   std::atomic<bool> used{false};
   std::atomic<bool> ready{false};
+  int kind = 0;  // a PendingTempFile::Kind
+  pid_t pid = 0;
   char path[PATH_MAX] = {};
 };
 static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler reads these flags");
 
 Slot g_slots[kSlots];
 
+// The handler's order: children first (a solver could still write into the directory), then
+// files, then the directories they were in.
+constexpr int kCleanupOrder[] = {2, 0, 1};  // kProcess, kFile, kDirectory
+
 extern "C" void RemovePendingAndReraise(int signal_number) {
-  for (Slot& slot : g_slots) {
-    if (slot.ready.load(std::memory_order_acquire)) ::unlink(slot.path);
+  const int saved_errno = errno;
+  for (const int kind : kCleanupOrder) {
+    for (Slot& slot : g_slots) {
+      if (!slot.ready.load(std::memory_order_acquire) || slot.kind != kind) continue;
+      if (kind == 2) {
+        ::kill(slot.pid, SIGKILL);
+        while (::waitpid(slot.pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+      } else if (kind == 0) {
+        ::unlink(slot.path);
+      } else {
+        ::rmdir(slot.path);
+      }
+    }
   }
+  errno = saved_errno;
   // SA_RESETHAND restored the default action; the signal is blocked until this returns.
   ::raise(signal_number);
 }
@@ -47,7 +69,7 @@ void InstallHandlers() {
   }
 }
 
-int Register(const std::string& path) {
+int Register(int kind, const std::string& path, pid_t pid) {
   static std::once_flag installed;
   std::call_once(installed, InstallHandlers);
   if (path.size() >= PATH_MAX) return -1;
@@ -56,6 +78,8 @@ int Register(const std::string& path) {
     if (!g_slots[i].used.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
       continue;
     }
+    g_slots[i].kind = kind;
+    g_slots[i].pid = pid;
     std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
     g_slots[i].ready.store(true, std::memory_order_release);
     return i;
@@ -65,13 +89,17 @@ int Register(const std::string& path) {
 
 }  // namespace
 
-PendingTempFile::PendingTempFile(const std::string& path) : slot_(Register(path)) {}
+PendingCleanup::PendingCleanup(Kind kind, const std::string& path, pid_t pid)
+    : slot_(Register(static_cast<int>(kind), path, pid)) {
+  static_assert(static_cast<int>(Kind::kFile) == 0 && static_cast<int>(Kind::kDirectory) == 1 &&
+                static_cast<int>(Kind::kProcess) == 2);
+}
 
-PendingTempFile::PendingTempFile(PendingTempFile&& other) noexcept : slot_(other.slot_) {
+PendingCleanup::PendingCleanup(PendingCleanup&& other) noexcept : slot_(other.slot_) {
   other.slot_ = -1;
 }
 
-PendingTempFile::~PendingTempFile() {
+PendingCleanup::~PendingCleanup() {
   if (slot_ < 0) return;
   g_slots[slot_].ready.store(false, std::memory_order_release);
   g_slots[slot_].used.store(false, std::memory_order_release);

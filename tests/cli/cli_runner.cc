@@ -13,8 +13,11 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "gtest/gtest.h"
+
+extern char** environ;
 
 namespace pipeplan::cli_test {
 namespace {
@@ -74,11 +77,27 @@ RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& c
   for (std::string& arg : argv_storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
+  std::vector<std::string> environment_storage;
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    const std::string_view entry(*variable);
+    const bool replaced =
+        std::any_of(limits.environment.begin(), limits.environment.end(),
+                    [&](const auto& set) { return entry.starts_with(set.first + "="); });
+    if (!replaced) environment_storage.emplace_back(entry);
+  }
+  for (const auto& [name, value] : limits.environment) {
+    environment_storage.push_back(name + "=" + value);
+  }
+  std::vector<char*> environment;
+  for (std::string& variable : environment_storage) environment.push_back(variable.data());
+  environment.push_back(nullptr);
+  const std::string stdout_target = limits.stdout_path.value_or(out_path);
+
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     // Child: only async-signal-safe calls until exec.
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int out = ::open(stdout_target.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int in = ::open("/dev/null", O_RDONLY);
     if (out < 0 || err < 0 || in < 0 || ::chdir(cwd.c_str()) != 0) ::_exit(127);
@@ -91,16 +110,17 @@ RunResult RunPipeplan(const std::vector<std::string>& args, const std::string& c
     }
     // An ignored signal stays ignored across exec.
     if (limits.ignore_file_size_signal) ::signal(SIGXFSZ, SIG_IGN);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), environment.data());
     ::_exit(127);
   }
+  if (limits.while_running) limits.while_running(pid);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   RunResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  result.out = ReadAll(out_path);
+  result.out = limits.stdout_path.has_value() ? "" : ReadAll(out_path);
   result.err = ReadAll(err_path);
   return result;
 }

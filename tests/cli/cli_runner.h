@@ -2,9 +2,13 @@
 // CLI's end-to-end tests.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipeplan::cli_test {
@@ -16,12 +20,18 @@ struct RunResult {
   std::string err;
 };
 
-// Limits set in the child before it runs pipeplan, to make writes fail on purpose.
+// What the child gets besides its arguments, to make writes fail or runs end on purpose.
 struct ChildLimits {
   // RLIMIT_FSIZE: a write past this many bytes of a file raises SIGXFSZ (which by default
   // ends the process, as an interruption would) or, when the signal is ignored, fails.
-  std::optional<uint64_t> max_file_bytes;
+  std::optional<uint64_t> max_file_bytes = std::nullopt;
   bool ignore_file_size_signal = false;
+  // Variables set in the child's environment (NAME, value).
+  std::vector<std::pair<std::string, std::string>> environment = {};
+  // Standard output to this file (e.g. /dev/full) instead of the captured one.
+  std::optional<std::string> stdout_path = std::nullopt;
+  // Called in the parent while the child runs (e.g. to signal it); the child is then waited for.
+  std::function<void(pid_t)> while_running = nullptr;
 };
 
 // A fresh empty directory under the test temp dir, removed with everything in it on

@@ -556,5 +556,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   pipeplan::app::WriteStderrByLines();
+  pipeplan::app::IgnoreBrokenPipes();  // Gloo's sockets: a dead peer is an error naming it
   return pipeplan::torch_ext::Main(argc, argv);
 }

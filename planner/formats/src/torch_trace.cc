@@ -91,52 +91,73 @@ Status Truncated(std::string_view json) {
 }
 
 Status JsonError(std::string_view where, simdjson::error_code error) {
-  return InvalidArgument(std::string(where) + ": " + ErrorText(error));
+  return InvalidArgument(std::string(where) + ": " + ErrorText(error) +
+                         (IsTruncation(error) ? " (is the file truncated?)" : ""));
 }
 
-// Numbers in traces are integers or decimals; tids may also be strings (then 0).
-StatusOr<double> NumberOf(od::value value) {
+// A value's text as written (read before the value is), shortened, for a message.
+std::string Written(od::value& value) {
+  std::string_view text = value.raw_json_token();
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' ||
+                           text.back() == '\t' || text.back() == ',' || text.back() == '}')) {
+    text.remove_suffix(1);
+  }
+  return std::string(text.substr(0, 40));
+}
+
+Status NotANumber(std::string_view key, std::string_view written, std::string_view expected) {
+  return InvalidArgument(std::string(key) + " is " + std::string(written) + ", not " +
+                         std::string(expected));
+}
+
+// Numbers in traces are integers or decimals (an exponent allowed), finite.
+StatusOr<double> NumberOf(std::string_view key, od::value value) {
+  const std::string written = Written(value);
   double number = 0.0;
-  if (const auto error = value.get_double().get(number)) return JsonError("not a number", error);
+  if (value.get_double().get(number) || !std::isfinite(number)) {
+    return NotANumber(key, written, "a finite number");
+  }
   return number;
 }
 
+// Whole microseconds and the fraction in a trace's own form ("4793894544575.062"); any other
+// form of a number (an exponent) through a double, which still holds it to the microsecond.
 StatusOr<Timestamp> TimestampOf(od::value value) {
-  std::string_view text = value.raw_json_token();
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' ||
-                           text.back() == '\t')) {
-    text.remove_suffix(1);
-  }
+  const std::string text = Written(value);
   Timestamp ts;
-  const size_t point = text.find_first_of(".eE");
-  if (point != std::string_view::npos && text[point] != '.') {
-    PIPEPLAN_ASSIGN_OR_RETURN(const double number, NumberOf(value));
+  if (text.find_first_of("eE") != std::string::npos) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const double number, NumberOf("ts", value));
+    if (std::fabs(number) >= 9e18) return NotANumber("ts", text, "a time in microseconds");
     ts.whole = static_cast<int64_t>(std::floor(number));
     ts.fraction = number - static_cast<double>(ts.whole);
     return ts;
   }
-  const std::string_view whole = text.substr(0, point);
-  if (std::from_chars(whole.data(), whole.data() + whole.size(), ts.whole).ptr !=
-      whole.data() + whole.size()) {
-    return InvalidArgument("ts is not a number: " + std::string(text));
+  const size_t point = text.find('.');
+  const std::string_view whole = std::string_view(text).substr(0, point);
+  const auto [end, error] = std::from_chars(whole.data(), whole.data() + whole.size(), ts.whole);
+  if (error != std::errc() || end != whole.data() + whole.size()) {
+    return NotANumber("ts", text, "a time in microseconds");
   }
-  if (point != std::string_view::npos) {
-    const std::string decimals = "0" + std::string(text.substr(point));
-    if (std::from_chars(decimals.data(), decimals.data() + decimals.size(), ts.fraction).ptr !=
-        decimals.data() + decimals.size()) {
-      return InvalidArgument("ts is not a number: " + std::string(text));
+  if (point != std::string::npos) {
+    const std::string decimals = "0" + text.substr(point);
+    const auto [last, bad] =
+        std::from_chars(decimals.data(), decimals.data() + decimals.size(), ts.fraction);
+    if (bad != std::errc() || last != decimals.data() + decimals.size()) {
+      return NotANumber("ts", text, "a time in microseconds");
     }
-    if (ts.whole < 0 || whole.starts_with('-')) ts.fraction = -ts.fraction;
+    if (whole.starts_with('-')) ts.fraction = -ts.fraction;
   }
   return ts;
 }
 
-StatusOr<int64_t> IdOf(od::value value) {
+// Ids and counts are integers; a tid may also be a string (then 0).
+StatusOr<int64_t> IdOf(std::string_view key, od::value value) {
   od::json_type type;
-  if (const auto error = value.type().get(type)) return JsonError("bad value", error);
+  if (const auto error = value.type().get(type)) return JsonError(key, error);
   if (type != od::json_type::number) return int64_t{0};
+  const std::string written = Written(value);
   int64_t id = 0;
-  if (const auto error = value.get_int64().get(id)) return JsonError("not an integer", error);
+  if (value.get_int64().get(id)) return NotANumber(key, written, "an integer that fits 64 bits");
   return id;
 }
 
@@ -147,15 +168,16 @@ Status ReadArgs(od::value value, Event* event) {
     std::string_view key;
     if (const auto error = field.unescaped_key().get(key)) return JsonError("args", error);
     if (key == "External id") {
-      PIPEPLAN_ASSIGN_OR_RETURN(event->external_id, IdOf(field.value()));
+      PIPEPLAN_ASSIGN_OR_RETURN(event->external_id, IdOf("args.External id", field.value()));
     } else if (key == "correlation") {
-      PIPEPLAN_ASSIGN_OR_RETURN(event->correlation, IdOf(field.value()));
+      PIPEPLAN_ASSIGN_OR_RETURN(event->correlation, IdOf("args.correlation", field.value()));
     } else if (key == "Total Allocated") {
-      PIPEPLAN_ASSIGN_OR_RETURN(event->total_allocated, NumberOf(field.value()));
+      PIPEPLAN_ASSIGN_OR_RETURN(event->total_allocated,
+                                NumberOf("args.Total Allocated", field.value()));
     } else if (key == "Bytes") {
-      PIPEPLAN_ASSIGN_OR_RETURN(event->bytes, NumberOf(field.value()));
+      PIPEPLAN_ASSIGN_OR_RETURN(event->bytes, NumberOf("args.Bytes", field.value()));
     } else if (key == "Device Type") {
-      PIPEPLAN_ASSIGN_OR_RETURN(event->device_type, IdOf(field.value()));
+      PIPEPLAN_ASSIGN_OR_RETURN(event->device_type, IdOf("args.Device Type", field.value()));
     }
   }
   return Status::Ok();
@@ -174,9 +196,9 @@ Status ReadEvent(od::object object, Event* event) {
     } else if (key == "ts") {
       PIPEPLAN_ASSIGN_OR_RETURN(event->ts, TimestampOf(value));
     } else if (key == "dur") {
-      PIPEPLAN_ASSIGN_OR_RETURN(event->dur, NumberOf(value));
+      PIPEPLAN_ASSIGN_OR_RETURN(event->dur, NumberOf("dur", value));
     } else if (key == "tid") {
-      PIPEPLAN_ASSIGN_OR_RETURN(event->tid, IdOf(value));
+      PIPEPLAN_ASSIGN_OR_RETURN(event->tid, IdOf("tid", value));
     } else if (key == "args") {
       PIPEPLAN_RETURN_IF_ERROR(ReadArgs(value, event));
     }
@@ -223,8 +245,8 @@ Status Keep(const Event& e, int64_t index, Collected* out) {
   } else if (e.ph == "X" && e.cat == "user_annotation" && e.name.starts_with(kStepPrefix)) {
     int number = 0;
     const std::string_view digits = e.name.substr(kStepPrefix.size());
-    if (std::from_chars(digits.data(), digits.data() + digits.size(), number).ptr !=
-        digits.data() + digits.size()) {
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+    if (error != std::errc() || end != digits.data() + digits.size()) {
       return InvalidArgument(EventName(index, e.name) + ": not a step number");
     }
     out->steps.push_back({number, ts, ts + e.dur});
@@ -249,8 +271,7 @@ Status ReadEvents(od::value value, std::string_view json, Collected* out) {
     }
     Event event;
     if (Status read = ReadEvent(object, &event); !read.ok()) {
-      return InvalidArgument(EventName(index, event.name) + ": " + read.message() +
-                             " (is the file truncated?)");
+      return InvalidArgument(EventName(index, event.name) + ": " + read.message());
     }
     PIPEPLAN_RETURN_IF_ERROR(Keep(event, index, out));
     ++index;
@@ -266,7 +287,7 @@ Status ReadDistributedInfo(od::value value, TorchTrace* trace) {
     if (const auto error = field.unescaped_key().get(key))
       return JsonError("distributedInfo", error);
     if (key == "rank" || key == "world_size") {
-      PIPEPLAN_ASSIGN_OR_RETURN(const int64_t number, IdOf(field.value()));
+      PIPEPLAN_ASSIGN_OR_RETURN(const int64_t number, IdOf(key, field.value()));
       (key == "rank" ? trace->rank : trace->world_size) = static_cast<int>(number);
     } else if (key == "backend") {
       std::string_view text;
@@ -372,6 +393,8 @@ Status BuildActions(Collected& collected, TorchTrace* trace) {
 }  // namespace
 
 StatusOr<TorchTrace> ParseTorchTrace(std::string_view json) {
+  // A byte order mark is not JSON, but editors write one.
+  if (json.starts_with("\xEF\xBB\xBF")) json.remove_prefix(3);
   od::parser parser;
   const simdjson::padded_string padded(json.data(), json.size());
   od::document document;
@@ -399,7 +422,7 @@ StatusOr<TorchTrace> ParseTorchTrace(std::string_view json) {
     } else if (key == "distributedInfo") {
       PIPEPLAN_RETURN_IF_ERROR(ReadDistributedInfo(value, &trace));
     } else if (key == "baseTimeNanoseconds") {
-      PIPEPLAN_ASSIGN_OR_RETURN(trace.base_nanoseconds, IdOf(value));
+      PIPEPLAN_ASSIGN_OR_RETURN(trace.base_nanoseconds, IdOf(key, value));
     }
   }
   if (!has_events) return InvalidArgument("no traceEvents: not a torch.profiler Chrome trace");

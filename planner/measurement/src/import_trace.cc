@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "pipeplan/simulation/clock_alignment.h"
 #include "pipeplan/simulation/measured_timeline.h"
 #include "pipeplan/simulation/timeline_metrics.h"
 
@@ -92,8 +93,10 @@ StatusOr<MatchedStep> MatchStep(const RankProgram& program, const StepActions& s
   for (const TraceAction* a : step.actions) {
     if (IsCompute(a->action.kind)) {
       computes.push_back(a);
-    } else {
-      transfers.emplace(KeyOf(a->action), a);
+    } else if (const auto [it, added] = transfers.emplace(KeyOf(a->action), a); !added) {
+      return InvalidArgument(where + ", step " + std::to_string(step.number) + ": " +
+                             EventOf(*it->second) + " and " + EventOf(*a) +
+                             " are the same transfer (a step moves each tensor once)");
     }
   }
   MatchedStep matched;
@@ -433,11 +436,14 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
                                    MemoryEvents(ranks[r].trace, device), offset_of(ranks[r].trace),
                                    result.clock));
     }
-    StartAtZero(timings);
+    // Align first: a rank whose trace clock is ahead (Kineto rounds each base to a whole
+    // second) moves the others forward, and only then is the step's start known.
     ImportedStep imported;
     imported.number = number;
-    PIPEPLAN_ASSIGN_OR_RETURN(imported.timeline, AssembleMeasuredTimeline(plan, std::move(timings),
-                                                                          &imported.clock_shifts));
+    imported.clock_shifts = AlignRankClocks(plan, timings);
+    StartAtZero(timings);
+    PIPEPLAN_ASSIGN_OR_RETURN(imported.timeline,
+                              AssembleMeasuredTimeline(plan, std::move(timings)));
     result.steps.push_back(std::move(imported));
   }
   if (result.steps.empty()) {

@@ -16,9 +16,13 @@ std::string FormatNumber(double value) {
 
 std::string FormatFixed(double value, int decimals) {
   if (value == 0) value = 0;  // folds -0
+  // Beyond 1e15 fixed notation is a column of digits nobody reads (and past the buffer it is no
+  // text at all): the shortest form says the same in a few characters.
+  if (!std::isfinite(value) || std::fabs(value) >= 1e15) return FormatNumber(value);
   char buffer[64];
   const auto result =
       std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed, decimals);
+  if (result.ec != std::errc()) return FormatNumber(value);
   return std::string(buffer, result.ptr);
 }
 

@@ -154,5 +154,66 @@ TEST(TorchTrace, ANegativeDurationIsRefused) {
   EXPECT_NE(error.find("event 0 (PP:0F0): negative dur"), std::string::npos) << error;
 }
 
+// A trace written by another tool may put exponents in its numbers: "4.79e12" is a time, not 4 us
+// and a fraction of 0.79e12.
+TEST(TorchTrace, NumbersWithExponentsAreReadWhole) {
+  const StatusOr<TorchTrace> trace = ParseTorchTrace(R"({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "PP:0F0", "pid": 1, "tid": 1, "ts": 4.79e12,
+     "dur": 2.7e1},
+    {"ph": "X", "cat": "user_annotation", "name": "PP:0F1", "pid": 1, "tid": 1,
+     "ts": 4790000000027.5, "dur": 3E0}]})");
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  ASSERT_EQ(trace->actions.size(), 2u);
+  EXPECT_EQ(trace->origin_microseconds, 4790000000000);
+  EXPECT_EQ(trace->actions[0].start, 0.0);
+  EXPECT_EQ(trace->actions[0].end, 27.0);
+  EXPECT_EQ(trace->actions[1].start, 27.5);
+  EXPECT_EQ(trace->actions[1].end, 30.5);
+}
+
+std::string EventWith(const std::string& field, const std::string& value) {
+  std::string event = R"({"ph": "X", "cat": "user_annotation", "name": "PP:0F0", "pid": 1,
+    "tid": 1, "ts": 10, "dur": 2, "args": {"External id": 3}})";
+  const size_t at = event.find("\"" + field + "\": ");
+  const size_t begin = at + field.size() + 4;
+  const size_t end = event.find_first_of(",}", begin);
+  return R"({"traceEvents": [)" + event.replace(begin, end - begin, value) + "]}";
+}
+
+// Out of range or not a number, each named with the field and the text as written (no 0
+// silently read, and no "truncated?" for a file that is not).
+TEST(TorchTrace, NumbersOutOfRangeOrNotNumbersAreNamed) {
+  struct Case {
+    std::string field, value, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"ts", "99999999999999999999", "ts is 99999999999999999999, not a time"},
+           {"ts", "1e300", "ts is 1e300, not a time"},
+           {"dur", "1e400", "dur is 1e400, not a finite number"},
+           {"dur", "NaN", "dur is NaN, not a finite number"},
+           {"tid", "1e30", "tid is 1e30, not an integer"},
+           {"External id", "184467440737095516160", "args.External id is 184467440737095516160"},
+       }) {
+    const std::string error = ErrorOf(EventWith(c.field, c.value));
+    EXPECT_NE(error.find("event 0 (PP:0F0): " + c.expected), std::string::npos)
+        << c.field << " " << c.value << ": " << error;
+    EXPECT_EQ(error.find("truncated"), std::string::npos) << error;
+  }
+  const std::string step = ErrorOf(R"({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999", "pid": 1, "tid": 1,
+     "ts": 1, "dur": 9},
+    {"ph": "X", "cat": "user_annotation", "name": "PP:0F0", "pid": 1, "tid": 1, "ts": 2,
+     "dur": 2}]})");
+  EXPECT_NE(step.find("event 0 (ProfilerStep#99999999999): not a step number"), std::string::npos)
+      << step;
+}
+
+TEST(TorchTrace, AByteOrderMarkIsSkipped) {
+  const std::string json = "\xEF\xBB\xBF" + EventWith("dur", "2");
+  const StatusOr<TorchTrace> trace = ParseTorchTrace(json);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ(trace->actions.size(), 1u);
+}
+
 }  // namespace
 }  // namespace pipeplan

@@ -185,6 +185,33 @@ TEST(ImportTrace, ADeviceTimedStepStartsAtItsFirstKernel) {
   }
 }
 
+// Kineto rounds each trace's base to a whole second, so two hosts' traces can disagree by
+// one: either rank ahead, the step is the step, not a second long. How much of the gap was the
+// clocks and how much a transfer's latency no trace says: the step comes back within one
+// latency (5 us here) of the truth.
+TEST(ImportTrace, ASecondBetweenRanksBaseClocksIsAlignedAway) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  for (const size_t ahead : {0u, 1u}) {
+    SCOPED_TRACE("rank " + std::to_string(ahead) + "'s clock a second ahead");
+    std::vector<TraceFile> files = Parse(writer, 2);
+    files[ahead].trace.base_nanoseconds += 1'000'000'000;
+    const StatusOr<TraceImport> imported = ImportTorchTraces(plan, files, std::nullopt);
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    for (const ImportedStep& step : imported->steps) {
+      constexpr double kLatency = 5.0;
+      EXPECT_NEAR(step.timeline.metrics.makespan, known.metrics.makespan, kLatency);
+      for (size_t r = 0; r < 2; ++r) {
+        EXPECT_NEAR(step.timeline.ranks[r].actions.front().start,
+                    known.ranks[r].actions.front().start, kLatency);
+      }
+      // The rank behind moved forward by about the second.
+      EXPECT_GT(step.clock_shifts[1 - ahead], 999'000.0);
+      EXPECT_EQ(step.clock_shifts[ahead], 0.0);
+    }
+  }
+}
+
 TEST(ImportTrace, RanksComeFromTheTracesAndMixedJobsAreRefused) {
   KnownRun run;
   auto& [plan, known, writer] = run;
@@ -243,6 +270,30 @@ TEST(ImportTrace, ARankThatStoppedMidStepIsNamed) {
   const StatusOr<TraceImport> imported = ImportTorchTraces(plan, files, std::nullopt);
   ASSERT_FALSE(imported.ok());
   EXPECT_NE(imported.status().message().find("rank0.json (rank 0) stopped in step 2 after "),
+            std::string::npos)
+      << imported.status().message();
+}
+
+// A step moves each tensor once: a second range of one transfer is not silently dropped.
+TEST(ImportTrace, ATransferRangedTwiceInAStepIsNamed) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  std::vector<TraceFile> files = Parse(writer, 2);
+  std::vector<TraceAction>& actions = files[0].trace.actions;
+  const auto send = std::find_if(actions.begin(), actions.end(), [](const TraceAction& a) {
+    return a.action.kind == ActionKind::kSendForward;
+  });
+  ASSERT_NE(send, actions.end());
+  const std::string first = send->token + " (event " + std::to_string(send->event) + ")";
+  TraceAction again = *send;
+  again.event = 999;
+  again.start += 0.5;
+  again.end += 0.5;
+  actions.insert(send + 1, again);
+  const StatusOr<TraceImport> imported = ImportTorchTraces(plan, files, std::nullopt);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_NE(imported.status().message().find("rank0.json (rank 0), step 1: " + first + " and " +
+                                             again.token + " (event 999) are the same transfer"),
             std::string::npos)
       << imported.status().message();
 }

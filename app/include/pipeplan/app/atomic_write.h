@@ -21,7 +21,9 @@ struct OutputFile {
 };
 
 // Writes `content` to `path`. Creates missing parent directories when `create_parents` is set.
-// The file gets the usual 0666 & ~umask mode. Errors name the path and the system's reason.
+// A new file gets the usual 0666 & ~umask mode, a replaced one keeps its own. A file this
+// process has read (files.h) is not replaced: an error says it is an input. Errors name the
+// path and the system's reason.
 Status WriteFileAtomic(const std::string& path, std::string_view content,
                        bool create_parents = false);
 

@@ -29,6 +29,15 @@ void PrintNote(std::string_view message);
 // in main.
 void WriteStderrByLines();
 
+// Flushes standard output: it is buffered, so a full disk or a closed descriptor shows only
+// here. An error names standard output and the system's reason; a reader that closed the pipe
+// early (`| head`) has what it wanted, so EPIPE is no error.
+Status FlushStandardOutput();
+
+// A process that talks to peers over sockets must not die of SIGPIPE when a peer is gone: with
+// it ignored, the write fails with EPIPE and the caller reports which peer. Call first in main.
+void IgnoreBrokenPipes();
+
 // Whether the words contain -h/--help before any "--".
 bool WantsHelp(const std::vector<std::string>& args);
 
@@ -52,7 +61,8 @@ template <typename Options>
 int RunCommand(const CommandSpec<Options>& spec, const std::vector<std::string>& args) {
   if (WantsHelp(args)) {
     PrintHelp(spec.help);
-    return kExitOk;
+    const Status flushed = FlushStandardOutput();
+    return flushed.ok() ? kExitOk : ReportInputError(spec.name, flushed);
   }
   StatusOr<Flags> flags = Flags::Parse(args, spec.flags);
   if (!flags.ok()) return ReportUsageError(spec.name, flags.status());
@@ -60,6 +70,9 @@ int RunCommand(const CommandSpec<Options>& spec, const std::vector<std::string>&
   if (!options.ok()) return ReportUsageError(spec.name, options.status());
   const Status status = spec.execute(*options);
   if (!status.ok()) return ReportInputError(spec.name, status);
+  if (const Status flushed = FlushStandardOutput(); !flushed.ok()) {
+    return ReportInputError(spec.name, flushed);
+  }
   return kExitOk;
 }
 
