@@ -21,7 +21,7 @@ constexpr std::string_view kHelp =
     R"(usage: pipeplan import --format torch-csv|torch-csv-comms FILE [--microbatches M]
                        [--strategy-name NAME] [--costs FILE | cost flags] [-o FILE]
        pipeplan import --format torch-trace TRACE... [--plan PLAN] [--step N] [-o FILE]
-                       [--plan-output FILE]
+                       [--plan-output FILE] [--profile-output FILE] [--max-trace-size SIZE]
 
 Reads a schedule in torch.distributed.pipelining's CSV format (one row per rank, no header,
 cells like 0F1, 1I0, 1W0, 0B3, (0F1;1B0)OVERLAP_F_B), inserts SEND/RECV, validates it and
@@ -59,6 +59,9 @@ Options:
   --plan-output FILE    torch-trace: also write the plan the traces were matched to (without
                         --plan, the plan of the order the job ran), for 'pipeplan simulate';
                         both files are written or neither
+  --profile-output FILE torch-trace: also write a profile of every imported step (each
+                        figure's median and spread across them), what 'pipeplan profile' makes
+                        of timelines, for 'pipeplan calibrate'; all files are written or none
   --step N              torch-trace: write step N (its ProfilerStep number) instead of the
                         median step
   --max-trace-size SIZE torch-trace: the most JSON one trace may hold, once inflated
@@ -101,8 +104,9 @@ struct ImportOptions {
 
 std::vector<app::FlagSpec> ImportFlags() {
   std::vector<app::FlagSpec> specs = {
-      {"format"}, {"microbatches"}, {"strategy-name"},  {"plan"},
-      {"step"},   {"plan-output"},  {"max-trace-size"}, {"output", app::FlagKind::kValue, 'o'}};
+      {"format"},         {"microbatches"},   {"strategy-name"},
+      {"plan"},           {"step"},           {"plan-output"},
+      {"profile-output"}, {"max-trace-size"}, {"output", app::FlagKind::kValue, 'o'}};
   for (const app::FlagSpec& spec : app::CostFlagSpecs()) specs.push_back(spec);
   return specs;
 }
@@ -138,6 +142,7 @@ StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags) {
   options.traces = flags.positional();
   options.plan = flags.GetString("plan");
   options.plan_output = flags.GetString("plan-output");
+  options.profile_output = flags.GetString("profile-output");
   PIPEPLAN_ASSIGN_OR_RETURN(options.step, flags.GetInt("step", 0));
   if (const std::optional<std::string> size = flags.GetString("max-trace-size")) {
     PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
@@ -160,7 +165,8 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
     PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
     return options;
   }
-  for (const char* trace_only : {"plan", "step", "plan-output", "max-trace-size"}) {
+  for (const char* trace_only :
+       {"plan", "step", "plan-output", "max-trace-size", "profile-output"}) {
     if (flags.Has(trace_only)) {
       return InvalidArgument("--" + std::string(trace_only) + " is for --format torch-trace");
     }

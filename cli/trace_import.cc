@@ -12,6 +12,7 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/formats/torch_trace.h"
+#include "pipeplan/measurement/build_profile.h"
 #include "pipeplan/measurement/import_trace.h"
 #include "pipeplan/planner/planner.h"
 
@@ -100,6 +101,26 @@ void PrintSummary(const std::vector<TraceFile>& ranks, const TraceImport& import
   if (options.plan_output.has_value()) {
     std::cout << "wrote the plan to " << *options.plan_output << "\n";
   }
+  if (options.profile_output.has_value()) {
+    std::cout << "wrote a profile of all " << imported.steps.size() << " steps to "
+              << *options.profile_output << " (for 'pipeplan calibrate')\n";
+  }
+}
+
+// Every imported step, not only the one written: the spread of each figure across them is
+// what tells a quiet measurement from a noisy one.
+StatusOr<Profile> ProfileOfEveryStep(const Plan& plan, const TraceImport& imported,
+                                     const TraceImportOptions& options) {
+  std::vector<Timeline> steps;
+  ProfileOptions profile_options;
+  profile_options.seconds_per_unit = kMicroseconds;
+  profile_options.source = "measured";
+  for (const ImportedStep& step : imported.steps) {
+    steps.push_back(step.timeline);
+    profile_options.step_names.push_back("step " + std::to_string(step.number) + " of " +
+                                         options.traces.front() + "...");
+  }
+  return BuildProfile(plan, steps, profile_options);
 }
 
 }  // namespace
@@ -127,16 +148,22 @@ Status ExecuteTraceImport(const TraceImportOptions& options) {
       const std::string data,
       SerializeTimelineFile({imported.steps[imported.chosen].timeline, plan, kMicroseconds},
                             format));
+  std::vector<app::OutputFile> files;
   if (options.plan_output.has_value()) {
     PIPEPLAN_ASSIGN_OR_RETURN(const std::string plan_data,
                               SerializePlan(plan, DetectProtoFormat(*options.plan_output, "")));
-    std::vector<app::OutputFile> files = {{*options.plan_output, plan_data}};
-    if (!to_stdout) files.push_back({*options.output, data});
-    PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files));
-    if (to_stdout) std::cout << data;
-  } else {
-    PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
+    files.push_back({*options.plan_output, plan_data});
   }
+  if (options.profile_output.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile, ProfileOfEveryStep(plan, imported, options));
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        const std::string profile_data,
+        SerializeProfile(profile, DetectProtoFormat(*options.profile_output, "")));
+    files.push_back({*options.profile_output, profile_data});
+  }
+  if (!to_stdout) files.push_back({*options.output, data});
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files));
+  if (to_stdout) PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(std::nullopt, data));
   if (!to_stdout) PrintSummary(ranks, imported, options);
   return Status::Ok();
 }

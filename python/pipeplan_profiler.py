@@ -11,9 +11,16 @@ Put this directory on sys.path (or copy the file) and wrap the training loop:
 
 Every rank writes traces/rank<r>.json.gz (torch.profiler with record_shapes off,
 profile_memory on, no stacks; CUDA activity too when CUDA is available) covering the `active`
-steps after `warmup` ones, and rank 0 prints the pipeplan command that imports them. Torch's
-schedule runtime marks every action "PP:<action>", which is what pipeplan reads; the steps are
-torch.profiler's ProfilerStep ranges. Only torch and the standard library are used.
+steps after `warmup` ones, and rank 0 prints the pipeplan command that imports them. Pipeplan
+reads the "PP:<action>" range around every action; the steps are torch.profiler's
+ProfilerStep ranges. Only torch and the standard library are used.
+
+Which schedules mark their actions: torch's schedule runtime does (_PipelineScheduleRuntime:
+every schedule loaded with _load_csv, ScheduleLoopedBFS, ScheduleInterleaved1F1B,
+ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV). Torch 2.11's
+single-stage classes (Schedule1F1B, ScheduleGPipe) do not: pass the schedule,
+`profile_steps(..., schedule=schedule)`, and its stage's forward, backward and transfer
+calls are marked here, under the same names (mark_actions).
 
 Python's garbage collector runs between steps, not inside them (as torchtitan's gc_freq does):
 an automatic collection lands inside whichever action allocates at that moment and stalls it
@@ -23,10 +30,12 @@ simulated step with it, 5-8% without). `collect_garbage=False` leaves the collec
 """
 
 import contextlib
+import functools
 import gc
 import os
 
 import torch
+from torch.profiler import record_function
 
 
 def _rank():
@@ -45,13 +54,83 @@ def import_command(directory, world_size, plan=None):
     return f"pipeplan import --format torch-trace {traces}{plan_flag} -o measured.pb"
 
 
+def _marks_its_actions(schedule):
+    """Whether torch's runtime already names every action of `schedule` "PP:<action>"."""
+    from torch.distributed.pipelining import schedules
+    return isinstance(schedule, getattr(schedules, "_PipelineScheduleRuntime", ()))
+
+
+def _stages_of(schedule):
+    stage = getattr(schedule, "_stage", None)
+    return [stage] if stage is not None else list(getattr(schedule, "_stages", []))
+
+
+# The stage's calls a schedule makes, each with the action it is: (method, kind). A compute
+# call is marked around its work; a transfer call only makes the P2P operations the schedule
+# then posts, so it is marked right after it, where the post follows (and only when it made
+# any: the first stage receives no activations, the last no gradients).
+_COMPUTE = [("forward_one_chunk", lambda kwargs: "F"),
+            ("backward_one_chunk", lambda kwargs: "B" if kwargs.get("full_backward", True)
+             else "I"),
+            ("backward_weight_one_chunk", lambda kwargs: "W")]
+_TRANSFERS = [("get_fwd_recv_ops", "RECV_F"), ("get_fwd_send_ops", "SEND_F"),
+              ("get_bwd_recv_ops", "RECV_B"), ("get_bwd_send_ops", "SEND_B")]
+
+
+def _marked_compute(stage, original, kind_of):
+    @functools.wraps(original)
+    def marked(chunk, *args, **kwargs):
+        with record_function(f"PP:{stage.stage_index}{kind_of(kwargs)}{chunk}"):
+            return original(chunk, *args, **kwargs)
+    return marked
+
+
+def _marked_transfer(stage, original, kind):
+    @functools.wraps(original)
+    def marked(chunk, *args, **kwargs):
+        ops = original(chunk, *args, **kwargs)
+        if ops:
+            with record_function(f"PP:{stage.stage_index}{kind}{chunk}"):
+                pass
+        return ops
+    return marked
+
+
 @contextlib.contextmanager
-def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect_garbage=True):
+def mark_actions(schedule):
+    """Names every action of `schedule` "PP:<action>" (as torch's schedule runtime does) while
+    the block runs, for a schedule whose runtime does not (Schedule1F1B, ScheduleGPipe in
+    torch 2.11); a schedule that marks its own actions is left as it is."""
+    if schedule is None or _marks_its_actions(schedule):
+        yield
+        return
+    replaced = []
+    for stage in _stages_of(schedule):
+        for name, kind_of in _COMPUTE:
+            if hasattr(stage, name):
+                replaced.append((stage, name, getattr(stage, name)))
+                setattr(stage, name, _marked_compute(stage, getattr(stage, name), kind_of))
+        for name, kind in _TRANSFERS:
+            if hasattr(stage, name):
+                replaced.append((stage, name, getattr(stage, name)))
+                setattr(stage, name, _marked_transfer(stage, getattr(stage, name), kind))
+    try:
+        yield
+    finally:
+        for stage, name, _ in replaced:
+            delattr(stage, name)  # the instance attribute goes; the class's method is back
+
+
+@contextlib.contextmanager
+def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect_garbage=True,
+                  schedule=None):
     """Profiles `active` steps after `warmup` ones; yields the function to call after each step.
 
     `plan`: the pipeplan plan the job runs (its CSV export loaded with _load_csv), only for the
     printed command. The trace is written when the last active step ends. `collect_garbage`:
     automatic garbage collection off inside the block, a collection at each step's end instead.
+    `schedule`: the schedule the loop steps; needed only for one that does not name its actions
+    itself (Schedule1F1B, ScheduleGPipe: see mark_actions).
     """
     if warmup < 0 or active < 1:
         raise ValueError(f"need warmup >= 0 and active >= 1, got {warmup} and {active}")
@@ -61,7 +140,7 @@ def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(
+    with mark_actions(schedule), torch.profiler.profile(
             activities=activities, record_shapes=False, profile_memory=True, with_stack=False,
             schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
             on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:

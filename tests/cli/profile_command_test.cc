@@ -258,6 +258,42 @@ TEST(CliProfile, ErrorsInATimelineNameItsFileRankAndAction) {
   EXPECT_EQ(dir.Read("p.txtpb"), "untouched");
 }
 
+// A trace of three profiled steps gives a profile of the three, not of the median one alone
+// (examples/traces: one H200 rank, interleaved-zb V = 4, M = 8).
+TEST(CliProfile, ATraceImportProfilesEveryStep) {
+  ScratchDir dir;
+  Ok(RunPipeplan({"plan", "--strategy", "interleaved-zb", "--ranks", "1", "--stages-per-rank", "4",
+                  "--microbatches", "8", "-o", "izb.pb"},
+                 dir.path()));
+  const std::string trace = std::string(PIPEPLAN_TEST_DATA_DIR) +
+                            "/../../examples/traces/h200_interleaved_zb_rank0.json.gz";
+  const RunResult imported = RunPipeplan({"import", "--format", "torch-trace", trace, "--plan",
+                                          "izb.pb", "-o", "m.pb", "--profile-output", "all.txtpb"},
+                                         dir.path());
+  Ok(imported);
+  EXPECT_NE(imported.out.find("wrote a profile of all 3 steps to all.txtpb"), std::string::npos)
+      << imported.out;
+  const std::string text = dir.Read("all.txtpb");
+  const StatusOr<Profile> all = ParseProfile(text, ProtoFormat::kText);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->steps, 3);
+  ASSERT_EQ(all->stages.size(), 4u);
+  // Each stage ran F for 8 microbatches in each of the 3 steps.
+  for (const StageProfile& stage : all->stages) EXPECT_EQ(stage.forward.samples, 24);
+  // The median step alone, through 'profile', has a third of the samples.
+  Ok(RunPipeplan({"profile", "m.pb", "-o", "one.txtpb"}, dir.path()));
+  const StatusOr<Profile> one = ParseProfile(dir.Read("one.txtpb"), ProtoFormat::kText);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->steps, 1);
+  EXPECT_EQ(one->stages.front().forward.samples, 8);
+  // The flag is for traces only.
+  const RunResult csv = RunPipeplan(
+      {"import", "--format", "torch-csv", "x.csv", "--profile-output", "p.txtpb"}, dir.path());
+  EXPECT_EQ(csv.exit_code, 2);
+  EXPECT_NE(csv.err.find("--profile-output is for --format torch-trace"), std::string::npos)
+      << csv.err;
+}
+
 TEST(CliCalibrate, ErrorsAndUsage) {
   ScratchDir dir;
   // Stage 1 has F but no backward of any kind.

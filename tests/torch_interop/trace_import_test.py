@@ -2,8 +2,9 @@
 torch.distributed.pipelining (_load_csv) in P processes over Gloo under torch.profiler
 (trace_job.py), then `pipeplan import --format torch-trace` with the plan, and the imported
 timeline profiled and calibrated as a `pipeplan run` timeline would be. Torch's own
-ScheduleZBVZeroBubble and ScheduleDualPipeV run in the same job and import without a plan:
-the plan is what they ran, torch's transfers included, and simulates near the measured step.
+ScheduleZBVZeroBubble, ScheduleDualPipeV, Schedule1F1B and ScheduleGPipe run in the same job and
+import without a plan: the plan is what they ran, torch's transfers included, and simulates
+near the measured step.
 
     python trace_import_test.py --ranks P      (ctest runs it with P = 2 and P = 4)
 """
@@ -24,7 +25,9 @@ import interop_support as support
 CASES = [("1f1b", 1), ("zb-h1", 1), ("zbv", 2), ("dualpipe-v", 2), ("interleaved-1f1b", 2)]
 JOB_TIMEOUT_S = 400  # every case in one world of P processes, torch imports included
 STEPS = 2            # profiled steps per case
-TORCH_SCHEDULES = ["ScheduleZBVZeroBubble", "ScheduleDualPipeV"]
+# Torch's own classes: its runtime marks the V ones' actions; the single-stage ones (which
+# torch 2.11 does not mark) are marked by pipeplan_profiler (profile_steps(schedule=...)).
+TORCH_SCHEDULES = ["ScheduleZBVZeroBubble", "ScheduleDualPipeV", "Schedule1F1B", "ScheduleGPipe"]
 # Simulated vs measured step of torch's own schedules, calibrated from the same traces. Not a
 # budget (the figures are in docs/torch-interop.md): a gross-model check, which an import that
 # charged torch's early-posted receives as waiting time (simulated 33% over) fails.

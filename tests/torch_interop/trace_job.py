@@ -7,8 +7,10 @@ torch's own V schedules named, and every rank writes one Chrome trace per job, a
 
 Writes DIR/<csv name or schedule name>/rank<r>.json.gz through python/pipeplan_profiler.py.
 Launch with torchrun (one process per rank; Gloo on CPU, NCCL on CUDA) or alone for a one-rank
-plan. A CSV says its stages and microbatches; torch's schedules (ScheduleZBVZeroBubble,
-ScheduleDualPipeV) get two stages per rank in a V and --microbatches.
+plan. A CSV says its stages and microbatches; torch's V schedules (ScheduleZBVZeroBubble,
+ScheduleDualPipeV) get two stages per rank in a V and --microbatches, its single-stage ones
+(Schedule1F1B, ScheduleGPipe, which torch 2.11 does not mark: pipeplan_profiler does) one
+stage per rank.
 The model: per stage LayerNorm + Linear(H, 4H) + GELU + Linear(4H, H), R rows per microbatch.
 """
 import argparse
@@ -73,7 +75,8 @@ def profile_schedule(schedule, stages, num_stages, microbatches, name, device, a
     inputs = torch.randn(microbatches * args.rows, args.hidden, generator=g).to(device)
     targets = torch.randn(microbatches * args.rows, args.hidden, generator=g).to(device)
     out = os.path.join(args.out, name)
-    with profile_steps(out, warmup=1, active=args.steps, quiet=True) as next_step:
+    with profile_steps(out, warmup=1, active=args.steps, quiet=True,
+                       schedule=schedule) as next_step:
         for _ in range(1 + args.steps):
             step_args = (inputs,) if 0 in own else ()
             if num_stages - 1 in own:
@@ -104,11 +107,21 @@ def profile_plan(csv_path, rank, device, args):
     return profile_schedule(schedule, stages, num_stages, microbatches, name, device, args)
 
 
+SINGLE_STAGE = ["Schedule1F1B", "ScheduleGPipe"]
+V_SHAPED = ["ScheduleZBVZeroBubble", "ScheduleDualPipeV"]
+
+
 def profile_torch_schedule(name, rank, world, device, args):
-    """Torch's own V schedule (two stages per rank: r and 2P - 1 - r), as torch builds it."""
-    num_stages = 2 * world
-    stages = make_stages([rank, num_stages - 1 - rank], num_stages, device, args)
-    schedule = getattr(schedules, name)(stages, args.microbatches, loss_fn=mse)
+    """Torch's own schedule, as torch builds it: a V (two stages per rank, r and 2P - 1 - r) or
+    one stage per rank."""
+    if name in SINGLE_STAGE:
+        num_stages = world
+        stages = make_stages([rank], num_stages, device, args)
+        schedule = getattr(schedules, name)(stages[0], args.microbatches, loss_fn=mse)
+    else:
+        num_stages = 2 * world
+        stages = make_stages([rank, num_stages - 1 - rank], num_stages, device, args)
+        schedule = getattr(schedules, name)(stages, args.microbatches, loss_fn=mse)
     return profile_schedule(schedule, stages, num_stages, args.microbatches, name, device, args)
 
 
@@ -116,7 +129,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("csv", nargs="*")
     p.add_argument("--torch-schedule", action="append", default=[],
-                   choices=["ScheduleZBVZeroBubble", "ScheduleDualPipeV"])
+                   choices=V_SHAPED + SINGLE_STAGE)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--out", required=True)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

@@ -429,7 +429,9 @@ StatusOr<TorchTrace> ParseTorchTrace(std::string_view json) {
   if (collected.host.empty()) {
     return InvalidArgument(
         "no 'PP:' action ranges: was the job run by torch.distributed.pipelining's schedule "
-        "(2.6 or later) under torch.profiler?");
+        "(2.6 or later) under torch.profiler? (torch's Schedule1F1B and ScheduleGPipe mark no "
+        "actions: profile them with python/pipeplan_profiler.py's "
+        "profile_steps(..., schedule=schedule))");
   }
   PIPEPLAN_RETURN_IF_ERROR(BuildActions(collected, &trace));
   trace.origin_microseconds = collected.origin.value_or(0);
