@@ -1,15 +1,20 @@
 // What the fuzz targets share: the protobuf formats a file may come in, the size bound under
-// which a target goes on from parsing to planning and simulating, and checks that turn a
-// broken invariant into a crash libFuzzer records with its input.
+// which a target goes on from parsing to planning and simulating, small requests to plan, and
+// checks that turn a broken invariant into a crash libFuzzer records with its input.
 #pragma once
 
+#include <simdjson.h>
+
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/timeline.h"
 #include "pipeplan/model/topology.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
@@ -50,6 +55,37 @@ inline bool SmallEnoughToPlan(const Topology& topology) {
   const int64_t stages_per_rank = topology.stages_per_rank == 0 ? 2 : topology.stages_per_rank;
   return topology.ranks > 0 && stages_per_rank > 0 && topology.microbatches > 0 &&
          topology.ranks * stages_per_rank * topology.microbatches <= kMaxComputeCells;
+}
+
+// A request with the default figures (F = I = W = 1, B = 2, no transfer cost), as the planner
+// tests make them (tests/planner/test_support.h).
+inline PlanRequest MakeRequest(std::string strategy, int ranks, int microbatches,
+                               int stages_per_rank = 1) {
+  PlanRequest request;
+  request.strategy = std::move(strategy);
+  request.topology.ranks = ranks;
+  request.topology.microbatches = microbatches;
+  request.topology.stages_per_rank = stages_per_rank;
+  return request;
+}
+
+// What every timeline a command prints or writes holds: finite times, no action that ends
+// before it starts, and a finite makespan >= 0.
+inline void CheckTimeline(const Timeline& timeline) {
+  PIPEPLAN_FUZZ_CHECK(std::isfinite(timeline.metrics.makespan) && timeline.metrics.makespan >= 0);
+  for (const RankTimeline& rank : timeline.ranks) {
+    for (const ActionTiming& action : rank.actions) {
+      PIPEPLAN_FUZZ_CHECK(std::isfinite(action.start) && std::isfinite(action.end));
+      PIPEPLAN_FUZZ_CHECK(action.start <= action.end);
+    }
+  }
+}
+
+// Whether `text` is one well-formed JSON document (simdjson, as the trace reader parses).
+inline bool IsJson(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element document;
+  return parser.parse(text.data(), text.size()).get(document) == simdjson::SUCCESS;
 }
 
 // What a parsed file must survive: written in every format it reads back, and writing that

@@ -7,8 +7,9 @@ set -euo pipefail
 # (libFuzzer and the sanitizer runtimes, only a recommendation of clang's) are for
 # scripts/fuzz.sh. libgloo-dev: the headers c10d's ProcessGroupGloo.hpp includes, which the
 # torch wheel does not ship. libsimdjson-dev and zlib1g-dev: reading torch.profiler traces.
+# libexpat1-dev: the output_rendering fuzz target checks that the SVG it renders is XML.
 packages=(cmake ninja-build g++ protobuf-compiler libprotobuf-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libsimdjson-dev zlib1g-dev clang-format clang-tidy clang libclang-rt-dev python3-venv libgloo-dev)
+          libbenchmark-dev libsimdjson-dev zlib1g-dev libexpat1-dev clang-format clang-tidy clang libclang-rt-dev python3-venv libgloo-dev)
 
 missing=()
 for pkg in "${packages[@]}"; do

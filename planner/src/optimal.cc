@@ -305,6 +305,28 @@ constexpr std::string_view kPeriodicStart = "periodic";
 
 bool UsePeriodicWarmStart(const Topology& t) { return t.microbatches >= 4 * t.ranks; }
 
+// Starts no later than any op of a valid answer can start, nor earlier than 0 (a steady
+// state's op may start a period per op past the one-microbatch horizon; its period is at most
+// that horizon): a result file that says otherwise is not the solver's answer to this
+// instance, and its figures must not overflow the order's arithmetic.
+Status CheckWithinHorizon(const SolverInstance& instance, const SolverOutcome& outcome) {
+  const bool periodic = instance.period_microbatches > 0;
+  const int64_t ops = static_cast<int64_t>(instance.ops.size());
+  const int64_t latest = periodic ? instance.horizon * (ops + 1) : instance.horizon;
+  for (size_t i = 0; i < outcome.starts.size(); ++i) {
+    if (outcome.starts[i] < 0 || outcome.starts[i] > latest) {
+      return Internal("the solver returned start " + std::to_string(outcome.starts[i]) +
+                      " for op " + std::to_string(i) + ", outside [0, " + std::to_string(latest) +
+                      "]");
+    }
+  }
+  if (periodic && outcome.period > instance.horizon) {
+    return Internal("the solver returned period " + std::to_string(outcome.period) +
+                    ", past the horizon " + std::to_string(instance.horizon));
+  }
+  return Status::Ok();
+}
+
 StatusOr<SolverAnswer> SolveWhole(const PlanRequest& request, const OptimalOptions& options,
                                   const std::optional<Candidate>& heuristic, const SolveFn& solve) {
   SolverAnswer answer;
@@ -326,6 +348,7 @@ StatusOr<SolverAnswer> SolveWhole(const PlanRequest& request, const OptimalOptio
     return Internal("the solver returned " + std::to_string(answer.outcome.starts.size()) +
                     " start times for " + std::to_string(answer.instance.ops.size()) + " ops");
   }
+  PIPEPLAN_RETURN_IF_ERROR(CheckWithinHorizon(answer.instance, answer.outcome));
   answer.order = OrderFromStarts(answer.instance, answer.outcome.starts);
   return answer;
 }
@@ -366,6 +389,7 @@ StatusOr<SolverAnswer> SolvePeriodic(const PlanRequest& request, const OptimalOp
                     std::to_string(answer.instance.ops.size()) + " ops and period " +
                     std::to_string(answer.outcome.period));
   }
+  PIPEPLAN_RETURN_IF_ERROR(CheckWithinHorizon(answer.instance, answer.outcome));
   answer.order = PeriodicOrder(answer.instance, answer.outcome.starts, answer.outcome.period,
                                request.topology.microbatches);
   return answer;

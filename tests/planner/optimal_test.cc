@@ -459,6 +459,38 @@ std::string OrderString(const std::vector<Action>& actions) {
   return out;
 }
 
+// A result whose starts or period lie past any valid answer's (a result file that is not the
+// solver's answer to this instance; found by the solver_result fuzzer, where a period of 9e18
+// overflowed the periodic expansion) is refused naming the figure.
+TEST(OptimalAnswers, StartsOrAPeriodPastTheHorizonAreRefused) {
+  OptimalOptions options;
+  options.time_limit_s = 1;
+  const auto answering = [](int64_t start, int64_t period) -> SolveFn {
+    return [=](const SolverInstance& instance) -> StatusOr<SolverOutcome> {
+      SolverOutcome outcome;
+      outcome.result = SolverOutcome::Result::kFeasible;
+      outcome.objective = 1;
+      outcome.starts.assign(instance.ops.size(), 0);
+      outcome.starts.back() = start;
+      outcome.period = period;
+      return outcome;
+    };
+  };
+  const StatusOr<OptimalPlan> whole =
+      BuildOptimalPlan(MakeRequest("optimal", 2, 4), options, answering(int64_t{1} << 62, 0));
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("the solver returned start 4611686018427387904"),
+            std::string::npos)
+      << whole.status().message();
+  options.periodic = true;
+  const StatusOr<OptimalPlan> periodic = BuildOptimalPlan(MakeRequest("optimal", 2, 4), options,
+                                                          answering(0, 9'000'000'000'000'000'000));
+  ASSERT_FALSE(periodic.ok());
+  EXPECT_NE(periodic.status().message().find("the solver returned period 9000000000000000000"),
+            std::string::npos)
+      << periodic.status().message();
+}
+
 // The expansion of a periodic answer against orders worked out by hand. P = 2, one stage per
 // rank, unit costs: microbatch 0 runs F0 at 0, F1 at 1, I1 at 2, W1 at 3, I0 at 4, W0 at 5,
 // and the period is 3 (each rank's F, I and W fall on the three different phases).

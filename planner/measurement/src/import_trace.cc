@@ -311,6 +311,37 @@ std::optional<StageId> OtherSide(const StageMap& stages, const Action& transfer)
   return StageId{stage.value + (towards_next ? 1 : -1)};
 }
 
+// Where each rank's trace starts on the traces' common clock, in microseconds after the
+// earliest: its base (nanoseconds) plus its first event's time. Bases past what 64-bit
+// nanoseconds hold, or ranks further apart than that, are not a job's clocks.
+StatusOr<std::vector<double>> ClockOffsets(const std::vector<TraceFile>& ranks) {
+  std::vector<int64_t> starts;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const TorchTrace& t = ranks[r].trace;
+    int64_t origin = 0;
+    int64_t start = 0;
+    if (__builtin_mul_overflow(t.origin_microseconds, 1000, &origin) ||
+        __builtin_add_overflow(t.base_nanoseconds, origin, &start)) {
+      return InvalidArgument(RankName(ranks[r], r) + ": baseTimeNanoseconds " +
+                             std::to_string(t.base_nanoseconds) + " and its first event at " +
+                             std::to_string(t.origin_microseconds) +
+                             " us are past what 64-bit nanoseconds hold");
+    }
+    starts.push_back(start);
+  }
+  const int64_t base = *std::min_element(starts.begin(), starts.end());
+  std::vector<double> offsets;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    int64_t apart = 0;
+    if (__builtin_sub_overflow(starts[r], base, &apart)) {
+      return InvalidArgument(RankName(ranks[r], r) + " starts further from the other traces " +
+                             "than 64-bit nanoseconds hold: traces of one job?");
+    }
+    offsets.push_back(static_cast<double>(apart) / 1e3);
+  }
+  return offsets;
+}
+
 }  // namespace
 
 StatusOr<std::vector<TraceFile>> OrderByRank(std::vector<TraceFile> files) {
@@ -413,14 +444,7 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
     }
   }
   // Ranks' trace clocks differ by their base and origin; the alignment corrects what is left.
-  const auto start_of = [](const TorchTrace& t) {
-    return t.base_nanoseconds + t.origin_microseconds * 1000;
-  };
-  int64_t base = start_of(ranks.front().trace);
-  for (const TraceFile& file : ranks) base = std::min(base, start_of(file.trace));
-  const auto offset_of = [&](const TorchTrace& t) {
-    return static_cast<double>(start_of(t) - base) / 1e3;
-  };
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<double> offsets, ClockOffsets(ranks));
   for (const auto& [number, unused] : matched.front()) {
     bool everywhere = true;
     for (size_t r = 0; r < ranks.size(); ++r)
@@ -433,8 +457,7 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
     std::vector<RankTimeline> timings;
     for (size_t r = 0; r < ranks.size(); ++r) {
       timings.push_back(RankTiming(plan.programs[r], matched[r].at(number),
-                                   MemoryEvents(ranks[r].trace, device), offset_of(ranks[r].trace),
-                                   result.clock));
+                                   MemoryEvents(ranks[r].trace, device), offsets[r], result.clock));
     }
     // Align first: a rank whose trace clock is ahead (Kineto rounds each base to a whole
     // second) moves the others forward, and only then is the step's start known.

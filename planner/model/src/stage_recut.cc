@@ -218,9 +218,11 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
   const bool dual = chains == 2;
   const int chain = dual ? topology.ranks : stages;
   const CostModel cut = RecutChainCosts(one_chain, chain);
+  // A chain cut to one entry is uniform: every stage of both copies has it, as it stands.
+  const bool two_copies = dual && cut.stages.size() > 1;
   if (misfits.stages) {
-    out.costs.stages = dual ? TwoChains(cut.stages) : cut.stages;
-    out.costs.sources = dual && !cut.sources.empty() ? TwoChains(cut.sources) : cut.sources;
+    out.costs.stages = two_copies ? TwoChains(cut.stages) : cut.stages;
+    out.costs.sources = two_copies && !cut.sources.empty() ? TwoChains(cut.sources) : cut.sources;
   }
   if (misfits.boundaries) {
     out.costs.boundaries = cut.boundaries;
@@ -233,8 +235,17 @@ StatusOr<StageFigures> FitStageFigures(const CostModel& costs, const MemoryModel
     const int given_chunks =
         std::max(1, static_cast<int>(one_chain_memory.stages.size()) / topology.ranks);
     out.memory.stages = RecutChainMemory(one_chain_memory, given_chunks, chain).stages;
-    if (dual) out.memory.stages = TwoChains(out.memory.stages);
+    if (dual && out.memory.stages.size() > 1) out.memory.stages = TwoChains(out.memory.stages);
     out.memory.chains = chains;
+  }
+  // Figures that fit a double each can sum past it when several stages become one.
+  const std::string recut = "the figures cut by depth from " + std::to_string(given_stages) +
+                            " stages to " + std::to_string(stages);
+  if (Status fits = ValidateCostModel(out.costs, stages); !fits.ok()) {
+    return fits.WithContext(recut);
+  }
+  if (Status fits = ValidateMemoryModel(out.memory, stages); !fits.ok()) {
+    return fits.WithContext(recut);
   }
   return out;
 }

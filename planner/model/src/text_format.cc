@@ -10,7 +10,12 @@ namespace pipeplan {
 std::string FormatNumber(double value) {
   if (value == 0) return "0";  // also folds -0
   char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  // Past 1e16 the shortest form can be a run of integer digits ("221360928884514619392"),
+  // which JSON readers that hold integers in 64 bits (simdjson) refuse: an exponent instead.
+  const auto result =
+      std::fabs(value) >= 1e16
+          ? std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific)
+          : std::to_chars(buffer, buffer + sizeof(buffer), value);
   return std::string(buffer, result.ptr);
 }
 
@@ -91,8 +96,19 @@ std::string XmlEscape(std::string_view text) {
       case '\'':
         out += "&#39;";
         break;
-      default:
+      case '\t':
+      case '\n':
+      case '\r':
         out += c;
+        break;
+      default:
+        // XML has no way to write the other control characters, not even escaped: they
+        // become U+FFFD, the replacement character.
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += "\xEF\xBF\xBD";
+        } else {
+          out += c;
+        }
     }
   }
   return out;

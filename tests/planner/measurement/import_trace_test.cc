@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -210,6 +211,21 @@ TEST(ImportTrace, ASecondBetweenRanksBaseClocksIsAlignedAway) {
       EXPECT_EQ(step.clock_shifts[ahead], 0.0);
     }
   }
+}
+
+// A base time past what 64-bit nanoseconds hold is named, not overflowed (found by writing
+// the torch_trace fuzzer's inputs).
+TEST(ImportTrace, ABaseTimePastSixtyFourBitsIsNamed) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  std::vector<TraceFile> files = Parse(writer, 2);
+  files[1].trace.base_nanoseconds = std::numeric_limits<int64_t>::max() - 10;
+  const StatusOr<TraceImport> imported = ImportTorchTraces(plan, files, std::nullopt);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_NE(imported.status().message().find(
+                "rank1.json (rank 1): baseTimeNanoseconds 9223372036854775797 and its first event"),
+            std::string::npos)
+      << imported.status().message();
 }
 
 TEST(ImportTrace, RanksComeFromTheTracesAndMixedJobsAreRefused) {

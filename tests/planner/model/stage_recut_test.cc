@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -314,6 +315,39 @@ TEST(StageRecutTest, ABadFigureIsNamedAtItsGivenEntry) {
   ASSERT_FALSE(fitted.ok());
   EXPECT_EQ(fitted.status().message(),
             "costs.stages[2].forward must be a finite number >= 0, got -1.000000");
+}
+
+// Two copies of a one-stage model (one entry per copy, found by the stage_recut fuzzer): each
+// copy is one uniform entry, for any plan; it was doubled into two entries, which no plan of
+// four stages takes.
+TEST(StageRecutTest, OneEntryPerCopyIsUniform) {
+  CostModel copies;
+  copies.chains = 2;
+  copies.stages = {Costs(1.5, 3, 1.5, 1.5), Costs(2.5, 5, 2.5, 2.5)};
+  MemoryModel memory;
+  memory.chains = 2;
+  memory.stages = {StageMemory{.activation = 3}, StageMemory{.activation = 4}};
+  const Topology dual{
+      .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kDual};
+  const StageFigures fitted = Fit(copies, memory, dual);
+  ASSERT_EQ(fitted.costs.stages.size(), 1u);
+  EXPECT_EQ(fitted.costs.stages.front().forward, 1.5);
+  ASSERT_EQ(fitted.memory.stages.size(), 1u);
+  EXPECT_EQ(fitted.memory.stages.front().activation, 3);
+  EXPECT_TRUE(ValidateCostModel(fitted.costs, dual.num_stages()).ok());
+}
+
+// Figures that fit a double each may not once cut into fewer stages: an error saying so, not
+// "got inf" for a figure the file wrote finite.
+TEST(StageRecutTest, FiguresThatOverflowWhenCutAreNamed) {
+  CostModel costs;
+  costs.stages.assign(4, Costs(1e308, 1e308, 1e308, 1e308));
+  const Topology two{.ranks = 2, .stages_per_rank = 1, .microbatches = 4};
+  const StatusOr<StageFigures> fitted = FitStageFigures(costs, MemoryModel{}, two);
+  ASSERT_FALSE(fitted.ok());
+  EXPECT_NE(fitted.status().message().find("the figures cut by depth from 4 stages to 2"),
+            std::string::npos)
+      << fitted.status().message();
 }
 
 }  // namespace

@@ -49,5 +49,24 @@ TEST(FormatBytesTest, BeyondPebibytesStaysText) {
   EXPECT_TRUE(IsNumberText(text.substr(0, text.size() - 4))) << text;
 }
 
+// XML cannot hold control characters, not even escaped (a plan's strings may: they are valid
+// UTF-8); the SVG and HTML reports get U+FFFD instead.
+TEST(XmlEscapeTest, ControlCharactersBecomeTheReplacementCharacter) {
+  EXPECT_EQ(XmlEscape(std::string("a\x00"
+                                  "b\x02<\t\n",
+                                  7)),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD&lt;\t\n");
+}
+
+// Found by the output_rendering fuzzer: a makespan of 2.2e20 was written as 21 integer digits,
+// valid JSON that readers with 64-bit integers (simdjson) refuse.
+TEST(FormatNumberTest, LargeNumbersHaveAnExponent) {
+  EXPECT_EQ(FormatNumber(221360928884514619392.0), "2.2136092888451462e+20");
+  EXPECT_EQ(FormatNumber(1e20), "1e+20");
+  EXPECT_EQ(FormatNumber(123456789012345.0), "123456789012345");
+  EXPECT_EQ(FormatNumber(12.5), "12.5");
+}
+
 }  // namespace
 }  // namespace pipeplan

@@ -7,7 +7,9 @@
 
 namespace pipeplan {
 
-// Shortest round-trip decimal form ("12.5", "1e+20"); identical on every run and machine.
+// Shortest round-trip decimal form ("12.5", "1e+20"), with an exponent from 1e16 on (never a
+// run of integer digits past 64 bits, which some JSON readers refuse); identical on every run
+// and machine.
 std::string FormatNumber(double value);
 // Fixed number of decimals, for tables ("0.2431").
 std::string FormatFixed(double value, int decimals);
@@ -16,7 +18,8 @@ std::string FormatFixed(double value, int decimals);
 std::string FormatBytes(double bytes);
 // Escapes for a JSON string body (no surrounding quotes).
 std::string JsonEscape(std::string_view text);
-// Escapes &, <, >, " and ' for HTML/SVG text and attributes.
+// Escapes &, <, >, " and ' for HTML/SVG text and attributes; control characters other than
+// tab, newline and carriage return (which XML cannot hold) become U+FFFD.
 std::string XmlEscape(std::string_view text);
 
 }  // namespace pipeplan
