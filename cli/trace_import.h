@@ -23,7 +23,7 @@ struct TraceImportOptions {
   std::string strategy_name = "imported";
   app::CostFlags costs;  // for the plan built without --plan
   std::optional<std::string> output;
-  std::optional<std::string> plan_output;  // also write the plan the traces were matched to
+  std::optional<std::string> plan_output;     // also write the plan the traces were matched to
   std::optional<std::string> profile_output;  // also write a profile of every imported step
   uint64_t max_trace_bytes = kDefaultMaxTraceBytes;  // per trace, once inflated
 };
