@@ -15,9 +15,13 @@ PIPEPLAN_TORCH=OFF PIPEPLAN_BUILD_DIR=$build_dir bash "$repo/scripts/build.sh" -
 echo "sanitize: ctest --test-dir $build_dir (ASan + UBSan)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# Timing tests are left out: a sanitizer's slowdown says nothing about the runtime.
+# Timing tests are left out: a sanitizer's slowdown says nothing about the runtime. So are the
+# tests that run OR-Tools (OptimalTest.*, about 5 minutes of it here): their time is the
+# unsanitized Python solver's, and the C++ around it (instance, result, expansion) runs here
+# in the stand-in tests (OptimalAnswers.*, OptimalNothingFits.*) and in the solver_result
+# fuzz target; scripts/test.sh runs them all.
 if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 -LE timing \
-  --timeout 900; then
+  -E '^OptimalTest\.' --timeout 900; then
   echo "sanitize: FAILED" >&2
   exit 1
 fi
