@@ -95,24 +95,26 @@ Status JsonError(std::string_view where, simdjson::error_code error) {
                          (IsTruncation(error) ? " (is the file truncated?)" : ""));
 }
 
-// A value's text as written (read before the value is), shortened, for a message.
-std::string Written(od::value& value) {
+// A value's text as written, a view into the parser's buffer (no copy: every event has
+// several numbers); read before the value is.
+std::string_view Written(od::value& value) {
   std::string_view text = value.raw_json_token();
   while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' ||
                            text.back() == '\t' || text.back() == ',' || text.back() == '}')) {
     text.remove_suffix(1);
   }
-  return std::string(text.substr(0, 40));
+  return text;
 }
 
+// The message quotes at most 40 characters of what was written.
 Status NotANumber(std::string_view key, std::string_view written, std::string_view expected) {
-  return InvalidArgument(std::string(key) + " is " + std::string(written) + ", not " +
+  return InvalidArgument(std::string(key) + " is " + std::string(written.substr(0, 40)) + ", not " +
                          std::string(expected));
 }
 
 // Numbers in traces are integers or decimals (an exponent allowed), finite.
 StatusOr<double> NumberOf(std::string_view key, od::value value) {
-  const std::string written = Written(value);
+  const std::string_view written = Written(value);
   double number = 0.0;
   if (value.get_double().get(number) || !std::isfinite(number)) {
     return NotANumber(key, written, "a finite number");
@@ -123,9 +125,9 @@ StatusOr<double> NumberOf(std::string_view key, od::value value) {
 // Whole microseconds and the fraction in a trace's own form ("4793894544575.062"); any other
 // form of a number (an exponent) through a double, which still holds it to the microsecond.
 StatusOr<Timestamp> TimestampOf(od::value value) {
-  const std::string text = Written(value);
+  const std::string_view text = Written(value);
   Timestamp ts;
-  if (text.find_first_of("eE") != std::string::npos) {
+  if (text.find_first_of("eE") != std::string_view::npos) {
     PIPEPLAN_ASSIGN_OR_RETURN(const double number, NumberOf("ts", value));
     if (std::fabs(number) >= 9e18) return NotANumber("ts", text, "a time in microseconds");
     ts.whole = static_cast<int64_t>(std::floor(number));
@@ -133,13 +135,13 @@ StatusOr<Timestamp> TimestampOf(od::value value) {
     return ts;
   }
   const size_t point = text.find('.');
-  const std::string_view whole = std::string_view(text).substr(0, point);
+  const std::string_view whole = text.substr(0, point);
   const auto [end, error] = std::from_chars(whole.data(), whole.data() + whole.size(), ts.whole);
   if (error != std::errc() || end != whole.data() + whole.size()) {
     return NotANumber("ts", text, "a time in microseconds");
   }
-  if (point != std::string::npos) {
-    const std::string decimals = "0" + text.substr(point);
+  if (point != std::string_view::npos) {
+    const std::string decimals = "0" + std::string(text.substr(point));
     const auto [last, bad] =
         std::from_chars(decimals.data(), decimals.data() + decimals.size(), ts.fraction);
     if (bad != std::errc() || last != decimals.data() + decimals.size()) {
@@ -155,7 +157,7 @@ StatusOr<int64_t> IdOf(std::string_view key, od::value value) {
   od::json_type type;
   if (const auto error = value.type().get(type)) return JsonError(key, error);
   if (type != od::json_type::number) return int64_t{0};
-  const std::string written = Written(value);
+  const std::string_view written = Written(value);
   int64_t id = 0;
   if (value.get_int64().get(id)) return NotANumber(key, written, "an integer that fits 64 bits");
   return id;
