@@ -28,6 +28,14 @@ bool AllPrintable(const std::string& text) {
   return true;
 }
 
+// p.pb: 1f1b, P = 2, M = 4, written by the command.
+void WriteSmallPlan(const ScratchDir& dir) {
+  const RunResult plan = RunPipeplan(
+      {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "4", "-o", "p.pb"},
+      dir.path());
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+}
+
 // A number too large for fixed notation once printed whole buffers of stack bytes.
 TEST(Hardening, HugeFiguresPrintAsNumbers) {
   ScratchDir dir;
@@ -54,11 +62,7 @@ TEST(Hardening, HugeFiguresPrintAsNumbers) {
 // Output that cannot be written is an error, whichever command printed it.
 TEST(Hardening, AFullStandardOutputIsAnError) {
   ScratchDir dir;
-  ASSERT_EQ(RunPipeplan(
-                {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "4", "-o", "p.pb"},
-                dir.path())
-                .exit_code,
-            0);
+  ASSERT_NO_FATAL_FAILURE(WriteSmallPlan(dir));
   ASSERT_EQ(RunPipeplan({"simulate", "p.pb", "--timeline", "s.pb"}, dir.path()).exit_code, 0);
   const std::vector<std::vector<std::string>> commands = {
       {"simulate", "p.pb", "--json"},
@@ -79,11 +83,7 @@ TEST(Hardening, AFullStandardOutputIsAnError) {
 // `simulate p.pb --svg p.pb` would destroy its own input, also through another path to it.
 TEST(Hardening, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
   ScratchDir dir;
-  ASSERT_EQ(RunPipeplan(
-                {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "4", "-o", "p.pb"},
-                dir.path())
-                .exit_code,
-            0);
+  ASSERT_NO_FATAL_FAILURE(WriteSmallPlan(dir));
   const std::string before = dir.Read("p.pb");
   std::filesystem::create_symlink("p.pb", dir.File("link.pb"));
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
@@ -102,11 +102,7 @@ TEST(Hardening, AReplacedOutputKeepsItsMode) {
   ScratchDir dir;
   dir.Write("p.pb", "old");
   ASSERT_EQ(::chmod(dir.File("p.pb").c_str(), 0600), 0);
-  ASSERT_EQ(RunPipeplan(
-                {"plan", "--strategy", "1f1b", "--ranks", "2", "--microbatches", "4", "-o", "p.pb"},
-                dir.path())
-                .exit_code,
-            0);
+  ASSERT_NO_FATAL_FAILURE(WriteSmallPlan(dir));
   struct stat info = {};
   ASSERT_EQ(::stat(dir.File("p.pb").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
