@@ -47,9 +47,9 @@ def one_run(ranks):
         job = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
         if job.returncode != 0:
             sys.exit(f"the traced job failed:\n{job.stdout[-2000:]}\n{job.stderr[-2000:]}")
-        return {name: support.simulated_error(
+        return {name: support.simulated_errors(
             [os.path.join(work, "traces", name, f"rank{r}.json.gz") for r in range(ranks)],
-            work, name) for name in SCHEDULES}
+            work, name)[0] for name in SCHEDULES}
 
 
 def main():

@@ -56,6 +56,7 @@ StatusOr<Plan> PlanOfExecutedOrder(const std::vector<TraceFile>& ranks,
   PlanRequest request;
   request.topology = imported->topology;
   request.strategy = options.strategy_name;
+  request.runtime = Runtime::kTorch;  // it ran there: simulating it counts memory as torch does
   PIPEPLAN_ASSIGN_OR_RETURN(request.costs, app::LoadCosts(options.costs));
   PIPEPLAN_ASSIGN_OR_RETURN(std::vector<RankProgram> programs,
                             ExecutedPrograms(ranks, request.topology));

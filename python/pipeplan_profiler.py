@@ -27,12 +27,29 @@ an automatic collection lands inside whichever action allocates at that moment a
 for tens of milliseconds with no operator running, which the measured step then holds and no
 cost model can (on a 2-core VM, torch's ScheduleZBVZeroBubble measured 15-43% over its
 simulated step with it, 5-8% without). `collect_garbage=False` leaves the collector alone.
+
+Memory on a CPU: torch's CPU allocator reports to the profiler only what is allocated while it
+records, so a CPU trace's "Total Allocated" leaves out everything older (parameters, optimizer
+state, the batch, the runtime's receive buffers). At each step's end every rank therefore
+counts the bytes of the CPU tensors alive (every tensor the garbage collector tracks, and the
+gradients of the leaves among them, each storage once) and writes them into the trace's
+metadata, "pipeplan_live_bytes": {step number: bytes}; the import adds what the trace did not
+count to every memory figure of that step, so static memory and peaks are the process's
+whole. On a GPU the CUDA allocator's total already is, and nothing is added.
+
+Gradients: given the schedule, every rank also writes "pipeplan_stages": per stage it holds,
+its parameters' bytes and whether their gradients were allocated when the step's first forward
+began. They are not where the loop frees them between steps (`zero_grad(set_to_none=True)`,
+torch's default): the stage's first backward allocates them, in the middle of the step, which
+the memory model then counts there instead of as static memory.
 """
 
 import contextlib
 import functools
 import gc
+import json
 import os
+import warnings
 
 import torch
 from torch.profiler import record_function
@@ -43,6 +60,69 @@ def _rank():
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def live_cpu_tensor_bytes():
+    """The bytes of CPU tensor storage alive now: every tensor object the garbage collector
+    tracks and the gradients of the leaves among them (a gradient lives in C++ until Python
+    reads it), each storage counted once."""
+    storages = {}
+
+    def count(tensor):
+        if tensor.device.type != "cpu" or tensor.layout != torch.strided:
+            return
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return  # a wrapper subclass without storage of its own
+        storages[storage.data_ptr()] = max(storages.get(storage.data_ptr(), 0), storage.nbytes())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on deprecated objects (reduce_op) warns
+        tensors = [obj for obj in gc.get_objects() if isinstance(obj, torch.Tensor)]
+    for obj in tensors:
+        count(obj)
+        if obj.is_leaf and obj.requires_grad and obj.grad is not None:
+            count(obj.grad)
+    storages.pop(0, None)  # empty storages share the null pointer
+    return sum(storages.values())
+
+
+class _GradientWatch:
+    """Per stage: its parameters' bytes, and whether their gradients were allocated when the
+    step's first forward began (a forward pre-hook on the stage's module, removed on exit)."""
+
+    def __init__(self, stages):
+        self.stages = stages
+        self._held = {}  # stage index -> gradients allocated at this step's first forward
+        self._hooks = []
+
+    def __enter__(self):
+        for stage in self.stages:
+            self._hooks.append(stage.submod.register_forward_pre_hook(self._hook(stage)))
+        return self
+
+    def __exit__(self, *exc):
+        for hook in self._hooks:
+            hook.remove()
+        return False
+
+    def _hook(self, stage):
+        def first_forward(module, args):
+            if stage.stage_index not in self._held:
+                self._held[stage.stage_index] = any(
+                    p.grad is not None for p in module.parameters() if p.requires_grad)
+        return first_forward
+
+    def end_step(self):
+        out = {}
+        for stage in self.stages:
+            params = [p for p in stage.submod.parameters() if p.requires_grad]
+            out[str(stage.stage_index)] = {
+                "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
+                "gradients_held": self._held.get(stage.stage_index, True)}
+        self._held = {}
+        return out
 
 
 def import_command(directory, world_size, plan=None):
@@ -140,19 +220,39 @@ def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with mark_actions(schedule), torch.profiler.profile(
+    live_bytes = {}  # ProfilerStep number -> live CPU tensor bytes at its end
+    gradients = _GradientWatch(_stages_of(schedule) if schedule is not None else [])
+
+    recording = (torch.profiler.ProfilerAction.RECORD,
+                 torch.profiler.ProfilerAction.RECORD_AND_SAVE)
+
+    def record_memory(prof):
+        if prof.current_action not in recording:
+            return  # a warm-up step: not in the trace
+        # The whole map each time: a key added again replaces the one before.
+        if not torch.cuda.is_available():  # the CUDA allocator's total counts everything
+            live_bytes[str(prof.step_num)] = live_cpu_tensor_bytes()
+            prof.add_metadata_json("pipeplan_live_bytes", json.dumps(live_bytes))
+        if gradients.stages:
+            prof.add_metadata_json("pipeplan_stages", json.dumps(gradients.end_step()))
+
+    with mark_actions(schedule), gradients, torch.profiler.profile(
             activities=activities, record_shapes=False, profile_memory=True, with_stack=False,
             schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
             on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:
+        def end_step():
+            record_memory(prof)
+            prof.step()
+
         if not collect_garbage:
-            yield prof.step
+            yield end_step
         else:
             was_enabled = gc.isenabled()
             gc.disable()
 
             def next_step():
                 gc.collect(1)
-                prof.step()
+                end_step()
 
             try:
                 yield next_step

@@ -32,6 +32,13 @@ job --csv zb.csv --profile zb --steps 5 >/dev/null
 "$pp" plan --strategy auto --runtime torch --ranks 2 --microbatches 8 --costs costs.json -o plan.pb
 "$pp" export plan.pb --format torch-csv -o plan.csv
 echo "simulated step of the pick: $("$pp" simulate plan.pb --json | sed 's/.*"makespan":\([0-9.]*\).*/\1/') us"
+# The pick's predicted peak bytes per rank against a profiled run of it (what diff measures:
+# the process's live tensors, counted by pipeplan_profiler.py where the CPU trace did not).
+job --csv plan.csv --profile pick --steps 5 >/dev/null
+"$pp" import --format torch-trace pick/rank0.json.gz pick/rank1.json.gz --plan plan.pb \
+  -o pick-measured.pb >/dev/null 2>&1
+"$pp" simulate plan.pb --timeline pick-simulated.pb >/dev/null
+"$pp" diff pick-simulated.pb pick-measured.pb | sed -n '/peak memory simulated/,/^$/p'
 # 3. Timed: the pick against torch's classes.
 configs=("pick|--csv plan.csv" "Schedule1F1B|--schedule Schedule1F1B"
          "ScheduleGPipe|--schedule ScheduleGPipe"

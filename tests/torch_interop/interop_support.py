@@ -54,10 +54,25 @@ def run_pipeplan(*args, stdin=None):
     return result.stdout, result.stderr
 
 
-def simulated_error(traces, work, name):
+def diff_errors(simulated, measured):
+    """`pipeplan diff SIMULATED MEASURED`'s errors, measured relative to simulated, as fractions:
+    (the step's, [each rank's peak memory's])."""
+    lines = run_pipeplan("diff", simulated, measured)[0].splitlines()
+    step = next(line for line in lines if line.startswith("makespan"))
+    header = next(i for i, line in enumerate(lines) if "peak memory simulated" in line)
+    memory = []
+    for line in lines[header + 1:]:
+        if not line.strip():
+            break
+        memory.append(float(line.split()[-1].rstrip("%")) / 100)
+    return float(step.split()[-1].rstrip("%")) / 100, memory
+
+
+def simulated_errors(traces, work, name):
     """Imports a job's traces without a plan (the plan is what it ran), calibrates a cost model
-    from them, simulates that plan with it and returns diff's makespan error: the measured step
-    relative to the simulated one, as a fraction. Files go to `work`, named after `name`."""
+    from them, simulates that plan with it and returns diff's errors (diff_errors): the measured
+    step and each rank's peak memory relative to the simulated ones, as fractions. Files go to
+    `work`, named after `name`."""
     measured, plan = (os.path.join(work, f"{name}-{x}.pb") for x in ("measured", "ran"))
     profile = os.path.join(work, f"{name}-profile.json")
     costs = os.path.join(work, f"{name}-costs.txtpb")
@@ -67,9 +82,7 @@ def simulated_error(traces, work, name):
     run_pipeplan("profile", measured, "-o", profile)
     run_pipeplan("calibrate", profile, "-o", costs)
     run_pipeplan("simulate", plan, "--costs", costs, "--timeline", simulated)
-    diff = run_pipeplan("diff", simulated, measured)[0]
-    row = next(line for line in diff.splitlines() if line.startswith("makespan"))
-    return float(row.split()[-1].rstrip("%")) / 100
+    return diff_errors(simulated, measured)
 
 
 def plan_args(strategy, ranks, stages_per_rank, microbatches, *extra):

@@ -83,8 +83,9 @@ def profile_schedule(schedule, stages, num_stages, microbatches, name, device, a
                 schedule.step(*step_args, target=targets, losses=[])
             else:
                 schedule.step(*step_args)
+            # torch's default: gradients freed here, allocated again by the next backward.
             for s in stages:
-                s.submod.zero_grad(set_to_none=False)
+                s.submod.zero_grad(set_to_none=True)
             next_step()
             # A training loop's per-step sync (loss logging, global grad-norm clipping): every
             # rank starts the next step together, so no step begins behind the last one's tail.

@@ -33,6 +33,7 @@ void ToProto(const StageMemoryProfile& memory, v1::StageMemoryProfile* out) {
   out->set_static_bytes(memory.static_bytes);
   out->set_input_bytes(memory.input_bytes);
   out->set_target_bytes(memory.target_bytes);
+  out->set_gradient_bytes(memory.gradient_bytes);
   out->set_microbatches(memory.microbatches);
 }
 
@@ -95,6 +96,7 @@ StageMemoryProfile FromProto(const v1::StageMemoryProfile& proto) {
           .static_bytes = proto.static_bytes(),
           .input_bytes = proto.input_bytes(),
           .target_bytes = proto.target_bytes(),
+          .gradient_bytes = proto.gradient_bytes(),
           .microbatches = proto.microbatches()};
 }
 

@@ -65,6 +65,9 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
     entry->set_static_bytes(stage.static_bytes);
     entry->set_received_input(stage.received_input);
     entry->set_received_gradient(stage.received_gradient);
+    entry->set_gradient(stage.gradient);
+    entry->set_allocated_by_input(stage.allocated_by_input);
+    entry->set_split_retained_extra(stage.split_retained_extra);
   }
   out->set_static_per_rank(memory.static_per_rank);
   for (const double bytes : memory.static_by_rank) out->add_static_by_rank(bytes);
@@ -192,7 +195,10 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
                                .retained = stage.retained(),
                                .static_bytes = stage.static_bytes(),
                                .received_input = stage.received_input(),
-                               .received_gradient = stage.received_gradient()});
+                               .received_gradient = stage.received_gradient(),
+                               .gradient = stage.gradient(),
+                               .allocated_by_input = stage.allocated_by_input(),
+                               .split_retained_extra = stage.split_retained_extra()});
     }
   }
   memory.static_per_rank = proto.static_per_rank();

@@ -57,6 +57,7 @@ void ToProto(const RankTimeline& rank, v1::RankTimeline* out) {
     entry->set_bytes(stage.bytes);
     entry->set_input_bytes(stage.input_bytes);
     entry->set_target_bytes(stage.target_bytes);
+    entry->set_gradient_bytes(stage.gradient_bytes);
   }
 }
 
@@ -96,7 +97,8 @@ RankTimeline FromProto(const v1::RankTimeline& proto) {
     rank.stage_static.push_back({.stage = StageId(stage.stage()),
                                  .bytes = stage.bytes(),
                                  .input_bytes = stage.input_bytes(),
-                                 .target_bytes = stage.target_bytes()});
+                                 .target_bytes = stage.target_bytes(),
+                                 .gradient_bytes = stage.gradient_bytes()});
   }
   return rank;
 }
@@ -112,7 +114,8 @@ Status CheckStageStatic(const v1::StageStatic& stage, const std::string& path) {
   }
   const std::pair<const char*, double> figures[] = {{"bytes", stage.bytes()},
                                                     {"input_bytes", stage.input_bytes()},
-                                                    {"target_bytes", stage.target_bytes()}};
+                                                    {"target_bytes", stage.target_bytes()},
+                                                    {"gradient_bytes", stage.gradient_bytes()}};
   for (const auto& [name, value] : figures) {
     if (!IsByteCount(value)) {
       return FieldError(Child(path, name),

@@ -31,9 +31,10 @@ struct StageSamples {
   std::vector<double> weight_transient;
   std::vector<double> received_forward;
   std::vector<double> received_backward;
-  std::vector<double> static_bytes;  // what the runtime told the stage holds, per step
-  std::vector<double> input_bytes;   // of them, the model's inputs
-  std::vector<double> target_bytes;  // and the loss's targets
+  std::vector<double> gradient_bytes;  // what the runtime told, per step
+  std::vector<double> static_bytes;    // what the runtime told the stage holds, per step
+  std::vector<double> input_bytes;     // of them, the model's inputs
+  std::vector<double> target_bytes;    // and the loss's targets
 };
 
 // A rank's timeline counted bytes for every action.
@@ -290,6 +291,7 @@ class ProfileBuilder {
         samples.static_bytes.push_back(stage.bytes);
         samples.input_bytes.push_back(stage.input_bytes);
         samples.target_bytes.push_back(stage.target_bytes);
+        samples.gradient_bytes.push_back(stage.gradient_bytes);
         stages_hold += stage.bytes;
       }
       // Allocator rounding may make the stages' own figures a little above what was counted.
@@ -320,6 +322,7 @@ class ProfileBuilder {
             .static_bytes = static_bytes,
             .input_bytes = inputs,
             .target_bytes = targets,
+            .gradient_bytes = median(s.gradient_bytes),
             .microbatches = s.static_bytes.empty() ? 0 : microbatches};
   }
 

@@ -172,9 +172,11 @@ StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory, dou
                   .input_transient = MedianOrZero(memory.input_transient) + received_backward,
                   .weight_transient = MedianOrZero(memory.weight_transient),
                   .received_input = received_forward,
-                  .received_gradient = received_backward};
+                  .received_gradient = received_backward,
+                  .gradient = memory.gradient_bytes};
   double freed = 0.0;
-  if (Measured(memory.freed_by_backward)) {
+  const bool full = Measured(memory.freed_by_backward);
+  if (full) {
     freed = memory.freed_by_backward.median - handed_in;
     PIPEPLAN_RETURN_IF_ERROR(CheckFreed(freed, releasable, "memory.freed_by_backward"));
   }
@@ -182,10 +184,16 @@ StatusOr<StageMemory> CalibrateStageMemory(const StageMemoryProfile& memory, dou
     const double split = memory.freed_by_input.median + memory.freed_by_weight.median - handed_in;
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFreed(split, releasable, "memory.freed_by_input + memory.freed_by_weight"));
-    freed = std::max(freed, split);
-    // An I that allocates more than it frees holds everything until W.
-    out.freed_by_input =
-        std::clamp(memory.freed_by_input.median - received_backward - handed_in, 0.0, held);
+    // Retained is B's where B was measured; a split that frees less keeps the rest too.
+    if (full) {
+      out.split_retained_extra = std::max(0.0, freed - split);
+    } else {
+      freed = split;
+    }
+    // An I that allocates more than it frees holds that too, until W.
+    const double by_input = memory.freed_by_input.median - received_backward - handed_in;
+    out.freed_by_input = std::clamp(by_input, 0.0, held);
+    out.allocated_by_input = std::max(0.0, -by_input);
   }
   out.retained = std::clamp(releasable - freed, 0.0, held);
   return out;
@@ -205,6 +213,9 @@ StageMemory MeanStageMemory(const std::vector<StageMemory>& stages) {
     mean.retained += stage.retained / n;
     mean.received_input += stage.received_input / n;
     mean.received_gradient += stage.received_gradient / n;
+    mean.gradient += stage.gradient / n;
+    mean.allocated_by_input += stage.allocated_by_input / n;
+    mean.split_retained_extra += stage.split_retained_extra / n;
   }
   return mean;
 }

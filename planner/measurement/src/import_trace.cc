@@ -181,7 +181,9 @@ double AllocatedAt(const std::vector<const TraceMemory*>& memory, double time) {
   return (*std::prev(after))->allocated;
 }
 
-ActionMemory MemoryOf(const std::vector<const TraceMemory*>& memory, double start, double end) {
+// `untracked`: what the process held that the allocator's total leaves out (UntrackedBytes).
+ActionMemory MemoryOf(const std::vector<const TraceMemory*>& memory, double start, double end,
+                      double untracked) {
   ActionMemory result;
   result.start = AllocatedAt(memory, start);
   result.end = AllocatedAt(memory, end);
@@ -191,14 +193,32 @@ ActionMemory MemoryOf(const std::vector<const TraceMemory*>& memory, double star
   for (auto it = first; it != memory.end() && (*it)->time <= end; ++it) {
     result.peak = std::max(result.peak, (*it)->allocated);
   }
+  result.start += untracked;
+  result.end += untracked;
+  result.peak += untracked;
   return result;
+}
+
+// A CPU trace's allocator total counts only what was allocated while the profiler recorded;
+// the job's own count of its live tensors at the step's end (TorchTrace::live_bytes) less the
+// total there is what it held besides. 0 where the job did not count (or on a GPU, whose
+// allocator counts everything).
+double UntrackedBytes(const TorchTrace& trace, const std::vector<const TraceMemory*>& memory,
+                      int step) {
+  if (memory.empty()) return 0.0;
+  const auto live = std::find_if(trace.live_bytes.begin(), trace.live_bytes.end(),
+                                 [&](const auto& entry) { return entry.first == step; });
+  const auto range = std::find_if(trace.steps.begin(), trace.steps.end(),
+                                  [&](const TraceStep& s) { return s.number == step; });
+  if (live == trace.live_bytes.end() || range == trace.steps.end()) return 0.0;
+  return std::max(0.0, live->second - AllocatedAt(memory, range->end));
 }
 
 // One rank's timings of one step, in microseconds on the traces' common base (`offset` moves
 // this rank's trace onto it), with its memory in bytes.
 RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
-                        const std::vector<const TraceMemory*>& memory, double offset,
-                        OpClock clock) {
+                        const std::vector<const TraceMemory*>& memory, double untracked,
+                        double offset, OpClock clock) {
   RankTimeline rank;
   rank.rank = program.rank;
   rank.clock = clock;
@@ -243,7 +263,13 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
   rank.action_memory.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const TraceAction& traced = *matched.by_index[i];
-    rank.action_memory[i] = MemoryOf(memory, traced.start, traced.end);
+    // What the rank allocates between an F and its next action is the F's: torch's
+    // single-stage schedules compute the loss after the F range their stage marks, and what
+    // it keeps for the backward is the microbatch's as much as F's own.
+    const bool forward = program.actions[i].kind == ActionKind::kForward;
+    const double until =
+        forward && i + 1 < n ? std::max(traced.end, matched.by_index[i + 1]->start) : traced.end;
+    rank.action_memory[i] = MemoryOf(memory, traced.start, until, untracked);
   }
   // The curve on the actions' own clock (a GPU's kernels run well after the host allocated
   // for them).
@@ -265,6 +291,27 @@ void StartAtZero(std::vector<RankTimeline>& ranks) {
     }
     for (MemorySample& m : rank.memory) m.time -= origin;
   }
+}
+
+// What the job told of its stages' parameters (TraceStageParameters): each stage's static
+// bytes, its parameters and, where allocated from step to step, their gradients; gradients
+// freed between steps are the stage's gradient_bytes, which its first backward allocates.
+StatusOr<std::vector<StageStatic>> StageParameters(const TraceFile& file, size_t r,
+                                                   const StageMap& stages) {
+  std::vector<StageStatic> out;
+  for (const TraceStageParameters& stage : file.trace.stage_parameters) {
+    if (stage.stage >= stages.num_stages() ||
+        stages.RankOf(StageId(stage.stage)).value != static_cast<int>(r)) {
+      return InvalidArgument(RankName(file, r) + ": pipeplan_stages names stage " +
+                             std::to_string(stage.stage) +
+                             ", which the plan does not place on this rank");
+    }
+    const double gradients = stage.parameter_bytes;
+    out.push_back({.stage = StageId(stage.stage),
+                   .bytes = stage.parameter_bytes + (stage.gradients_held ? gradients : 0.0),
+                   .gradient_bytes = stage.gradients_held ? 0.0 : gradients});
+  }
+  return out;
 }
 
 // The memory events an import reads: the device allocator's on GPU traces, else the CPU's.
@@ -443,6 +490,14 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
       matched[r].emplace(steps[s].number, std::move(one));
     }
   }
+  if (!device && std::any_of(ranks.begin(), ranks.end(), [](const TraceFile& f) {
+        return !f.trace.memory.empty() && f.trace.live_bytes.empty();
+      })) {
+    result.notes.emplace_back(
+        "a CPU trace counts only the memory allocated while the profiler recorded: parameters, "
+        "optimizer state and data allocated before are left out of static memory and peaks "
+        "(python/pipeplan_profiler.py's profile_steps records them)");
+  }
   // Ranks' trace clocks differ by their base and origin; the alignment corrects what is left.
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<double> offsets, ClockOffsets(ranks));
   for (const auto& [number, unused] : matched.front()) {
@@ -456,8 +511,14 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
     }
     std::vector<RankTimeline> timings;
     for (size_t r = 0; r < ranks.size(); ++r) {
-      timings.push_back(RankTiming(plan.programs[r], matched[r].at(number),
-                                   MemoryEvents(ranks[r].trace, device), offsets[r], result.clock));
+      const std::vector<const TraceMemory*> memory = MemoryEvents(ranks[r].trace, device);
+      const double untracked = device ? 0.0 : UntrackedBytes(ranks[r].trace, memory, number);
+      timings.push_back(RankTiming(plan.programs[r], matched[r].at(number), memory, untracked,
+                                   offsets[r], result.clock));
+      if (!memory.empty()) {
+        PIPEPLAN_ASSIGN_OR_RETURN(timings.back().stage_static,
+                                  StageParameters(ranks[r], r, StageMap(plan.request.topology)));
+      }
     }
     // Align first: a rank whose trace clock is ahead (Kineto rounds each base to a whole
     // second) moves the others forward, and only then is the step's start known.

@@ -29,6 +29,7 @@ void MergeMemory(StageMemoryProfile& kept, const StageMemoryProfile& other) {
     kept.target_bytes = other.target_bytes;
     kept.microbatches = other.microbatches;
   }
+  kept.gradient_bytes = std::max(kept.gradient_bytes, other.gradient_bytes);
 }
 
 void MergeStage(StageProfile& kept, StageOrigins& origins, const StageProfile& other, int index) {

@@ -60,7 +60,8 @@ PartMemory MemoryOfPart(const MemoryModel& memory, ActionKind kind, StageId stag
   const StageMemory& entry = Entry(memory.stages, stage);
   const double activation = memory.Activation(stage, stages_per_rank);
   const double released = activation - memory.Retained(stage, stages_per_rank);
-  const double by_input = std::min(memory.FreedByInput(stage, stages_per_rank), released);
+  const double by_input =
+      std::min(memory.FreedByInput(stage, stages_per_rank), released) - entry.allocated_by_input;
   switch (kind) {
     case ActionKind::kForward:
       return {activation, entry.forward_transient};
@@ -69,7 +70,8 @@ PartMemory MemoryOfPart(const MemoryModel& memory, ActionKind kind, StageId stag
     case ActionKind::kBackwardInput:
       return {-by_input, entry.input_transient};
     case ActionKind::kBackwardWeight:
-      return {-(released - by_input), entry.weight_transient};
+      return {-std::max(released - by_input - entry.split_retained_extra, 0.0),
+              entry.weight_transient};
     case ActionKind::kOverlapFB:  // its parts count, not the cell
     case ActionKind::kSendForward:
     case ActionKind::kRecvForward:
@@ -94,6 +96,8 @@ double MemoryModel::Transient(ActionKind kind, StageId stage) const {
   return MemoryOfPart(*this, kind, stage, 1).transient;
 }
 
+double MemoryModel::Gradient(StageId stage) const { return Entry(stages, stage).gradient; }
+
 double MemoryModel::StaticOf(RankId rank, const StageMap& map) const {
   const auto r = static_cast<size_t>(rank.value);
   double bytes = r < static_by_rank.size() ? static_by_rank[r] : static_per_rank;
@@ -111,9 +115,12 @@ double MemoryModel::StaticOf(RankId rank, const StageMap& map) const {
 }
 
 double MemoryModel::LargestFixed(const StageMap& map, int microbatch_stages) const {
+  // Gradients allocated in the step count as static: the step's peak may come after them.
   double most_static = 0.0;
   for (int r = 0; r < map.num_ranks(); ++r) {
-    most_static = std::max(most_static, StaticOf(RankId(r), map));
+    double gradients = 0.0;
+    for (const StageId stage : map.StagesOf(RankId(r))) gradients += Gradient(stage);
+    most_static = std::max(most_static, StaticOf(RankId(r), map) + gradients);
   }
   double transient = 0.0;
   double retained = 0.0;
@@ -139,8 +146,13 @@ bool MemoryModel::HasTransientOrRetained() const {
 
 bool MemoryModel::LargestFixedIsEveryRanks(const StageMap& map) const {
   if (HasTransientOrRetained()) return false;
+  const auto fixed = [&](int rank) {
+    double bytes = StaticOf(RankId(rank), map);
+    for (const StageId stage : map.StagesOf(RankId(rank))) bytes += Gradient(stage);
+    return bytes;
+  };
   for (int r = 1; r < map.num_ranks(); ++r) {
-    if (StaticOf(RankId(r), map) != StaticOf(RankId(0), map)) return false;
+    if (fixed(r) != fixed(0)) return false;
   }
   return true;
 }
@@ -157,7 +169,10 @@ MemoryModel ScaleStageMemory(MemoryModel memory, Scale scale) {
   for (StageMemory& stage : memory.stages) {
     const double input = std::min(stage.received_input, stage.activation);
     stage.activation = input + scale(stage.activation - input);
-    for (double* figure : {&stage.freed_by_input, &stage.static_bytes}) *figure = scale(*figure);
+    for (double* figure : {&stage.freed_by_input, &stage.static_bytes, &stage.gradient,
+                           &stage.allocated_by_input, &stage.split_retained_extra}) {
+      *figure = scale(*figure);
+    }
   }
   return memory;
 }
@@ -193,7 +208,10 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
           std::pair{stage.weight_transient, "weight_transient"},
           std::pair{stage.retained, "retained"}, std::pair{stage.static_bytes, "static_bytes"},
           std::pair{stage.received_input, "received_input"},
-          std::pair{stage.received_gradient, "received_gradient"}}) {
+          std::pair{stage.received_gradient, "received_gradient"},
+          std::pair{stage.gradient, "gradient"},
+          std::pair{stage.allocated_by_input, "allocated_by_input"},
+          std::pair{stage.split_retained_extra, "split_retained_extra"}}) {
       PIPEPLAN_RETURN_IF_ERROR(CheckFigure(value, where + name));
     }
     const double backward = std::max(stage.backward_transient, stage.input_transient);

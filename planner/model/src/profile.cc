@@ -74,6 +74,7 @@ Status CheckStageMemory(const StageMemoryProfile& m, const std::string& path) {
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(m.static_bytes, path + "static_bytes"));
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(m.input_bytes, path + "input_bytes"));
   PIPEPLAN_RETURN_IF_ERROR(CheckFigure(m.target_bytes, path + "target_bytes"));
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(m.gradient_bytes, path + "gradient_bytes"));
   if (m.input_bytes + m.target_bytes > m.static_bytes) {
     return InvalidArgument(path + "input_bytes + " + path +
                            "target_bytes: " + FormatNumber(m.input_bytes + m.target_bytes) +

@@ -28,4 +28,17 @@ std::optional<Runtime> RuntimeFromName(std::string_view name) {
 
 std::string_view RuntimeNames() { return "pipeplan-torch, torch, torchtitan, megatron"; }
 
+bool HoldsRetainedToStepEnd(Runtime runtime) {
+  switch (runtime) {
+    case Runtime::kTorch:
+    case Runtime::kTorchtitan:
+      return true;
+    case Runtime::kAny:
+    case Runtime::kPipeplanTorch:
+    case Runtime::kMegatron:
+      return false;
+  }
+  return false;
+}
+
 }  // namespace pipeplan

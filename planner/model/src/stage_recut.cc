@@ -139,6 +139,9 @@ MemoryModel RecutChainMemory(const MemoryModel& memory, int given_chunks_per_sha
       cut.activation += f * (activation - std::min(m.received_input, activation));
       cut.freed_by_input += f * memory.FreedByInput(StageId(i), chunks);
       cut.static_bytes += f * m.static_bytes;
+      cut.gradient += f * m.gradient;
+      cut.allocated_by_input += f * m.allocated_by_input;
+      cut.split_retained_extra += f * m.split_retained_extra;
       cut.forward_transient = std::max(cut.forward_transient, m.forward_transient);
       cut.backward_transient = std::max(cut.backward_transient, m.backward_transient);
       cut.input_transient = std::max(cut.input_transient, m.input_transient);

@@ -168,10 +168,10 @@ struct PostedReceive {
 // The rank's memory over the step: what its compute holds (RankMemoryTracker), the messages
 // of receives posted ahead of their consumers, less each gradient it sent from the first op
 // that starts once the gradient landed, where the runtime frees a buffer whose send completed
-// (OpExecutor::SendCompleted).
+// (OpExecutor::SendCompleted); `holds_to_step_end` (torch's runtime): never within the step.
 void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
                  const StageMbTable<double>& gradient_landed, double static_memory,
-                 RankTimeline& out) {
+                 bool holds_to_step_end, RankTimeline& out) {
   out.memory.reserve(3 * program.actions.size() + 1);
   RankMemoryTracker tracker(changes);
   out.memory.push_back({0.0, static_memory});
@@ -184,7 +184,7 @@ void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
   for (size_t i = 0; i < program.actions.size(); ++i) {
     const Action& action = program.actions[i];
     const ActionTiming& t = out.actions[i];
-    if (action.kind == ActionKind::kSendBackward &&
+    if (action.kind == ActionKind::kSendBackward && !holds_to_step_end &&
         gradient_landed.Contains(action.stage, action.microbatch)) {
       sent.push_back(
           {gradient_landed.At(action.stage, action.microbatch), changes.Retained(action.stage)});
@@ -360,9 +360,11 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
   const StageMbTable<double> landed =
       CollectGradientLandings(plan.programs, timeline.ranks, topology);
   const StageMap map(topology);
+  const bool holds_to_step_end = HoldsRetainedToStepEnd(plan.request.runtime);
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     TrackMemory(plan.programs[r], changes, landed,
-                memory.StaticOf(RankId(static_cast<int>(r)), map), timeline.ranks[r]);
+                memory.StaticOf(RankId(static_cast<int>(r)), map), holds_to_step_end,
+                timeline.ranks[r]);
   }
   // A solver's proven bound holds for the costs it solved with, the plan's own.
   double lower_bound = LowerBound(plan, costs);

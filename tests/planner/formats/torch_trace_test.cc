@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace pipeplan {
 namespace {
@@ -215,6 +217,50 @@ TEST(TorchTrace, AByteOrderMarkIsSkipped) {
   const StatusOr<TorchTrace> trace = ParseTorchTrace(json);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
   EXPECT_EQ(trace->actions.size(), 1u);
+}
+
+// pipeplan_profiler.py's metadata: the live bytes at each step's end and each stage's
+// parameters, in any order.
+std::string WithMetadata(const std::string& metadata) {
+  return "{" + metadata + R"(, "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "PP:1F0", "pid": 1, "tid": 1, "ts": 2,
+     "dur": 2}]})";
+}
+
+TEST(TorchTrace, TheProfilersMetadataIsRead) {
+  const StatusOr<TorchTrace> trace = ParseTorchTrace(WithMetadata(
+      R"("pipeplan_live_bytes": {"12": 5.5e6, "3": 4096},
+         "pipeplan_stages": {"3": {"parameter_bytes": 800, "gradients_held": false},
+                             "1": {"parameter_bytes": 1e3, "gradients_held": true}})"));
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ(trace->live_bytes, (std::vector<std::pair<int, double>>{{3, 4096.0}, {12, 5.5e6}}));
+  ASSERT_EQ(trace->stage_parameters.size(), 2u);
+  EXPECT_EQ(trace->stage_parameters[0].stage, 1);
+  EXPECT_EQ(trace->stage_parameters[0].parameter_bytes, 1000.0);
+  EXPECT_TRUE(trace->stage_parameters[0].gradients_held);
+  EXPECT_EQ(trace->stage_parameters[1].stage, 3);
+  EXPECT_EQ(trace->stage_parameters[1].parameter_bytes, 800.0);
+  EXPECT_FALSE(trace->stage_parameters[1].gradients_held);
+}
+
+TEST(TorchTrace, BadMetadataIsNamed) {
+  struct Case {
+    std::string metadata, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"("pipeplan_live_bytes": {"x": 1})", "pipeplan_live_bytes.x: the key is not a step"},
+           {R"("pipeplan_live_bytes": {"2": -1})", "pipeplan_live_bytes.2 is -1, not bytes >= 0"},
+           {R"("pipeplan_live_bytes": {"2": "a"})", "pipeplan_live_bytes.2 is \"a\", not a"},
+           {R"("pipeplan_live_bytes": [1])", "pipeplan_live_bytes"},
+           {R"("pipeplan_stages": {"-1": {}})", "pipeplan_stages.-1: the key is not a stage"},
+           {R"("pipeplan_stages": {"0": {"parameter_bytes": 1e999}})",
+            "pipeplan_stages.0.parameter_bytes is 1e999, not a finite number"},
+           {R"("pipeplan_stages": {"0": {"gradients_held": 1}})",
+            "pipeplan_stages.0.gradients_held is 1, not true or false"},
+       }) {
+    const std::string error = ErrorOf(WithMetadata(c.metadata));
+    EXPECT_NE(error.find(c.expected), std::string::npos) << c.metadata << ": " << error;
+  }
 }
 
 }  // namespace

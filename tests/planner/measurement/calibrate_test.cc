@@ -558,6 +558,35 @@ TEST(CalibrateMemoryTest, WhatIFreesComesFromTheSplitBackward) {
   ASSERT_TRUE(costs.ok()) << costs.status().message();
   EXPECT_EQ(costs->memory->stages[0].freed_by_input, 300);
   EXPECT_EQ(costs->memory->stages[1].freed_by_input, 0);
+  // What that I allocated, W frees: held between the two.
+  EXPECT_EQ(costs->memory->stages[0].allocated_by_input, 0);
+  EXPECT_EQ(costs->memory->stages[1].allocated_by_input, 50);
+}
+
+// Torch's runtime: B frees 900 of a microbatch's 1000 (retained 100, to the step's end), while
+// I (allocating 400) and W (freeing 1100) of a zero-bubble run of the same model free 700; the
+// split's extra 200 is kept as such, and the stage's gradients, which the job freed between
+// steps, become what its first backward allocates.
+TEST(CalibrateMemoryTest, TorchsSplitBackwardKeepsMoreAndGradientsComeAtTheFirstBackward) {
+  Profile profile = FbProfileWithBytes({1000, 1000}, {900, 900});
+  StageMemoryProfile& last = profile.stages[1].memory;
+  last.freed_by_input = Constant(-400);
+  last.freed_by_weight = Constant(1100);
+  last.gradient_bytes = 640;
+  const StatusOr<CostModel> costs = Calibrate(profile, Options());
+  ASSERT_TRUE(costs.ok()) << costs.status().message();
+  EXPECT_EQ(costs->memory->stages[0], (StageMemory{.activation = 1000, .retained = 100}));
+  EXPECT_EQ(costs->memory->stages[1], (StageMemory{.activation = 1000,
+                                                   .retained = 100,
+                                                   .gradient = 640,
+                                                   .allocated_by_input = 400,
+                                                   .split_retained_extra = 200}));
+  // Without the B run, the split's own figure is the retained one.
+  last.freed_by_backward = {};
+  const StatusOr<CostModel> split_only = Calibrate(profile, Options());
+  ASSERT_TRUE(split_only.ok()) << split_only.status().message();
+  EXPECT_EQ(split_only->memory->stages[1].retained, 300);
+  EXPECT_EQ(split_only->memory->stages[1].split_retained_extra, 0);
 }
 
 TEST(CalibrateMemoryTest, AProfileWithoutBytesGivesNoMemoryModel) {

@@ -36,10 +36,12 @@ struct TraceWriter {
   std::optional<int> rank_info = std::nullopt;  // distributedInfo.rank (else none)
   int world_size = 0;
   bool memory = false;  // a [memory] event at each compute action's start and end
+  std::vector<std::string> metadata = {};  // per rank: top-level members, as pipeplan_profiler's
 
   std::string Write(int rank) const {
     std::ostringstream out;
     out << "{\"schemaVersion\": 1, ";
+    if (static_cast<size_t>(rank) < metadata.size()) out << metadata[rank] << ", ";
     if (rank_info.has_value()) {
       out << "\"distributedInfo\": {\"backend\": \"gloo\", \"rank\": " << *rank_info
           << ", \"world_size\": " << world_size << "}, ";
@@ -435,6 +437,59 @@ TEST(ImportTrace, MemoryPerActionAddsUpToThePeak) {
       EXPECT_EQ(held, 1000.0);  // every F's bytes freed by its B
     }
   }
+}
+
+// A CPU trace counts what was allocated while it recorded; the job's own count of its live
+// tensors at each step's end (1000 B counted there, 5000 B alive) adds the 4000 B it left out
+// to every figure, so static memory and peaks are the process's whole.
+TEST(ImportTrace, TheJobsCountOfItsLiveTensorsAddsWhatTheCpuTraceLeftOut) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  writer.memory = true;
+  const StatusOr<TraceImport> counted_only = ImportTorchTraces(plan, Parse(writer, 2), 1);
+  ASSERT_TRUE(counted_only.ok()) << counted_only.status().message();
+  ASSERT_EQ(counted_only->notes.size(), 1u);
+  EXPECT_NE(counted_only->notes[0].find("parameters, optimizer state and data allocated before"),
+            std::string::npos);
+  writer.metadata.assign(2, R"("pipeplan_live_bytes": {"1": 5000, "2": 5000})");
+  const StatusOr<TraceImport> whole = ImportTorchTraces(plan, Parse(writer, 2), std::nullopt);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_TRUE(whole->notes.empty());
+  for (const ImportedStep& step : whole->steps) {
+    for (size_t r = 0; r < 2; ++r) {
+      const RankTimeline& rank = step.timeline.ranks[r];
+      const double most_in_flight = 2.0 - static_cast<double>(r);
+      EXPECT_EQ(rank.peak_memory, 5000.0 + 100.0 * most_in_flight + 50.0);
+      EXPECT_EQ(rank.peak_activation_memory, 100.0 * most_in_flight + 50.0);
+    }
+  }
+}
+
+// pipeplan_profiler's "pipeplan_stages": a stage whose gradients the job frees between steps
+// has them as gradient_bytes, which its first backward allocates; one that keeps them holds
+// them as static bytes with its parameters.
+TEST(ImportTrace, StageParametersAreStaticBytesOrGradientsAllocatedInTheStep) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  writer.memory = true;
+  writer.metadata = {
+      R"("pipeplan_stages": {"0": {"parameter_bytes": 300, "gradients_held": false}})",
+      R"("pipeplan_stages": {"1": {"parameter_bytes": 200, "gradients_held": true}})"};
+  const StatusOr<TraceImport> imported = ImportTorchTraces(plan, Parse(writer, 2), std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  for (const ImportedStep& step : imported->steps) {
+    EXPECT_EQ(
+        step.timeline.ranks[0].stage_static,
+        (std::vector<StageStatic>{{.stage = StageId(0), .bytes = 300, .gradient_bytes = 300}}));
+    EXPECT_EQ(step.timeline.ranks[1].stage_static,
+              (std::vector<StageStatic>{{.stage = StageId(1), .bytes = 400}}));
+  }
+  writer.metadata[0] = R"("pipeplan_stages": {"1": {"parameter_bytes": 300}})";
+  const StatusOr<TraceImport> misplaced = ImportTorchTraces(plan, Parse(writer, 2), std::nullopt);
+  ASSERT_FALSE(misplaced.ok());
+  EXPECT_EQ(misplaced.status().message(),
+            "rank0.json (rank 0): pipeplan_stages names stage 1, which the plan does not place "
+            "on this rank");
 }
 
 std::string ReadGzip(const std::string& path) {

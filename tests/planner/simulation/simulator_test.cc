@@ -230,6 +230,47 @@ TEST(Simulator, ASentGradientIsFreedOnceItLanded) {
   }
 }
 
+// Torch's runtime clears its stages' state only when the step ends: a sent gradient is held to
+// there. 1F1B P=2 M=4, rank 1 runs F0 B0 F1 B1 F2 B2 F3 B3: F3 starts on three microbatches'
+// 0.25 and takes its own 1. Where the job frees the gradients between steps (set_to_none), B0
+// allocates them (0.5) and they stay.
+TEST(Simulator, TorchsRuntimeHoldsWhatABackwardLeavesToTheStepsEnd) {
+  const auto peak_of_last_rank = [](Runtime runtime, double gradient) {
+    PlanRequest request = MakeRequest("1f1b", 2, 4);
+    request.runtime = runtime;
+    request.memory.stages = {
+        StageMemory{.activation = 1.0, .retained = 0.25, .gradient = gradient}};
+    return SimulateOrDie(BuildOrDie(request)).ranks[1];
+  };
+  const RankTimeline torch = peak_of_last_rank(Runtime::kTorch, 0.0);
+  EXPECT_DOUBLE_EQ(torch.peak_activation_memory, 1.75);
+  EXPECT_DOUBLE_EQ(torch.memory.back().bytes, 1.0);
+  EXPECT_DOUBLE_EQ(peak_of_last_rank(Runtime::kTorchtitan, 0.0).peak_activation_memory, 1.75);
+  // pipeplan's own runtime frees each once it landed (without a transfer: at once).
+  EXPECT_DOUBLE_EQ(peak_of_last_rank(Runtime::kAny, 0.0).peak_activation_memory, 1.0);
+  const RankTimeline with_gradients = peak_of_last_rank(Runtime::kTorch, 0.5);
+  EXPECT_DOUBLE_EQ(with_gradients.peak_activation_memory, 2.25);
+  EXPECT_DOUBLE_EQ(with_gradients.memory.back().bytes, 1.5);
+}
+
+// An I that allocates (what torch's split backward keeps for W) holds it until its W, which
+// frees it with the rest; a split that keeps more than B (split_retained_extra) leaves that.
+// ZB-H1 P=1 M=2: F0 I0 W0 F1 I1 W1.
+TEST(Simulator, WhatIAllocatesIsHeldUntilWAndTheSplitsExtraToTheEnd) {
+  PlanRequest request = MakeRequest("zb-h1", 1, 2);
+  request.memory.stages = {StageMemory{.activation = 1.0,
+                                       .retained = 0.25,
+                                       .allocated_by_input = 0.5,
+                                       .split_retained_extra = 0.125}};
+  const Timeline t = SimulateOrDie(BuildOrDie(request));
+  const RankTimeline& rank = t.ranks[0];
+  // F1 starts on mb 0's 0.375 and I1 takes it to 0.375 + 1 + 0.5.
+  EXPECT_DOUBLE_EQ(rank.peak_activation_memory, 1.875);
+  EXPECT_DOUBLE_EQ(rank.memory.back().bytes, 0.75);
+  EXPECT_DOUBLE_EQ(request.memory.Change(ActionKind::kBackwardInput, StageId(0), 1), 0.5);
+  EXPECT_DOUBLE_EQ(request.memory.Change(ActionKind::kBackwardWeight, StageId(0), 1), -1.125);
+}
+
 // A receive's message is held from where the rank posts it. ZB-H2 P=2 M=4, rank 1: RECV_F0
 // F0 I0 RECV_F1 RECV_F2 SEND_B0 F1 I1 SEND_B1 F2 I2 RECV_F3 SEND_B2 W0 F3 ...: the message of
 // mb 2 waits through F1 and I1, that of mb 3 through W0. With activation 1 (its received input

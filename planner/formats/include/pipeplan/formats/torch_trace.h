@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/model/action.h"
@@ -54,6 +55,15 @@ struct TraceMemory {
   bool device = false;     // a GPU allocator's (device type 1), else the CPU's
 };
 
+// "pipeplan_stages" metadata (python/pipeplan_profiler.py given the schedule): a stage the
+// rank holds, its parameters' bytes and whether their gradients were allocated when the step's
+// first forward began (false: the loop frees them between steps, set_to_none).
+struct TraceStageParameters {
+  int stage = 0;
+  double parameter_bytes = 0.0;
+  bool gradients_held = true;
+};
+
 struct TorchTrace {
   std::optional<int> rank;        // distributedInfo.rank
   std::optional<int> world_size;  // distributedInfo.world_size
@@ -66,6 +76,12 @@ struct TorchTrace {
   std::vector<TraceStep> steps;      // by start time
   std::vector<TraceMemory> memory;   // by time
   int skipped_bookkeeping = 0;       // REDUCE_GRAD, UNSHARD, RESHARD ranges (not in plans)
+  // "pipeplan_live_bytes" metadata (python/pipeplan_profiler.py, CPU jobs): ProfilerStep number
+  // -> the bytes of CPU tensors alive at that step's end, counted by the job itself. A CPU
+  // trace's allocator total counts only what was allocated while the profiler recorded; this
+  // says how much more the process held. By step number.
+  std::vector<std::pair<int, double>> live_bytes;
+  std::vector<TraceStageParameters> stage_parameters;  // by stage
 };
 
 // Parses one trace (JSON text, already decompressed). Errors name the event ("event 1234

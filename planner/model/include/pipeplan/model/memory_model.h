@@ -40,6 +40,16 @@ struct StageMemory {
   // Of B's and I's transient, the message the stage's receive of its output gradient
   // allocated. At most the larger of the two.
   double received_gradient = 0.0;
+  // The stage's parameter gradients where the runtime allocates them anew each step
+  // (zero_grad(set_to_none=True), torch's default): held from the end of the stage's first B
+  // or W of a step to the step's end. 0 where they stay allocated (then in static_bytes).
+  double gradient = 0.0;
+  // Allocated by I and freed by W: what a split backward keeps for its weight half (torch's
+  // runtime keeps more than it frees at I). Where set, freed_by_input is 0.
+  double allocated_by_input = 0.0;
+  // What a split backward (I then W) leaves held beyond `retained`, which is B's: torch's
+  // runtime keeps more of a microbatch to the step's end after I and W than after B.
+  double split_retained_extra = 0.0;
 
   bool operator==(const StageMemory&) const = default;
 };
@@ -88,6 +98,8 @@ struct MemoryModel {
   double Change(ActionKind kind, StageId stage, int stages_per_rank) const;
   // The transient of F, B, I or W on `stage` (0 for other kinds).
   double Transient(ActionKind kind, StageId stage) const;
+  // StageMemory::gradient of `stage`.
+  double Gradient(StageId stage) const;
   // The static memory of `rank` where `map` places the stages: its own, its stages'
   // static_bytes and, where it holds a chain's first or last stage, that stage's extra.
   double StaticOf(RankId rank, const StageMap& map) const;

@@ -49,6 +49,9 @@ struct StageMemoryProfile {
   double static_bytes = 0.0;
   double input_bytes = 0.0;
   double target_bytes = 0.0;
+  // The stage's parameter gradients where the job frees them between steps (set_to_none): its
+  // first backward of a step allocates them. The median over the steps; 0: static or not told.
+  double gradient_bytes = 0.0;
   // The stage's microbatches per step in the profiled plan, which its data scale with (0: not
   // told, then the stage may hold no data).
   int microbatches = 0;

@@ -24,4 +24,9 @@ std::optional<Runtime> RuntimeFromName(std::string_view name);
 // "pipeplan-torch, torch, torchtitan, megatron": the names a user may pass.
 std::string_view RuntimeNames();
 
+// Whether the runtime keeps what a backward leaves held (the input gradient it sent, the last
+// stage's outputs and losses) until the step ends: torch's _PipelineScheduleRuntime clears its
+// stages' state only then. The others free a sent gradient once its send completed.
+bool HoldsRetainedToStepEnd(Runtime runtime);
+
 }  // namespace pipeplan

@@ -84,6 +84,9 @@ struct StageStatic {
   // the model (stage_recut.h).
   double input_bytes = 0.0;
   double target_bytes = 0.0;
+  // The stage's parameter gradients where the runtime allocates them anew each step
+  // (set_to_none), not in `bytes`: its first backward allocates them.
+  double gradient_bytes = 0.0;
 
   bool operator==(const StageStatic&) const = default;
 };

@@ -3,8 +3,10 @@
 // gradient: MemoryModel::Retained), which the previous stage's backward releases where that
 // stage is on the same rank (the gradient is handed over in memory); a gradient sent to another
 // rank is released once its send completed, which takes the step's timing (the simulator calls
-// Release); while an action runs it holds its transient on top. Shared by the simulator and
-// the solver so both count the same way.
+// Release); while an action runs it holds its transient on top. A stage whose gradients the
+// runtime allocates anew each step (MemoryModel::Gradient) holds them from the end of its first
+// B or W on. The change table is shared by the simulator and the solver so both count the
+// same way (the solver counts those gradients as static: LargestFixed).
 #pragma once
 
 #include <algorithm>
@@ -65,6 +67,8 @@ class MemoryChangeTable {
     const auto s = static_cast<size_t>(stage.value);
     return stage.value >= 0 && s < handed_to_.size() ? handed_to_[s] : 0.0;
   }
+
+  double Gradient(StageId stage) const { return memory_.Gradient(stage); }
 
   // MemoryModel::Retained and ReceivedMessage of a stage that exists.
   double Retained(StageId stage) const { return messages_[Index(stage)].retained; }
@@ -133,6 +137,11 @@ class RankMemoryTracker {
       if (change < 0) held_ += change;
     }
     held_ = std::max(held_, 0.0);  // guards float drift only
+    for (const Action* part : ComputeParts(action)) {
+      if (part->kind == ActionKind::kBackward || part->kind == ActionKind::kBackwardWeight) {
+        AllocateGradients(part->stage);
+      }
+    }
   }
 
   // Between actions: `bytes` held no more (a sent gradient whose send completed).
@@ -149,10 +158,21 @@ class RankMemoryTracker {
   double peak() const { return peak_; }
 
  private:
+  void AllocateGradients(StageId stage) {
+    if (stage.value < 0) return;
+    const auto s = static_cast<size_t>(stage.value);
+    if (s >= gradients_held_.size()) gradients_held_.resize(s + 1, false);
+    if (gradients_held_[s]) return;
+    gradients_held_[s] = true;
+    held_ += changes_.Gradient(stage);
+    peak_ = std::max(peak_, held_);
+  }
+
   const MemoryChangeTable& changes_;
   double held_ = 0.0;
   double top_ = 0.0;
   double peak_ = 0.0;
+  std::vector<bool> gradients_held_;  // by stage: its gradients allocated this step
 };
 
 }  // namespace pipeplan
