@@ -182,6 +182,29 @@ TEST(StageRecutTest, FitsEachChainOfTheTopology) {
   EXPECT_EQ(Fit(uniform, MemoryModel{}, v_shape).costs, uniform);
 }
 
+// DualPipe's second model copy holds its parameters and their gradients too: a profile of one
+// chain whose stages told their static bytes and gradients (pipeplan_profiler.py) gives every
+// stage of both copies its own, so each rank counts two stages' worth.
+TEST(StageRecutTest, TheSecondCopyOfADualPlacementHoldsItsParametersAndGradients) {
+  CostModel costs;
+  costs.stages = {Costs(4, 8, 4, 4), Costs(4, 8, 4, 4)};
+  MemoryModel memory;
+  memory.stages = {StageMemory{.activation = 2, .static_bytes = 100, .gradient = 100},
+                   StageMemory{.activation = 3, .static_bytes = 300, .gradient = 300}};
+  memory.static_per_rank = 10;
+  const Topology dual{
+      .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kDual};
+  const StageFigures d = Fit(costs, memory, dual);
+  ASSERT_EQ(d.memory.stages.size(), 4u);
+  const StageMap map(dual);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(d.memory.StaticOf(RankId(r), map), 410.0) << "rank " << r;
+    double gradients = 0.0;
+    for (const StageId stage : map.StagesOf(RankId(r))) gradients += d.memory.Gradient(stage);
+    EXPECT_EQ(gradients, 400.0) << "rank " << r;
+  }
+}
+
 // A cost file says which stages its entries are (CostModel::chains). A chain of eight stages
 // for DualPipe's dual placement at P = 4, whose eight stages are two copies of the model: each
 // copy gets the chain cut into four (before, the file's first half was taken for copy A and
