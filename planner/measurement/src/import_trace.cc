@@ -498,6 +498,14 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
         "optimizer state and data allocated before are left out of static memory and peaks "
         "(python/pipeplan_profiler.py's profile_steps records them)");
   }
+  if (std::any_of(ranks.begin(), ranks.end(), [](const TraceFile& f) {
+        return !f.trace.memory.empty() && f.trace.stage_parameters.empty();
+      })) {
+    result.notes.emplace_back(
+        "the traces do not say what each stage's parameters hold: gradients the job frees "
+        "between steps (zero_grad(set_to_none=True)) are not counted where its backward "
+        "allocates them (pass the schedule: profile_steps(..., schedule=schedule))");
+  }
   // Ranks' trace clocks differ by their base and origin; the alignment corrects what is left.
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<double> offsets, ClockOffsets(ranks));
   for (const auto& [number, unused] : matched.front()) {

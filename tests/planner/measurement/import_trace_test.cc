@@ -448,13 +448,16 @@ TEST(ImportTrace, TheJobsCountOfItsLiveTensorsAddsWhatTheCpuTraceLeftOut) {
   writer.memory = true;
   const StatusOr<TraceImport> counted_only = ImportTorchTraces(plan, Parse(writer, 2), 1);
   ASSERT_TRUE(counted_only.ok()) << counted_only.status().message();
-  ASSERT_EQ(counted_only->notes.size(), 1u);
+  ASSERT_EQ(counted_only->notes.size(), 2u);
   EXPECT_NE(counted_only->notes[0].find("parameters, optimizer state and data allocated before"),
+            std::string::npos);
+  EXPECT_NE(counted_only->notes[1].find("gradients the job frees between steps"),
             std::string::npos);
   writer.metadata.assign(2, R"("pipeplan_live_bytes": {"1": 5000, "2": 5000})");
   const StatusOr<TraceImport> whole = ImportTorchTraces(plan, Parse(writer, 2), std::nullopt);
   ASSERT_TRUE(whole.ok()) << whole.status().message();
-  EXPECT_TRUE(whole->notes.empty());
+  ASSERT_EQ(whole->notes.size(), 1u);  // the stages' parameters are still not told
+  EXPECT_NE(whole->notes[0].find("pass the schedule"), std::string::npos);
   for (const ImportedStep& step : whole->steps) {
     for (size_t r = 0; r < 2; ++r) {
       const RankTimeline& rank = step.timeline.ranks[r];
