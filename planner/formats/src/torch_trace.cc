@@ -392,65 +392,73 @@ Status BuildActions(Collected& collected, TorchTrace* trace) {
   return Status::Ok();
 }
 
-// {"<step number>": bytes, ...}: each a whole step number and finite bytes >= 0.
-Status ReadLiveBytes(od::value value, TorchTrace* trace) {
-  constexpr std::string_view kKey = "pipeplan_live_bytes";
-  od::object steps;
-  if (const auto error = value.get_object().get(steps)) return JsonError(kKey, error);
-  for (auto field : steps) {
-    std::string_view key;
-    if (const auto error = field.unescaped_key().get(key)) return JsonError(kKey, error);
-    const std::string where = std::string(kKey) + "." + std::string(key.substr(0, 40));
-    int step = 0;
-    const auto [end, bad] = std::from_chars(key.data(), key.data() + key.size(), step);
-    if (bad != std::errc() || end != key.data() + key.size() || step < 0) {
-      return InvalidArgument(where + ": the key is not a step number");
+// pipeplan_profiler.py's metadata `key`: an object whose keys are whole numbers >= 0 (step
+// numbers, stage indices; `what` names them in errors). Calls read(number, where, value) for
+// each entry, `where` naming it ("key.12").
+template <typename Read>
+Status ReadNumberedEntries(od::value value, std::string_view key, std::string_view what,
+                           Read read) {
+  od::object entries;
+  if (const auto error = value.get_object().get(entries)) return JsonError(key, error);
+  for (auto field : entries) {
+    std::string_view name;
+    if (const auto error = field.unescaped_key().get(name)) return JsonError(key, error);
+    const std::string where = std::string(key) + "." + std::string(name.substr(0, 40));
+    int number = 0;
+    const auto [end, bad] = std::from_chars(name.data(), name.data() + name.size(), number);
+    if (bad != std::errc() || end != name.data() + name.size() || number < 0) {
+      return InvalidArgument(where + ": the key is not " + std::string(what));
     }
-    od::value bytes_value;
-    if (const auto error = field.value().get(bytes_value)) return JsonError(where, error);
-    PIPEPLAN_ASSIGN_OR_RETURN(const double bytes, NumberOf(where, bytes_value));
-    if (bytes < 0) return NotANumber(where, Written(bytes_value), "bytes >= 0");
-    trace->live_bytes.emplace_back(step, bytes);
+    od::value entry;
+    if (const auto error = field.value().get(entry)) return JsonError(where, error);
+    PIPEPLAN_RETURN_IF_ERROR(read(number, where, entry));
   }
+  return Status::Ok();
+}
+
+// Finite bytes >= 0, named `where`.
+StatusOr<double> BytesOf(const std::string& where, od::value value) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const double bytes, NumberOf(where, value));
+  if (bytes < 0) return NotANumber(where, Written(value), "bytes >= 0");
+  return bytes;
+}
+
+// {"<step number>": bytes, ...}.
+Status ReadLiveBytes(od::value value, TorchTrace* trace) {
+  PIPEPLAN_RETURN_IF_ERROR(
+      ReadNumberedEntries(value, "pipeplan_live_bytes", "a step number",
+                          [&](int step, const std::string& where, od::value bytes) -> Status {
+                            PIPEPLAN_ASSIGN_OR_RETURN(const double live, BytesOf(where, bytes));
+                            trace->live_bytes.emplace_back(step, live);
+                            return Status::Ok();
+                          }));
   std::sort(trace->live_bytes.begin(), trace->live_bytes.end());
   return Status::Ok();
 }
 
 // {"<stage>": {"parameter_bytes": N, "gradients_held": true|false}, ...}.
 Status ReadStageParameters(od::value value, TorchTrace* trace) {
-  constexpr std::string_view kKey = "pipeplan_stages";
-  od::object stages;
-  if (const auto error = value.get_object().get(stages)) return JsonError(kKey, error);
-  for (auto field : stages) {
-    std::string_view key;
-    if (const auto error = field.unescaped_key().get(key)) return JsonError(kKey, error);
-    const std::string where = std::string(kKey) + "." + std::string(key.substr(0, 40));
-    TraceStageParameters stage;
-    const auto [end, bad] = std::from_chars(key.data(), key.data() + key.size(), stage.stage);
-    if (bad != std::errc() || end != key.data() + key.size() || stage.stage < 0) {
-      return InvalidArgument(where + ": the key is not a stage index");
-    }
-    od::object entry;
-    if (const auto error = field.value().get_object().get(entry)) return JsonError(where, error);
-    for (auto item : entry) {
-      std::string_view name;
-      if (const auto error = item.unescaped_key().get(name)) return JsonError(where, error);
-      od::value figure;
-      if (const auto error = item.value().get(figure)) return JsonError(where, error);
-      if (name == "parameter_bytes") {
-        PIPEPLAN_ASSIGN_OR_RETURN(stage.parameter_bytes,
-                                  NumberOf(where + ".parameter_bytes", figure));
-        if (stage.parameter_bytes < 0) {
-          return NotANumber(where + ".parameter_bytes", Written(figure), "bytes >= 0");
+  PIPEPLAN_RETURN_IF_ERROR(ReadNumberedEntries(
+      value, "pipeplan_stages", "a stage index",
+      [&](int index, const std::string& where, od::value figures) -> Status {
+        TraceStageParameters stage{.stage = index};
+        od::object entry;
+        if (const auto error = figures.get_object().get(entry)) return JsonError(where, error);
+        for (auto item : entry) {
+          std::string_view name;
+          if (const auto error = item.unescaped_key().get(name)) return JsonError(where, error);
+          od::value figure;
+          if (const auto error = item.value().get(figure)) return JsonError(where, error);
+          if (name == "parameter_bytes") {
+            PIPEPLAN_ASSIGN_OR_RETURN(stage.parameter_bytes,
+                                      BytesOf(where + ".parameter_bytes", figure));
+          } else if (name == "gradients_held" && figure.get_bool().get(stage.gradients_held)) {
+            return NotANumber(where + ".gradients_held", Written(figure), "true or false");
+          }
         }
-      } else if (name == "gradients_held") {
-        if (figure.get_bool().get(stage.gradients_held)) {
-          return NotANumber(where + ".gradients_held", Written(figure), "true or false");
-        }
-      }
-    }
-    trace->stage_parameters.push_back(stage);
-  }
+        trace->stage_parameters.push_back(stage);
+        return Status::Ok();
+      }));
   std::sort(trace->stage_parameters.begin(), trace->stage_parameters.end(),
             [](const TraceStageParameters& a, const TraceStageParameters& b) {
               return a.stage < b.stage;

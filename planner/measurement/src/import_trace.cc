@@ -306,6 +306,7 @@ StatusOr<std::vector<StageStatic>> StageParameters(const TraceFile& file, size_t
                              std::to_string(stage.stage) +
                              ", which the plan does not place on this rank");
     }
+    // Gradients are as large as the parameters they are of.
     const double gradients = stage.parameter_bytes;
     out.push_back({.stage = StageId(stage.stage),
                    .bytes = stage.parameter_bytes + (stage.gradients_held ? gradients : 0.0),

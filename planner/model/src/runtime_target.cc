@@ -28,7 +28,7 @@ std::optional<Runtime> RuntimeFromName(std::string_view name) {
 
 std::string_view RuntimeNames() { return "pipeplan-torch, torch, torchtitan, megatron"; }
 
-bool HoldsRetainedToStepEnd(Runtime runtime) {
+bool IsTorchScheduleRuntime(Runtime runtime) {
   switch (runtime) {
     case Runtime::kTorch:
     case Runtime::kTorchtitan:

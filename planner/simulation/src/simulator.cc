@@ -168,7 +168,8 @@ struct PostedReceive {
 // The rank's memory over the step: what its compute holds (RankMemoryTracker), the messages
 // of receives posted ahead of their consumers, less each gradient it sent from the first op
 // that starts once the gradient landed, where the runtime frees a buffer whose send completed
-// (OpExecutor::SendCompleted); `holds_to_step_end` (torch's runtime): never within the step.
+// (OpExecutor::SendCompleted); `holds_to_step_end` (torch's runtime, which clears its stages'
+// state when the step ends): never within the step.
 void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
                  const StageMbTable<double>& gradient_landed, double static_memory,
                  bool holds_to_step_end, RankTimeline& out) {
@@ -360,7 +361,7 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
   const StageMbTable<double> landed =
       CollectGradientLandings(plan.programs, timeline.ranks, topology);
   const StageMap map(topology);
-  const bool holds_to_step_end = HoldsRetainedToStepEnd(plan.request.runtime);
+  const bool holds_to_step_end = IsTorchScheduleRuntime(plan.request.runtime);
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     TrackMemory(plan.programs[r], changes, landed,
                 memory.StaticOf(RankId(static_cast<int>(r)), map), holds_to_step_end,

@@ -60,17 +60,6 @@ Status CheckRunsOn(Runtime runtime, std::string_view name, Placement placement,
   return Status::Ok();
 }
 
-bool RunsCellsInTurn(Runtime runtime) {
-  switch (runtime) {
-    case Runtime::kTorch:
-    case Runtime::kTorchtitan:
-      return true;
-    case Runtime::kAny:
-    case Runtime::kPipeplanTorch:
-    case Runtime::kMegatron:
-      return false;
-  }
-  return false;
-}
+bool RunsCellsInTurn(Runtime runtime) { return IsTorchScheduleRuntime(runtime); }
 
 }  // namespace pipeplan

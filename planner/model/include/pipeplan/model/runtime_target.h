@@ -24,9 +24,9 @@ std::optional<Runtime> RuntimeFromName(std::string_view name);
 // "pipeplan-torch, torch, torchtitan, megatron": the names a user may pass.
 std::string_view RuntimeNames();
 
-// Whether the runtime keeps what a backward leaves held (the input gradient it sent, the last
-// stage's outputs and losses) until the step ends: torch's _PipelineScheduleRuntime clears its
-// stages' state only then. The others free a sent gradient once its send completed.
-bool HoldsRetainedToStepEnd(Runtime runtime);
+// Whether torch's _PipelineScheduleRuntime executes the plan (torch, torchtitan): it runs an
+// F&B cell's halves in turn and keeps what a backward leaves held (the gradient it sent, the
+// last stage's outputs) until the step ends, when it clears its stages' state.
+bool IsTorchScheduleRuntime(Runtime runtime);
 
 }  // namespace pipeplan
