@@ -19,8 +19,9 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # tests that run OR-Tools (OptimalTest.*, about 5 minutes of it here): their time is the
 # unsanitized Python solver's, and the C++ around it (instance, result, expansion) runs here
 # in the stand-in tests (OptimalAnswers.*, OptimalNothingFits.*) and in the solver_result
-# fuzz target; scripts/test.sh runs them all.
-if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 -LE timing \
+# fuzz target; scripts/test.sh runs them all. The behaviour corpus (label corpus) runs the
+# same planner code as the unit tests, several hundred times over: scripts/test.sh runs it.
+if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 -LE 'timing|corpus' \
   -E '^OptimalTest\.' --timeout 900; then
   echo "sanitize: FAILED" >&2
   exit 1

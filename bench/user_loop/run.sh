@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The documented loop of docs/torch-interop.md on a model the repository's tests do not use
-# (mixer_job.py), as a new user runs it, then every candidate timed: auto's pick (its CSV in
-# torch's runtime) against each of torch's own schedule classes, ROUNDS rounds (default 5),
+# (mixer_job.py, or $JOB: transformer_job.py), as a new user runs it, then every candidate
+# timed: auto's pick (its CSV in torch's runtime) against each of torch's own schedule classes, ROUNDS rounds (default 5),
 # round-robin against drift. Prints each config's median over the rounds. Needs the torch venv
 # (scripts/setup_torch.sh) and a built pipeplan. Wants a quiet machine: on the shared 2-core VM
 # single runs vary by +-20%. ROUNDS=0 runs the loop and the memory check only
@@ -12,12 +12,13 @@ repo=$(cd "$here/../.." && pwd)
 pp=${PIPEPLAN:-$(bash "$repo/scripts/build_dir.sh")/cli/pipeplan}
 py=${PIPEPLAN_PYTHON:-$(ls -d "$HOME"/.cache/pipeplan/venv-torch-*/bin/python | tail -1)}
 rounds=${ROUNDS:-5}
+job_file=$here/${JOB:-mixer_job.py}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 job() {  # job ARGS...: the model's job over 2 Gloo processes
   "$py" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
-    --master-port $((20000 + RANDOM % 20000)) "$here/mixer_job.py" "$@" 2>&1
+    --master-port $((20000 + RANDOM % 20000)) "$job_file" "$@" 2>&1
 }
 # 1. The schedule run today (torch's Schedule1F1B) and one short zero-bubble run, profiled.
 job --schedule Schedule1F1B --profile fb --steps 5 >/dev/null
