@@ -39,7 +39,7 @@ double RunPipeline(benchmark::State& state, const PlanRequest& request) {
   size_t actions = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(request);
+    StatusOr<Evaluated> planned = BuildAndSimulatePlan(request);
     if (!planned.ok()) {
       state.SkipWithError(planned.status().message().c_str());
       return -1;

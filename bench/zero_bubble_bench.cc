@@ -137,7 +137,7 @@ void BM_Budget_Auto_P8_M64(benchmark::State& state) {
       state.SkipWithError(result.status().message().c_str());
       return;
     }
-    benchmark::DoNotOptimize(result->best.programs.data());
+    benchmark::DoNotOptimize(result->best.plan.programs.data());
     total_ms += std::chrono::duration<double, std::milli>(end - start).count();
     candidates = result->candidates.size();
   }

@@ -161,8 +161,7 @@ Status ExecuteCompare(const CompareOptions& options) {
   if (options.html.has_value()) {
     std::vector<ReportEntry> entries = ReportEntries(rows);
     if (auto_result.has_value() && auto_result->ok()) {
-      PIPEPLAN_ASSIGN_OR_RETURN(ReportEntry entry, AutoReportEntry(**auto_result));
-      entries.push_back(std::move(entry));
+      entries.push_back(AutoReportEntry(**auto_result));
     }
     ReportOptions report;
     report.title = "pipeplan compare";

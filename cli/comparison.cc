@@ -44,7 +44,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
     row.error = status.message();
     return row;
   }
-  StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(request);
+  StatusOr<Evaluated> planned = BuildAndSimulatePlan(request);
   if (!planned.ok()) {
     row.error = planned.status().message();
     return row;
@@ -221,7 +221,7 @@ StatusOr<AutoResult> RunAuto(const PlanRequest& base) {
 
 std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
   if (!result.ok()) return "auto: failed: " + result.status().message() + "\n";
-  const PlanRequest& best = result->best.request;
+  const PlanRequest& best = result->best.plan.request;
   const AutoCandidate& first = result->candidates[result->pick];
   int planned = 0;
   for (const AutoCandidate& candidate : result->candidates)
@@ -271,13 +271,12 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
          " step; peak memory: static + activations, max over ranks)\n";
 }
 
-StatusOr<ReportEntry> AutoReportEntry(const AutoResult& result) {
-  const Plan& best = result.best;
-  PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Simulate(best));
+ReportEntry AutoReportEntry(const AutoResult& result) {
+  const Plan& best = result.best.plan;
   // The provenance reads "auto -> NAME"; V and the setting are in the table and the section.
   std::string name = best.provenance.strategy.empty() ? "auto -> " + best.request.strategy
                                                       : best.provenance.strategy;
-  return ReportEntry{std::move(name), best, std::move(timeline)};
+  return ReportEntry{std::move(name), best, result.best.timeline};
 }
 
 std::string ReportSubtitle(const std::string& description, const std::vector<ComparisonRow>& rows,

@@ -62,7 +62,7 @@ std::string RenderAutoPick(const StatusOr<AutoResult>& result);
 // failures with their reason.
 std::string RenderAutoSection(const StatusOr<AutoResult>& result);
 // auto's plan as a report entry named "auto -> NAME".
-StatusOr<ReportEntry> AutoReportEntry(const AutoResult& result);
+ReportEntry AutoReportEntry(const AutoResult& result);
 
 // The report's subtitle: `description`, the rollback receives of each entry with
 // post-validation, then the strategies that could not plan and why (the report has no

@@ -88,10 +88,7 @@ Status ExecuteDemo(const DemoOptions& options) {
   std::cout << "\n" << RenderAutoPick(auto_result);
 
   std::vector<ReportEntry> entries = ReportEntries(rows);
-  if (auto_result.ok()) {
-    PIPEPLAN_ASSIGN_OR_RETURN(ReportEntry entry, AutoReportEntry(*auto_result));
-    entries.push_back(std::move(entry));
-  }
+  if (auto_result.ok()) entries.push_back(AutoReportEntry(*auto_result));
   ReportOptions report;
   report.title = "pipeplan demo: Zero Bubble paper, 1.5B model";
   report.subtitle = ReportSubtitle(DescribeRequest(request) + " (microseconds)", rows, entries);

@@ -164,7 +164,7 @@ StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
 // One stderr line naming what `auto` picked, with its simulated figures, then what the pick
 // rests on where a figure was assumed.
 void NoteAutoPick(const AutoResult& result) {
-  const Plan& plan = result.best;
+  const Plan& plan = result.best.plan;
   const AutoCandidate& pick = result.candidates[result.pick];
   const Topology& t = plan.request.topology;
   std::string line =
@@ -248,7 +248,7 @@ StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) 
   if (request.strategy == kAutoStrategy) {
     PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
     NoteAutoPick(result);
-    return std::move(result.best);
+    return std::move(result.best.plan);
   }
   if (FindOptimalStrategy(request.strategy) == nullptr) return BuildPlan(request);
   PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, RunCpSat));

@@ -41,8 +41,8 @@ class AutoSearcher {
   StatusOr<AutoResult> Run() {
     for (const Strategy& strategy : AllStrategies()) AddCandidates(strategy);
     AutoResult result;
-    const Plan* best = nullptr;
-    std::vector<Plan> plans;
+    Evaluated* best = nullptr;
+    std::vector<Evaluated> plans;
     plans.reserve(candidates_.size());
     for (AutoCandidate& candidate : candidates_) plans.push_back(Evaluate(candidate));
     std::vector<size_t> order(candidates_.size());
@@ -62,10 +62,11 @@ class AutoSearcher {
       result.notes = NotesOn(result.candidates, result.pick);
     }
     if (best == nullptr) return NothingFits();
-    result.best = *best;
-    result.best.provenance.strategy = "auto -> " + result.best.request.strategy;
-    result.best.provenance.options = "chosen by auto among " + std::to_string(candidates_.size()) +
-                                     " candidates; " + result.best.provenance.options;
+    result.best = std::move(*best);
+    Provenance& provenance = result.best.plan.provenance;
+    provenance.strategy = "auto -> " + result.best.plan.request.strategy;
+    provenance.options = "chosen by auto among " + std::to_string(candidates_.size()) +
+                         " candidates; " + provenance.options;
     return result;
   }
 
@@ -147,8 +148,8 @@ class AutoSearcher {
     }
   }
 
-  Plan Evaluate(AutoCandidate& candidate) {
-    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(candidate.request);
+  Evaluated Evaluate(AutoCandidate& candidate) {
+    StatusOr<Evaluated> planned = BuildAndSimulatePlan(candidate.request);
     if (!planned.ok()) {
       candidate.status = planned.status();
       return {};
@@ -156,7 +157,7 @@ class AutoSearcher {
     candidate.makespan = planned->timeline.metrics.makespan;
     candidate.peak_memory = PeakMemory(planned->timeline);
     candidate.assumes = DescribeAssumptions(planned->plan, request_.costs, request_.memory);
-    return std::move(planned->plan);
+    return *std::move(planned);
   }
 
   // The fastest feasible candidate that assumes nothing; the fastest where all do.
@@ -245,7 +246,7 @@ class AutoSearcher {
   static std::optional<double> SmallestLimitOf(const PlanRequest& request) {
     const StatusOr<PlanRequest> least = AtSmallestLimit(request);
     if (!least.ok()) return std::nullopt;
-    StatusOr<SimulatedPlan> planned = BuildAndSimulatePlan(*least);
+    StatusOr<Evaluated> planned = BuildAndSimulatePlan(*least);
     if (!planned.ok()) return std::nullopt;
     return std::max(least->memory.limit.value_or(0.0), PeakMemory(planned->timeline));
   }

@@ -90,8 +90,9 @@ std::optional<ComputeOrder> OrderInKinds(const Plan& plan, const OptimalStrategy
 StatusOr<Candidate> PlanOrder(const PlanRequest& request, ComputeOrder order, std::string name) {
   Candidate candidate;
   candidate.name = std::move(name);
-  PIPEPLAN_ASSIGN_OR_RETURN(candidate.plan, BuildPlanFromOrder(request, std::move(order)));
-  PIPEPLAN_ASSIGN_OR_RETURN(candidate.timeline, Simulate(candidate.plan));
+  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated planned, EvaluateOrder(request, std::move(order)));
+  candidate.plan = std::move(planned.plan);
+  candidate.timeline = std::move(planned.timeline);
   return candidate;
 }
 
@@ -508,8 +509,8 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   if (clocked || answer.outcome.stopped_by_clock) {
     status += "; stopped by the clock cap on a loaded machine, so a rerun may differ";
   }
-  // Again with the proven bound in the provenance: the metrics' lower bound takes it.
-  PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(out.plan));
+  // The proven bound is in the provenance now: the metrics' lower bound takes it.
+  RefreshLowerBound(out.plan, out.timeline);
   return out;
 }
 
@@ -540,9 +541,9 @@ StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const AutoResult found, AutoSearch(request));
   AutoOptimalResult out;
-  out.heuristic = found.best;
+  out.heuristic = found.best.plan;
   out.heuristic_makespan = found.candidates.front().makespan;
-  out.plan = found.best;
+  out.plan = found.best.plan;
   out.makespan = out.heuristic_makespan;
   std::set<std::pair<Placement, int>> solved;
   for (const AutoCandidate& candidate : found.candidates) {

@@ -53,17 +53,11 @@ Provenance ProvenanceOf(const PlanRequest& request) {
 }
 
 // The limit holds where the simulated peak of every rank does. Memory takes the timing too (a
-// gradient sent to another rank is freed once it landed there), so the plan is simulated with
-// its own costs: from `schedule`, its compute's list schedule, where the caller has it.
-Status CheckMemoryLimit(const Plan& plan, const ListScheduleResult* schedule) {
+// gradient sent to another rank is freed once it landed there), so `timeline` is the plan's
+// under its own costs.
+Status CheckMemoryLimit(const Plan& plan, const Timeline& timeline) {
   const MemoryModel& memory = plan.request.memory;
   if (!memory.limit.has_value()) return Status::Ok();
-  Timeline timeline;
-  if (schedule != nullptr) {
-    timeline = SimulateScheduled(plan, plan.request.costs, memory, *schedule);
-  } else {
-    PIPEPLAN_ASSIGN_OR_RETURN(timeline, Simulate(plan));
-  }
   for (const RankTimeline& rank : timeline.ranks) {
     if (rank.peak_memory > *memory.limit * (1 + 1e-12)) {
       return FailedPrecondition(plan.request.strategy + " needs " +
@@ -159,9 +153,11 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
 
 namespace {
 
-// BuildPlanFromOrder that also hands back the list schedule of the plan's compute order.
-StatusOr<Plan> BuildScheduledPlan(const PlanRequest& request, ComputeOrder order,
-                                  ListScheduleResult& schedule) {
+// EvaluateOrder that also hands back the list schedule of the plan's compute order. The plan is
+// simulated from that schedule, once: the memory limit's check needs the timeline, and so do
+// most callers.
+StatusOr<Evaluated> BuildScheduledPlan(const PlanRequest& request, ComputeOrder order,
+                                       ListScheduleResult& schedule) {
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
   PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
   PIPEPLAN_RETURN_IF_ERROR(ValidateComputeOrder(order, request.topology));
@@ -178,8 +174,9 @@ StatusOr<Plan> BuildScheduledPlan(const PlanRequest& request, ComputeOrder order
   // The compute order was checked above and the passes keep it as it is.
   Status valid = ValidateAddedActions(plan);
   if (!valid.ok()) return Internal("the planner produced an invalid plan: " + valid.message());
-  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan, &schedule));
-  return plan;
+  Timeline timeline = SimulateScheduled(plan, request.costs, request.memory, schedule);
+  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan, timeline));
+  return Evaluated{std::move(plan), std::move(timeline)};
 }
 
 // The end of the plan's last compute action in its list schedule.
@@ -227,34 +224,37 @@ std::vector<std::optional<double>> RaisedLimits(const PlanRequest& request) {
 // has). The simulated peak is what the limit binds, so the strategy plans again under raised
 // limits of its own (RaisedLimits) and the fastest plan that fits the asked one is kept. The
 // greedy passes are not monotone in the limit, hence every raise is tried.
-Plan WithRaisedLimit(const PlanRequest& request, const StageMap& stages, const Strategy& strategy,
-                     Plan plan, ListScheduleResult& schedule) {
-  double best = LastComputeEnd(schedule);
+// `end`: the last compute's end in `plan`'s list schedule.
+Evaluated WithRaisedLimit(const PlanRequest& request, const StageMap& stages,
+                          const Strategy& strategy, Evaluated plan, double end) {
+  double best = end;
   PlanRequest raised = request;
   for (const std::optional<double>& limit : RaisedLimits(request)) {
     raised.memory.limit = limit;
     StatusOr<ComputeOrder> order = strategy.generate(raised, stages);
     if (!order.ok()) continue;  // stuck under this limit
     ListScheduleResult candidate_schedule;
-    StatusOr<Plan> candidate = BuildScheduledPlan(request, *std::move(order), candidate_schedule);
+    StatusOr<Evaluated> candidate =
+        BuildScheduledPlan(request, *std::move(order), candidate_schedule);
     if (!candidate.ok()) continue;  // above the asked limit
-    const double end = LastComputeEnd(candidate_schedule);
-    if (end < best) {
-      best = end;
+    const double candidate_end = LastComputeEnd(candidate_schedule);
+    if (candidate_end < best) {
+      best = candidate_end;
       plan = *std::move(candidate);
-      schedule = std::move(candidate_schedule);
     }
   }
   return plan;
 }
 
-// A strategy's plan (not "auto"), with its list schedule.
-StatusOr<Plan> BuildStrategyPlan(const PlanRequest& raw_request, ListScheduleResult& schedule) {
+// A strategy's plan (not "auto") and its timeline.
+StatusOr<Evaluated> BuildStrategyPlan(const PlanRequest& raw_request) {
+  ListScheduleResult schedule;
   PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest request, NormalizeRequest(raw_request));
   const StageMap stages(request.topology);
   const Strategy* strategy = FindStrategy(request.strategy);
   PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
-  PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, BuildScheduledPlan(request, std::move(order), schedule));
+  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated plan,
+                            BuildScheduledPlan(request, std::move(order), schedule));
   // Where the greedy's count is every rank's (the default model), a raised limit lets it plan
   // above the asked one, which the simulated check refuses: not tried, so that such plans and
   // their planning time stay as they were.
@@ -262,7 +262,7 @@ StatusOr<Plan> BuildStrategyPlan(const PlanRequest& raw_request, ListScheduleRes
       request.memory.LargestFixedIsEveryRanks(stages)) {
     return plan;
   }
-  return WithRaisedLimit(request, stages, *strategy, std::move(plan), schedule);
+  return WithRaisedLimit(request, stages, *strategy, std::move(plan), LastComputeEnd(schedule));
 }
 
 // The solver-made strategies need a solver, which this layer does not run.
@@ -279,15 +279,20 @@ StatusOr<Plan> BuildPlan(const PlanRequest& request) {
   PIPEPLAN_RETURN_IF_ERROR(RefuseSolverMade(request));
   if (request.strategy == kAutoStrategy) {
     PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
-    return std::move(result.best);
+    return std::move(result.best.plan);
   }
+  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated built, BuildStrategyPlan(request));
+  return std::move(built.plan);
+}
+
+StatusOr<Evaluated> EvaluateOrder(const PlanRequest& request, ComputeOrder order) {
   ListScheduleResult schedule;
-  return BuildStrategyPlan(request, schedule);
+  return BuildScheduledPlan(request, std::move(order), schedule);
 }
 
 StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order) {
-  ListScheduleResult schedule;
-  return BuildScheduledPlan(request, std::move(order), schedule);
+  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated built, EvaluateOrder(request, std::move(order)));
+  return std::move(built.plan);
 }
 
 StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request,
@@ -299,7 +304,10 @@ StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request,
   plan.programs = std::move(programs);
   plan.provenance = ProvenanceOf(request);
   PIPEPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
-  PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan, nullptr));
+  if (plan.request.memory.limit.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
+    PIPEPLAN_RETURN_IF_ERROR(CheckMemoryLimit(plan, timeline));
+  }
   return plan;
 }
 
@@ -313,19 +321,13 @@ StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request) {
   return request;
 }
 
-StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request) {
+StatusOr<Evaluated> BuildAndSimulatePlan(const PlanRequest& request) {
   PIPEPLAN_RETURN_IF_ERROR(RefuseSolverMade(request));
-  SimulatedPlan out;
   if (request.strategy == kAutoStrategy) {
-    PIPEPLAN_ASSIGN_OR_RETURN(out.plan, BuildPlan(request));
-    PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(out.plan));
-    return out;
+    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
+    return std::move(result.best);
   }
-  ListScheduleResult schedule;
-  PIPEPLAN_ASSIGN_OR_RETURN(out.plan, BuildStrategyPlan(request, schedule));
-  out.timeline =
-      SimulateScheduled(out.plan, out.plan.request.costs, out.plan.request.memory, schedule);
-  return out;
+  return BuildStrategyPlan(request);
 }
 
 }  // namespace pipeplan

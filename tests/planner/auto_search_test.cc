@@ -20,14 +20,14 @@ PlanRequest PaperRequest(const std::string& strategy) {
 TEST(AutoSearch, IsNoSlowerThanAnySingleStrategyAtOneStagePerRank) {
   const StatusOr<AutoResult> result = AutoSearch(PaperRequest("auto"));
   ASSERT_TRUE(result.ok()) << result.status().message();
-  const double best = testing::SimulateOrDie(result->best).metrics.makespan;
+  const double best = testing::SimulateOrDie(result->best.plan).metrics.makespan;
   for (const Strategy& strategy : AllStrategies()) {
     if (strategy.min_stages_per_rank > 1 || strategy.name == "zb") continue;
     const StatusOr<Plan> plan = BuildPlan(PaperRequest(std::string(strategy.name)));
     if (!plan.ok()) continue;
     EXPECT_LE(best, testing::SimulateOrDie(*plan).metrics.makespan) << strategy.name;
   }
-  EXPECT_EQ(result->best.provenance.strategy, "auto -> " + result->best.request.strategy);
+  EXPECT_EQ(result->best.plan.provenance.strategy, "auto -> " + result->best.plan.request.strategy);
   // Runners-up are listed fastest first.
   for (size_t i = 1; i < result->candidates.size(); ++i) {
     const AutoCandidate& a = result->candidates[i - 1];

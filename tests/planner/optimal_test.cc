@@ -727,7 +727,7 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
     ASSERT_TRUE(found.ok()) << found.status().message();
     EXPECT_GE(found->solved, 2);
     EXPECT_DOUBLE_EQ(found->heuristic_makespan, alone->candidates.front().makespan);
-    EXPECT_EQ(found->heuristic, alone->best);
+    EXPECT_EQ(found->heuristic, alone->best.plan);
     const Timeline timeline = testing::SimulateOrDie(found->plan);
     EXPECT_DOUBLE_EQ(timeline.metrics.makespan, found->makespan);
     for (const RankTimeline& rank : timeline.ranks) {
@@ -738,7 +738,7 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
       EXPECT_EQ(found->plan.provenance.solver_status, "optimal");
       EXPECT_EQ(found->plan.provenance.strategy, "auto -> " + found->plan.request.strategy);
     } else {
-      EXPECT_EQ(found->plan, alone->best);
+      EXPECT_EQ(found->plan, alone->best.plan);
     }
   }
   PlanRequest validated = MakeRequest("auto", 4, 8);

@@ -49,7 +49,7 @@ TEST(RuntimeSupport, AutoAmongWhatTorchRunsNeverPicksDualPlacementOrPostValidati
   for (const AutoCandidate& candidate : torch->candidates) {
     EXPECT_NE(candidate.request.topology.placement, Placement::kDual) << candidate.request.strategy;
   }
-  EXPECT_NE(torch->best.request.topology.placement, Placement::kDual);
+  EXPECT_NE(torch->best.plan.request.topology.placement, Placement::kDual);
   EXPECT_LT(torch->candidates.size(), any->candidates.size());
   // A strategy named outright is refused with the reason.
   PlanRequest dual = MakeRequest("dualpipe", 2, 8, 2, 1, 1, 1, 0);
@@ -63,10 +63,10 @@ TEST(RuntimeSupport, AutoAmongWhatTorchRunsNeverPicksDualPlacementOrPostValidati
 TEST(RuntimeSupport, TorchRunsAnOverlapCellsHalvesInTurn) {
   PlanRequest request = MakeRequest("1f1b-overlap", 4, 8, 1, 1, 1, 1, 0);
   request.costs.stages[0].overlap = 1.5;  // below F + B = 3
-  const StatusOr<SimulatedPlan> overlapped = BuildAndSimulatePlan(request);
+  const StatusOr<Evaluated> overlapped = BuildAndSimulatePlan(request);
   ASSERT_TRUE(overlapped.ok()) << overlapped.status().message();
   request.runtime = Runtime::kTorch;
-  const StatusOr<SimulatedPlan> in_turn = BuildAndSimulatePlan(request);
+  const StatusOr<Evaluated> in_turn = BuildAndSimulatePlan(request);
   ASSERT_TRUE(in_turn.ok()) << in_turn.status().message();
   EXPECT_GT(in_turn->timeline.metrics.makespan, overlapped->timeline.metrics.makespan);
   EXPECT_EQ(in_turn->plan.request.costs.stages[0].overlap, 0);  // F + B
@@ -99,7 +99,7 @@ TEST(AssumedFigures, AutoDoesNotPickAPlanWhoseAdvantageRestsOnAnAssumedSplit) {
       << result->candidates.front().request.strategy;
   const AutoCandidate& pick = result->candidates[result->pick];
   EXPECT_TRUE(pick.assumes.empty()) << pick.request.strategy << ": " << pick.assumes;
-  EXPECT_FALSE(KindsRead(result->best).split);
+  EXPECT_FALSE(KindsRead(result->best.plan).split);
   ASSERT_EQ(result->notes.size(), 1u);
   EXPECT_NE(result->notes[0].find("only if"), std::string::npos) << result->notes[0];
   EXPECT_NE(result->notes[0].find("profile a zero-bubble plan"), std::string::npos)
@@ -115,7 +115,7 @@ TEST(AssumedFigures, AutoDoesNotPickAPlanWhoseAdvantageRestsOnAnAssumedSplit) {
   const StatusOr<AutoResult> measured = AutoSearch(request);
   ASSERT_TRUE(measured.ok()) << measured.status().message();
   EXPECT_TRUE(measured->candidates[measured->pick].assumes.empty());
-  EXPECT_FALSE(KindsRead(measured->best).split) << measured->best.request.strategy;
+  EXPECT_FALSE(KindsRead(measured->best.plan).split) << measured->best.plan.request.strategy;
   for (const std::string& note : measured->notes) {
     EXPECT_EQ(note.find("I + W = B"), std::string::npos) << note;
   }

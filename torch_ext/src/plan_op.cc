@@ -53,13 +53,11 @@ std::vector<std::vector<std::string>> SplitRows(std::string_view csv) {
 }
 
 // The plan and its timeline; for auto, also what its pick rests on (AutoResult::notes).
-StatusOr<SimulatedPlan> PlanAndSimulate(const PlanRequest& request,
-                                        std::vector<std::string>& notes) {
+StatusOr<Evaluated> PlanAndSimulate(const PlanRequest& request, std::vector<std::string>& notes) {
   if (request.strategy != kAutoStrategy) return BuildAndSimulatePlan(request);
   PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
   notes = std::move(result.notes);
-  PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Simulate(result.best));
-  return SimulatedPlan{std::move(result.best), std::move(timeline)};
+  return std::move(result.best);
 }
 
 }  // namespace
@@ -70,7 +68,7 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
       app::CheckRequestValues(ValuesOf(request), app::StrategyFlag::kRequired));
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest plan_request, app::LoadRequest(request_flags));
   std::vector<std::string> auto_notes;
-  StatusOr<SimulatedPlan> planned = PlanAndSimulate(plan_request, auto_notes);
+  StatusOr<Evaluated> planned = PlanAndSimulate(plan_request, auto_notes);
   if (!planned.ok()) return app::InFlagTerms(planned.status(), request_flags);
   const Plan& plan = planned->plan;
   const Timeline& timeline = planned->timeline;

@@ -331,6 +331,36 @@ double LowerBound(const Plan& plan, const CostModel& costs) {
   return std::max(max_work, path);
 }
 
+namespace {
+thread_local SimulationCount* active_count = nullptr;
+
+// A plan's lower bound under `costs`: a solver's proven bound holds for the costs it solved
+// with, the plan's own.
+double LowerBoundWithProof(const Plan& plan, const CostModel& costs) {
+  double lower_bound = LowerBound(plan, costs);
+  if (costs == plan.request.costs) {
+    lower_bound = std::max(lower_bound, plan.provenance.proven_bound);
+  }
+  return lower_bound;
+}
+}  // namespace
+
+SimulationCount::SimulationCount() : outer_(active_count) { active_count = this; }
+
+SimulationCount::~SimulationCount() { active_count = outer_; }
+
+// Where SimulateScheduled reports to the active count.
+class SimulationCounted {
+ public:
+  static void Add() {
+    if (active_count != nullptr) ++active_count->value_;
+  }
+};
+
+void RefreshLowerBound(const Plan& plan, Timeline& timeline) {
+  timeline.metrics = ComputeMetrics(timeline.ranks, LowerBoundWithProof(plan, plan.request.costs));
+}
+
 StatusOr<Timeline> Simulate(const Plan& plan) {
   return Simulate(plan, plan.request.costs, plan.request.memory);
 }
@@ -367,11 +397,8 @@ Timeline SimulateScheduled(const Plan& plan, const CostModel& costs, const Memor
                 memory.StaticOf(RankId(static_cast<int>(r)), map), holds_to_step_end,
                 timeline.ranks[r]);
   }
-  // A solver's proven bound holds for the costs it solved with, the plan's own.
-  double lower_bound = LowerBound(plan, costs);
-  if (costs == plan.request.costs)
-    lower_bound = std::max(lower_bound, plan.provenance.proven_bound);
-  timeline.metrics = ComputeMetrics(timeline.ranks, lower_bound);
+  timeline.metrics = ComputeMetrics(timeline.ranks, LowerBoundWithProof(plan, costs));
+  SimulationCounted::Add();
   return timeline;
 }
 

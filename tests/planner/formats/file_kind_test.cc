@@ -18,12 +18,12 @@ struct KindCase {
   std::function<Status(std::string_view, ProtoFormat)> read;
 };
 
-const SimulatedPlan& Planned() {
-  static const SimulatedPlan planned = [] {
+const Evaluated& Planned() {
+  static const Evaluated planned = [] {
     PlanRequest request;
     request.strategy = "1f1b";
     request.topology = {.ranks = 2, .stages_per_rank = 1, .microbatches = 2};
-    StatusOr<SimulatedPlan> result = BuildAndSimulatePlan(request);
+    StatusOr<Evaluated> result = BuildAndSimulatePlan(request);
     EXPECT_TRUE(result.ok()) << result.status().message();
     return *std::move(result);
   }();

@@ -250,7 +250,7 @@ TEST_P(StrategyConformance, EveryAcceptedPlanIsCompleteOrderedPairedDeadlockFree
         EXPECT_EQ(*Simulate(*again), *timeline);
         // BuildAndSimulatePlan reuses comm insertion's list schedule and skips the second
         // compute-order check: it must still give the same plan and the same timeline.
-        const StatusOr<SimulatedPlan> both = BuildAndSimulatePlan(request);
+        const StatusOr<Evaluated> both = BuildAndSimulatePlan(request);
         ASSERT_TRUE(both.ok()) << both.status().message();
         EXPECT_EQ(both->plan, *plan);
         EXPECT_EQ(both->timeline, *timeline);
@@ -295,7 +295,7 @@ TEST_P(StrategyConformance, PostValidationKeepsPlansValid) {
         ExpectPairing(*plan);
         ExpectRendezvousFinishes(*plan);
         EXPECT_TRUE(ValidatePlan(*plan).ok());
-        const StatusOr<SimulatedPlan> both = BuildAndSimulatePlan(request);
+        const StatusOr<Evaluated> both = BuildAndSimulatePlan(request);
         ASSERT_TRUE(both.ok()) << both.status().message();
         EXPECT_EQ(both->plan, *plan);
         EXPECT_EQ(both->timeline, *timeline);

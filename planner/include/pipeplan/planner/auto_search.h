@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeplan/model/plan.h"
+#include "pipeplan/planner/planner.h"
 
 namespace pipeplan {
 
@@ -20,7 +21,7 @@ struct AutoCandidate {
 };
 
 struct AutoResult {
-  Plan best;
+  Evaluated best;  // the pick and its timeline
   // Every candidate: feasible ones fastest first (ties: less memory, then catalogue order),
   // then the failures in catalogue order.
   std::vector<AutoCandidate> candidates;

@@ -29,18 +29,22 @@ inline constexpr std::string_view kAutoStrategy = "auto";
 // Builds the plan for `request.strategy`, or for "auto" the best plan AutoSearch finds.
 StatusOr<Plan> BuildPlan(const PlanRequest& request);
 
-// A plan and its simulated timeline under the request's own costs and memory model.
-struct SimulatedPlan {
+// A plan and its simulated timeline under the request's own costs and memory model, handed on
+// as one: whoever needs the timeline of a plan made here takes it, never simulates the plan
+// again (SimulationCount checks it).
+struct Evaluated {
   Plan plan;
   Timeline timeline;
 };
 
-// BuildPlan, then Simulate on the plan: the same plan and timeline for less work, since the
-// simulated times are the list schedule comm insertion runs anyway.
-StatusOr<SimulatedPlan> BuildAndSimulatePlan(const PlanRequest& request);
+// BuildPlan and the plan's timeline: the simulation the memory limit's check runs, or one from
+// the list schedule comm insertion ran anyway.
+StatusOr<Evaluated> BuildAndSimulatePlan(const PlanRequest& request);
 
 // For imported orders: runs comm insertion and validation on a given compute order.
 StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order);
+// BuildPlanFromOrder with the plan's timeline.
+StatusOr<Evaluated> EvaluateOrder(const PlanRequest& request, ComputeOrder order);
 
 // For imported programs that already hold their transfers (a job's executed order): the plan
 // as given, after every check an imported plan file gets (structure and the dry run).
