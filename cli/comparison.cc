@@ -8,7 +8,6 @@
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/plan_util.h"
-#include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
 #include "pipeplan/strategies/runtime_support.h"
@@ -39,7 +38,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   row.stages_per_rank = strategy.min_stages_per_rank <= 1 ? 1 : multi_stage_v;
   PlanRequest request = RowRequest(base, strategy.name, strategy.placement, row.stages_per_rank);
   // The microbatch group size is an interleaved-1f1b option; the planner rejects it elsewhere.
-  if (strategy.name != "interleaved-1f1b") request.options.microbatch_group_size = 0;
+  if (strategy.setting != StrategySetting::kGroupSizes) request.options.microbatch_group_size = 0;
   if (Status status = CheckApplicable(strategy, request.topology); !status.ok()) {
     row.error = status.message();
     return row;
@@ -61,7 +60,9 @@ std::string CandidateSetting(const PlanRequest& request) {
   if (request.options.microbatch_group_size > 0) {
     return "group=" + std::to_string(request.options.microbatch_group_size);
   }
-  if (request.strategy == "zb" && request.memory.limit.has_value()) {
+  const Strategy* strategy = FindStrategy(request.strategy);
+  if (strategy != nullptr && strategy->setting == StrategySetting::kMemorySteps &&
+      request.memory.limit.has_value()) {
     return "limit=" + app::FormatCompact(*request.memory.limit);
   }
   return "";
@@ -127,14 +128,8 @@ std::string VerdictCell(const ComparisonRow& row) {
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
                                          const OptimalRows* optimal) {
   std::vector<ComparisonRow> rows;
-  for (const Strategy& strategy : AllStrategies()) {
-    // Post-validation is a zero-bubble option; the other strategies are left out.
-    if (base.options.post_validation && !SupportsPostValidation(strategy.name)) continue;
-    if (!CheckRunsOn(base.runtime, strategy.name, strategy.placement, base.options.post_validation)
-             .ok()) {
-      continue;
-    }
-    rows.push_back(RunOne(strategy, base, multi_stage_v));
+  for (const Strategy* strategy : CandidateStrategies(base)) {
+    rows.push_back(RunOne(*strategy, base, multi_stage_v));
   }
   if (optimal != nullptr && !base.options.post_validation) {
     AddSolverMadeRows(base, multi_stage_v, *optimal, rows);

@@ -10,7 +10,6 @@
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/stage_recut.h"
 #include "pipeplan/model/text_format.h"
-#include "pipeplan/passes/post_validation.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/runtime_support.h"
 #include "pipeplan/strategies/strategy.h"
@@ -39,7 +38,7 @@ class AutoSearcher {
   }
 
   StatusOr<AutoResult> Run() {
-    for (const Strategy& strategy : AllStrategies()) AddCandidates(strategy);
+    for (const Strategy* strategy : CandidateStrategies(request_)) AddCandidates(*strategy);
     AutoResult result;
     Evaluated* best = nullptr;
     std::vector<Evaluated> plans;
@@ -73,12 +72,6 @@ class AutoSearcher {
  private:
   void AddCandidates(const Strategy& strategy) {
     const bool per_stage_costs = HasPerStageFigures(request_);
-    if (request_.options.post_validation && !SupportsPostValidation(strategy.name)) return;
-    if (!CheckRunsOn(request_.runtime, strategy.name, strategy.placement,
-                     request_.options.post_validation)
-             .ok()) {
-      return;
-    }
     for (const int v : StagesPerRankOptions(strategy)) {
       PlanRequest candidate = request_;
       candidate.strategy = std::string(strategy.name);
@@ -99,12 +92,16 @@ class AutoSearcher {
         candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
         candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
       }
-      if (strategy.name == "interleaved-1f1b") {
-        AddGroupSizes(candidate);
-      } else if (strategy.name == "zb") {
-        AddMemorySteps(candidate);
-      } else {
-        candidates_.push_back({candidate, Status::Ok(), 0, 0});
+      switch (strategy.setting) {
+        case StrategySetting::kGroupSizes:
+          AddGroupSizes(candidate);
+          break;
+        case StrategySetting::kMemorySteps:
+          AddMemorySteps(candidate);
+          break;
+        case StrategySetting::kNone:
+          candidates_.push_back({candidate, Status::Ok(), 0, 0});
+          break;
       }
     }
   }
@@ -262,6 +259,20 @@ class AutoSearcher {
 };
 
 }  // namespace
+
+std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request) {
+  std::vector<const Strategy*> out;
+  for (const Strategy& strategy : AllStrategies()) {
+    if (request.options.post_validation && !strategy.post_validation) continue;
+    if (!CheckRunsOn(request.runtime, strategy.name, strategy.placement,
+                     request.options.post_validation)
+             .ok()) {
+      continue;
+    }
+    out.push_back(&strategy);
+  }
+  return out;
+}
 
 StatusOr<AutoResult> AutoSearch(const PlanRequest& request) {
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(

@@ -11,7 +11,6 @@
 #include "pipeplan/model/stage_recut.h"
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/passes/comm_insertion.h"
-#include "pipeplan/passes/post_validation.h"
 #include "pipeplan/passes/scheduled_passes.h"
 #include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/optimal.h"
@@ -92,12 +91,24 @@ struct StrategyShape {
   Placement placement;
   int min_stages_per_rank;
   int max_stages_per_rank;
+  StrategySetting setting = StrategySetting::kNone;
 };
+
+// "interleaved-1f1b": the strategies whose setting is the microbatch group size.
+std::string GroupSizeStrategyNames() {
+  std::string names;
+  for (const Strategy& strategy : AllStrategies()) {
+    if (strategy.setting != StrategySetting::kGroupSizes) continue;
+    names += names.empty() ? "" : ", ";
+    names += strategy.name;
+  }
+  return names;
+}
 
 StatusOr<StrategyShape> ShapeOf(const std::string& name) {
   if (const Strategy* strategy = FindStrategy(name); strategy != nullptr) {
     return StrategyShape{strategy->placement, strategy->min_stages_per_rank,
-                         strategy->max_stages_per_rank};
+                         strategy->max_stages_per_rank, strategy->setting};
   }
   if (const OptimalStrategy* optimal = FindOptimalStrategy(name); optimal != nullptr) {
     return StrategyShape{optimal->placement, optimal->min_stages_per_rank,
@@ -123,15 +134,13 @@ StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
     return InvalidArgument("microbatch group size must be >= 1, got " +
                            std::to_string(request.options.microbatch_group_size));
   }
-  if (request.options.microbatch_group_size > 0 && request.strategy != "interleaved-1f1b") {
-    return InvalidArgument("options.microbatch_group_size applies to interleaved-1f1b only, not " +
-                           request.strategy);
+  if (request.options.microbatch_group_size > 0 && shape.setting != StrategySetting::kGroupSizes) {
+    return InvalidArgument("options.microbatch_group_size applies to " + GroupSizeStrategyNames() +
+                           " only, not " + request.strategy);
   }
   if (request.options.post_validation && !SupportsPostValidation(request.strategy)) {
-    return InvalidArgument(
-        "options.post_validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
-        "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not " +
-        request.strategy);
+    return InvalidArgument("options.post_validation applies to the zero-bubble family (" +
+                           PostValidationStrategyNames() + "), not " + request.strategy);
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckRunsOn(request.runtime, request.strategy,
                                        request.topology.placement,

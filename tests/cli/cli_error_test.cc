@@ -323,16 +323,16 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        // The library's message (NormalizeRequest) names the field; the CLI, the flag.
        Input("plan",
-             "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
-             "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b"),
+             "--post-validation applies to the zero-bubble family (zb-h1, zb-h2, zb, zb-1p, "
+             "zb-2p, interleaved-zb, zbv-handcrafted, zbv, v-half, v-min), not 1f1b"),
        1},
       {"PostValidationOnDualPipe",
        {"plan", "--strategy", "dualpipe", "--ranks", "4", "--microbatches", "8",
         "--post-validation"},
        {},
        Input("plan",
-             "--post-validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, "
-             "zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not dualpipe"),
+             "--post-validation applies to the zero-bubble family (zb-h1, zb-h2, zb, zb-1p, "
+             "zb-2p, interleaved-zb, zbv-handcrafted, zbv, v-half, v-min), not dualpipe"),
        1},
       {"TooManyRanks",
        {"plan", "--strategy", "1f1b", "--ranks", "5000", "--microbatches", "8"},
@@ -401,8 +401,8 @@ const std::vector<ErrorCase>& ErrorCases() {
        {{"request.json", R"({"strategy": "1f1b", "topology": {"ranks": 4, "microbatches": 8}, )"
                          R"("options": {"post_validation": true}})"}},
        Input("plan",
-             "options.post_validation applies to the zero-bubble family (zb, zb-1p, zb-2p, "
-             "zb-h1, zb-h2, interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b"),
+             "options.post_validation applies to the zero-bubble family (zb-h1, zb-h2, zb, "
+             "zb-1p, zb-2p, interleaved-zb, zbv-handcrafted, zbv, v-half, v-min), not 1f1b"),
        1},
       {"MalformedCostsFile",
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--costs",

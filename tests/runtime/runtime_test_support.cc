@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "pipeplan/passes/post_validation.h"
+#include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan::runtime::testing {
 
@@ -10,7 +10,7 @@ std::vector<StrategyCase> AllStrategyCases() {
   std::vector<StrategyCase> cases;
   for (const Strategy& strategy : AllStrategies()) cases.push_back({std::string(strategy.name)});
   for (const Strategy& strategy : AllStrategies()) {
-    if (SupportsPostValidation(strategy.name)) cases.push_back({std::string(strategy.name), true});
+    if (strategy.post_validation) cases.push_back({std::string(strategy.name), true});
   }
   return cases;
 }

@@ -1,7 +1,6 @@
 #include "pipeplan/passes/post_validation.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <optional>
 #include <string>
@@ -15,10 +14,6 @@
 
 namespace pipeplan {
 namespace {
-
-constexpr std::array<std::string_view, 10> kZeroBubbleFamily = {
-    "zb",  "zb-1p",           "zb-2p",  "zb-h1", "zb-h2", "interleaved-zb",
-    "zbv", "zbv-handcrafted", "v-half", "v-min"};
 
 Action MakePvAction(ActionKind kind, StageId stage, int peer) {
   Action action = MakeCompute(kind, stage, MicrobatchId(0));
@@ -339,11 +334,6 @@ class PostValidationInserter {
 };
 
 }  // namespace
-
-bool SupportsPostValidation(std::string_view strategy) {
-  return std::find(kZeroBubbleFamily.begin(), kZeroBubbleFamily.end(), strategy) !=
-         kZeroBubbleFamily.end();
-}
 
 StatusOr<std::vector<RankProgram>> InsertPostValidation(std::vector<RankProgram> programs,
                                                         const StageMap& stages,

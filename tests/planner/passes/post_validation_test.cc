@@ -130,8 +130,8 @@ TEST(PostValidation, OnlyTheZeroBubbleFamily) {
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(
       plan.status().message(),
-      "options.post_validation applies to the zero-bubble family (zb, zb-1p, zb-2p, zb-h1, zb-h2, "
-      "interleaved-zb, zbv, zbv-handcrafted, v-half, v-min), not 1f1b");
+      "options.post_validation applies to the zero-bubble family (zb-h1, zb-h2, zb, zb-1p, zb-2p, "
+      "interleaved-zb, zbv-handcrafted, zbv, v-half, v-min), not 1f1b");
 }
 
 }  // namespace

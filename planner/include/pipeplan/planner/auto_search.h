@@ -11,6 +11,8 @@
 
 namespace pipeplan {
 
+struct Strategy;  // pipeplan/strategies/strategy.h
+
 struct AutoCandidate {
   PlanRequest request;       // concrete: strategy, V, group size, limit, costs per stage
   Status status;             // why the candidate failed, when it did
@@ -30,6 +32,10 @@ struct AutoResult {
   // rests on an assumed figure, or that every candidate's does (figure_sources.h).
   std::vector<std::string> notes = {};
 };
+
+// The catalogue strategies `auto` and `compare` plan for `request`, in catalogue order: those
+// its runtime runs and, with post-validation asked, those that take it.
+std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request);
 
 // The request's costs describe one stage at the request's V (V = 0 or 1: a rank's whole
 // share); candidates with another V get the same per-rank work split over their stages.

@@ -5,7 +5,6 @@
 // they must still be drained, then the step is replayed).
 #pragma once
 
-#include <string_view>
 #include <vector>
 
 #include "pipeplan/model/cost_model.h"
@@ -13,9 +12,6 @@
 #include "pipeplan/model/topology.h"
 
 namespace pipeplan {
-
-// Whether `strategy` belongs to the zero-bubble family that supports post-validation.
-bool SupportsPostValidation(std::string_view strategy);
 
 // Inserts PV where the reference places it. Rank r's PV time is the running max, from the
 // last rank down, of (start of its chunk-0 forward of microbatch min(2(P-1-r), M-1)) - the
