@@ -116,13 +116,9 @@ StatusOr<CompareOptions> ParseCompareOptions(const app::Flags& flags) {
                             app::ParseRequestFlags(flags, app::StrategyFlag::kNone));
   options.with_auto = flags.GetBool("auto");
   options.with_optimal = flags.GetBool("optimal");
-  PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, flags.GetNumber("time-limit"));
-  if (options.time_limit_s.has_value()) {
-    if (!options.with_optimal) return InvalidArgument("--time-limit needs --optimal");
-    if (!(*options.time_limit_s > 0)) {
-      return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
-                             app::FormatCompact(*options.time_limit_s));
-    }
+  PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, app::ParseTimeLimitFlag(flags));
+  if (options.time_limit_s.has_value() && !options.with_optimal) {
+    return InvalidArgument("--time-limit needs --optimal");
   }
   if (options.with_optimal && options.request.post_validation) {
     return InvalidArgument(

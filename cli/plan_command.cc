@@ -153,11 +153,7 @@ StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
   options.output = flags.GetString("output");
   options.periodic = flags.GetBool("periodic");
   options.optimal = flags.GetBool("optimal");
-  PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, flags.GetNumber("time-limit"));
-  if (options.time_limit_s.has_value() && !(*options.time_limit_s > 0)) {
-    return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
-                           app::FormatCompact(*options.time_limit_s));
-  }
+  PIPEPLAN_ASSIGN_OR_RETURN(options.time_limit_s, app::ParseTimeLimitFlag(flags));
   return options;
 }
 

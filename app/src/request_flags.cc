@@ -330,6 +330,15 @@ StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strate
   return CheckRequestValues(values, strategy_flag);
 }
 
+StatusOr<std::optional<double>> ParseTimeLimitFlag(const Flags& flags) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> seconds, flags.GetNumber("time-limit"));
+  if (seconds.has_value() && !(*seconds > 0)) {
+    return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
+                           FormatCompact(*seconds));
+  }
+  return seconds;
+}
+
 StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   if (flags.request_file.has_value()) {
     return LoadProtoFile(*flags.request_file, FileKind::kRequest, ParseRequest);

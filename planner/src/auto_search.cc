@@ -39,29 +39,52 @@ class AutoSearcher {
 
   StatusOr<AutoResult> Run() {
     for (const Strategy* strategy : CandidateStrategies(request_)) AddCandidates(*strategy);
-    AutoResult result;
-    Evaluated* best = nullptr;
-    std::vector<Evaluated> plans;
-    plans.reserve(candidates_.size());
-    for (AutoCandidate& candidate : candidates_) plans.push_back(Evaluate(candidate));
+    // Only the two plans the pick can be are kept with their timelines (a timeline of every
+    // candidate at large P and M would be hundreds of MB), never copied: the fastest, and the
+    // fastest whose step rests on measured figures alone (PickOf), the same one where it is.
+    std::optional<Kept> fastest;
+    std::optional<Kept> measured;  // empty while it is `fastest` or none
+    bool measured_is_fastest = false;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      std::optional<Evaluated> planned = Evaluate(candidates_[i]);
+      if (!planned.has_value()) continue;
+      const std::optional<size_t> measured_index =
+          measured_is_fastest    ? std::optional<size_t>(fastest->index)
+          : measured.has_value() ? std::optional<size_t>(measured->index)
+                                 : std::nullopt;
+      const bool new_fastest = !fastest.has_value() || Faster(i, fastest->index);
+      const bool new_measured = candidates_[i].assumes.empty() &&
+                                (!measured_index.has_value() || Faster(i, *measured_index));
+      if (new_fastest) {
+        if (measured_is_fastest && !new_measured) measured = std::move(fastest);
+        if (new_measured) measured.reset();
+        fastest = Kept{i, *std::move(planned)};
+        measured_is_fastest = new_measured || (measured_is_fastest && !measured.has_value());
+      } else if (new_measured) {
+        measured = Kept{i, *std::move(planned)};
+        measured_is_fastest = false;
+      }
+    }
     std::vector<size_t> order(candidates_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       const AutoCandidate& x = candidates_[a];
       const AutoCandidate& y = candidates_[b];
       if (x.status.ok() != y.status.ok()) return x.status.ok();
-      if (!x.status.ok()) return false;
-      if (x.makespan != y.makespan) return x.makespan < y.makespan;
-      return x.peak_memory < y.peak_memory;
+      return x.status.ok() && Faster(a, b);
     });
+    AutoResult result;
     for (const size_t i : order) result.candidates.push_back(candidates_[i]);
-    if (!order.empty() && candidates_[order[0]].status.ok()) {
-      result.pick = PickOf(result.candidates);
-      best = &plans[order[result.pick]];
-      result.notes = NotesOn(result.candidates, result.pick);
+    if (!fastest.has_value()) return NothingFits();
+    result.pick = PickOf(result.candidates);
+    result.notes = NotesOn(result.candidates, result.pick);
+    Kept& best = measured.has_value() ? *measured : *fastest;
+    if (order[result.pick] != best.index) {
+      return Internal("auto: the pick's plan was not kept (candidate " +
+                      std::to_string(order[result.pick]) + ", kept " + std::to_string(best.index) +
+                      ")");
     }
-    if (best == nullptr) return NothingFits();
-    result.best = std::move(*best);
+    result.best = std::move(best.planned);
     Provenance& provenance = result.best.plan.provenance;
     provenance.strategy = "auto -> " + result.best.plan.request.strategy;
     provenance.options = "chosen by auto among " + std::to_string(candidates_.size()) +
@@ -70,6 +93,19 @@ class AutoSearcher {
   }
 
  private:
+  struct Kept {
+    size_t index;  // into candidates_
+    Evaluated planned;
+  };
+
+  // Candidate a ahead of b, both planned: a shorter step, then less memory.
+  bool Faster(size_t a, size_t b) const {
+    const AutoCandidate& x = candidates_[a];
+    const AutoCandidate& y = candidates_[b];
+    if (x.makespan != y.makespan) return x.makespan < y.makespan;
+    return x.peak_memory < y.peak_memory;
+  }
+
   void AddCandidates(const Strategy& strategy) {
     const bool per_stage_costs = HasPerStageFigures(request_);
     for (const int v : StagesPerRankOptions(strategy)) {
@@ -145,11 +181,12 @@ class AutoSearcher {
     }
   }
 
-  Evaluated Evaluate(AutoCandidate& candidate) {
+  // The candidate planned, its figures filled in; nullopt (and its status) where it failed.
+  std::optional<Evaluated> Evaluate(AutoCandidate& candidate) {
     StatusOr<Evaluated> planned = BuildAndSimulatePlan(candidate.request);
     if (!planned.ok()) {
       candidate.status = planned.status();
-      return {};
+      return std::nullopt;
     }
     candidate.makespan = planned->timeline.metrics.makespan;
     candidate.peak_memory = PeakMemory(planned->timeline);

@@ -229,10 +229,10 @@ std::vector<std::optional<double>> RaisedLimits(const PlanRequest& request) {
 // A strategy that plans under a memory limit keeps to it by its own count, which bounds the
 // simulated peak from above (the largest static memory of any rank, the largest transient and
 // every gradient it may retain, with each F), so its plan can leave part of the limit unused
-// (an H200's calibrated zbv, 2026-11-28: 6% slower under the very peak its unlimited plan
-// has). The simulated peak is what the limit binds, so the strategy plans again under raised
-// limits of its own (RaisedLimits) and the fastest plan that fits the asked one is kept. The
-// greedy passes are not monotone in the limit, hence every raise is tried.
+// (docs/planning.md, "memory limit", has a measured case). The simulated peak is what the
+// limit binds, so the strategy plans again under raised limits of its own (RaisedLimits) and
+// the fastest plan that fits the asked one is kept. The greedy passes are not monotone in the
+// limit, hence every raise is tried.
 // `end`: the last compute's end in `plan`'s list schedule.
 Evaluated WithRaisedLimit(const PlanRequest& request, const StageMap& stages,
                           const Strategy& strategy, Evaluated plan, double end) {

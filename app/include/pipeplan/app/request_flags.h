@@ -102,6 +102,9 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
 // ReadRequestValues, then CheckRequestValues.
 StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strategy_flag);
 
+// --time-limit SEC, the solver's budget: a number of seconds > 0; nullopt when not given.
+StatusOr<std::optional<double>> ParseTimeLimitFlag(const Flags& flags);
+
 // Reads --request FILE and --costs FILE. The returned request has topology, options, costs
 // and memory set from the flags; the strategy is flags.strategy (empty for compare) and the
 // placement and V are those of that strategy (V defaults to the smallest the strategy
