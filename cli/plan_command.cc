@@ -230,7 +230,13 @@ Status CheckSolverFlags(const PlanRequest& request, const PlanOptions& options) 
   return Status::Ok();
 }
 
-StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
+// A plan and what the planner estimated for it (Evaluated::notes).
+struct MadePlan {
+  Plan plan;
+  std::vector<std::string> notes;
+};
+
+StatusOr<MadePlan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
   PIPEPLAN_RETURN_IF_ERROR(CheckSolverFlags(request, options));
   OptimalOptions solver;
   solver.time_limit_s = options.time_limit_s.value_or(solver.time_limit_s);
@@ -239,29 +245,29 @@ StatusOr<Plan> MakePlan(const PlanRequest& request, const PlanOptions& options) 
     PIPEPLAN_ASSIGN_OR_RETURN(AutoOptimalResult result,
                               AutoSearchWithSolver(request, solver, RunCpSat));
     NoteAutoSolverPick(result);
-    return std::move(result.plan);
+    return MadePlan{std::move(result.plan), std::move(result.notes)};
   }
   if (request.strategy == kAutoStrategy) {
     PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
     NoteAutoPick(result);
-    return std::move(result.best.plan);
+    return MadePlan{std::move(result.best.plan), std::move(result.best.notes)};
   }
-  if (FindOptimalStrategy(request.strategy) == nullptr) return BuildPlan(request);
+  if (FindOptimalStrategy(request.strategy) == nullptr) {
+    PIPEPLAN_ASSIGN_OR_RETURN(Evaluated made, BuildAndSimulatePlan(request));
+    return MadePlan{std::move(made.plan), std::move(made.notes)};
+  }
   PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, RunCpSat));
   NoteSolverResult(result);
-  return std::move(result.plan);
+  return MadePlan{std::move(result.plan), std::move(result.notes)};
 }
 
 Status ExecutePlan(const PlanOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, app::LoadRequest(options.request));
-  StatusOr<Plan> made = MakePlan(request, options);
+  StatusOr<MadePlan> made = MakePlan(request, options);
   if (!made.ok()) return app::InFlagTerms(made.status(), options.request);
-  const Plan& plan = *made;
-  // Per-stage figures of another cut of the model: the planner cut them again by depth.
-  const std::string cut = app::CutFiguresLine(request.costs, request.memory, plan);
-  if (!cut.empty()) app::PrintNote(cut);
-  const std::string largest = app::StaticByRankLine(request.memory, plan);
-  if (!largest.empty()) app::PrintNote(largest);
+  const Plan& plan = made->plan;
+  // What the planner estimated: per-stage figures of another cut of the model cut again.
+  for (const std::string& note : made->notes) app::PrintNote(note);
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");

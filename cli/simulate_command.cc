@@ -16,7 +16,7 @@
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
-#include "pipeplan/model/stage_recut.h"
+#include "pipeplan/planner/normalize.h"
 #include "pipeplan/reports/chrome_trace.h"
 #include "pipeplan/reports/html_report.h"
 #include "pipeplan/reports/svg_timeline.h"
@@ -130,30 +130,20 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     // The plan written with the timeline carries the costs it was simulated with.
     PIPEPLAN_ASSIGN_OR_RETURN(plan.request.costs,
                               app::LoadCosts(app::CostFlags{options.costs, {}, true}));
-    // A calibrated cost file brings its memory model (bytes); the plan's limit stays.
-    if (plan.request.costs.memory.has_value()) {
-      const std::optional<double> limit = plan.request.memory.limit;
-      plan.request.memory = *std::move(plan.request.costs.memory);
-      plan.request.memory.limit = limit;
-      plan.request.costs.memory.reset();
-    }
+    // A calibrated cost file brings its memory model (bytes); the plan's limit stays (none
+    // where it had none: the file's own limit is not the plan's).
+    const std::optional<double> limit = plan.request.memory.limit;
+    TakeMemoryFromCosts(plan.request);
+    plan.request.memory.limit = limit;
     // Per-stage figures of another cut of the model: cut again by depth, as `plan` does.
-    const CostModel given_costs = plan.request.costs;
-    const MemoryModel given_memory = plan.request.memory;
-    StatusOr<StageFigures> fitted =
-        FitStageFigures(plan.request.costs, plan.request.memory, plan.request.topology);
+    StatusOr<FittedFigures> fitted = FitFigures(plan.request.costs, plan.request.memory,
+                                                plan.request.topology, app::PlanStrategyName(plan));
     if (!fitted.ok()) return fitted.status().WithContext(*options.costs);
     plan.request.costs = std::move(fitted->costs);
     plan.request.memory = std::move(fitted->memory);
     const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
     if (!valid.ok()) return valid.WithContext(*options.costs);
-    if (const std::string cut = app::CutFiguresLine(given_costs, given_memory, plan);
-        !cut.empty()) {
-      app::PrintNote(cut);
-    }
-    if (const std::string largest = app::StaticByRankLine(given_memory, plan); !largest.empty()) {
-      app::PrintNote(largest);
-    }
+    for (const std::string& note : fitted->notes) app::PrintNote(note);
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
 

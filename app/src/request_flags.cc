@@ -17,6 +17,7 @@
 #include "pipeplan/checks/validator.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/optimal.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
@@ -364,10 +365,7 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   request.runtime = flags.runtime;
   PIPEPLAN_ASSIGN_OR_RETURN(request.costs, LoadCosts(flags.costs));
   // A calibrated cost file brings the memory model (in bytes) with it.
-  if (request.costs.memory.has_value()) {
-    request.memory = *std::move(request.costs.memory);
-    request.costs.memory.reset();
-  }
+  TakeMemoryFromCosts(request);
   // --memory-limit overrides a cost file's own limit; without it the file's holds.
   if (flags.memory_limit.has_value()) request.memory.limit = flags.memory_limit;
   if (flags.memory_limit_in_bytes && request.memory.unit != kBytesUnit) {

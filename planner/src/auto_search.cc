@@ -10,6 +10,7 @@
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/stage_recut.h"
 #include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/runtime_support.h"
 #include "pipeplan/strategies/strategy.h"
@@ -114,20 +115,22 @@ class AutoSearcher {
       candidate.topology.stages_per_rank = v;
       candidate.topology.placement = strategy.placement;
       candidate.options.microbatch_group_size = 0;
+      std::vector<std::string> notes;
       if (per_stage_costs) {
-        // The user's cut of the model, cut again by depth where V differs (stage_recut.h).
-        StatusOr<StageFigures> fitted =
-            FitStageFigures(request_.costs, request_.memory, candidate.topology);
-        if (!fitted.ok()) {  // fails as planned, with the reason (NormalizeRequest)
+        // The user's cut of the model, cut again by depth where V differs (Normalize).
+        StatusOr<NormalizedRequest> normalized = Normalize(candidate);
+        if (!normalized.ok()) {  // fails as planned, with the reason
           candidates_.push_back({candidate, Status::Ok(), 0, 0});
           continue;
         }
-        candidate.costs = std::move(fitted->costs);
-        candidate.memory = std::move(fitted->memory);
+        candidate.costs = std::move(normalized->request.costs);
+        candidate.memory = std::move(normalized->request.memory);
+        notes = std::move(normalized->notes);
       } else {
         candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
         candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
       }
+      const size_t first = candidates_.size();
       switch (strategy.setting) {
         case StrategySetting::kGroupSizes:
           AddGroupSizes(candidate);
@@ -139,6 +142,7 @@ class AutoSearcher {
           candidates_.push_back({candidate, Status::Ok(), 0, 0});
           break;
       }
+      for (size_t i = first; i < candidates_.size(); ++i) candidates_[i].notes = notes;
     }
   }
 
@@ -191,6 +195,12 @@ class AutoSearcher {
     candidate.makespan = planned->timeline.metrics.makespan;
     candidate.peak_memory = PeakMemory(planned->timeline);
     candidate.assumes = DescribeAssumptions(planned->plan, request_.costs, request_.memory);
+    // Per-stage figures were fitted to the candidate above: its notes are that fit's.
+    if (HasPerStageFigures(request_)) {
+      planned->notes = candidate.notes;
+    } else {
+      candidate.notes = planned->notes;
+    }
     return *std::move(planned);
   }
 

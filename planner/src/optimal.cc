@@ -13,6 +13,7 @@
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/model/stage_mb_table.h"
 #include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/memory_tracker.h"
 #include "pipeplan/simulation/simulator.h"
@@ -420,7 +421,8 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
     return InvalidArgument("time_limit_s must be a number of seconds > 0, got " +
                            FormatNumber(options.time_limit_s));
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, NormalizeRequest(raw_request));
+  PIPEPLAN_ASSIGN_OR_RETURN(NormalizedRequest normalized, Normalize(raw_request));
+  const PlanRequest& request = normalized.request;
   const OptimalStrategy* optimal = FindOptimalStrategy(request.strategy);
   if (optimal == nullptr) {
     return InvalidArgument("'" + request.strategy + "' is not a solver-made strategy");
@@ -476,6 +478,7 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   }
 
   OptimalPlan out;
+  out.notes = std::move(normalized.notes);
   if (heuristic.has_value()) {
     out.best_heuristic = heuristic->name;
     out.best_heuristic_makespan = heuristic->timeline.metrics.makespan;
@@ -544,6 +547,7 @@ StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
   out.heuristic = found.best.plan;
   out.heuristic_makespan = found.candidates.front().makespan;
   out.plan = found.best.plan;
+  out.notes = found.best.notes;
   out.makespan = out.heuristic_makespan;
   std::set<std::pair<Placement, int>> solved;
   for (const AutoCandidate& candidate : found.candidates) {
@@ -563,6 +567,7 @@ StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
       out.makespan = made.timeline.metrics.makespan;
       out.plan = std::move(made.plan);
       out.plan.provenance.strategy = "auto -> " + out.plan.request.strategy;
+      out.notes = candidate.notes;  // the candidate's figures were fitted for it
     }
   }
   return out;

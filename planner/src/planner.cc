@@ -13,6 +13,7 @@
 #include "pipeplan/passes/comm_insertion.h"
 #include "pipeplan/passes/scheduled_passes.h"
 #include "pipeplan/planner/auto_search.h"
+#include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/optimal.h"
 #include "pipeplan/simulation/simulator.h"
 #include "pipeplan/strategies/runtime_support.h"
@@ -68,13 +69,6 @@ Status CheckMemoryLimit(const Plan& plan, const Timeline& timeline) {
   return Status::Ok();
 }
 
-Status CheckRequestModels(const PlanRequest& request) {
-  const int stages = request.topology.num_stages();
-  PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(request.costs, stages));
-  PIPEPLAN_RETURN_IF_ERROR(ValidateMemoryModel(request.memory, stages));
-  return ValidateStaticByRank(request.memory, request.topology.ranks);
-}
-
 }  // namespace
 
 std::string_view ToolVersion() { return PIPEPLAN_VERSION; }
@@ -82,82 +76,6 @@ std::string_view ToolVersion() { return PIPEPLAN_VERSION; }
 bool HasPerStageFigures(const PlanRequest& request) {
   return request.costs.stages.size() > 1 || request.costs.boundaries.size() > 1 ||
          request.memory.stages.size() > 1;
-}
-
-namespace {
-
-// What NormalizeRequest needs of a strategy, from the catalogue or the solver-made ones.
-struct StrategyShape {
-  Placement placement;
-  int min_stages_per_rank;
-  int max_stages_per_rank;
-  StrategySetting setting = StrategySetting::kNone;
-};
-
-// "interleaved-1f1b": the strategies whose setting is the microbatch group size.
-std::string GroupSizeStrategyNames() {
-  std::string names;
-  for (const Strategy& strategy : AllStrategies()) {
-    if (strategy.setting != StrategySetting::kGroupSizes) continue;
-    names += names.empty() ? "" : ", ";
-    names += strategy.name;
-  }
-  return names;
-}
-
-StatusOr<StrategyShape> ShapeOf(const std::string& name) {
-  if (const Strategy* strategy = FindStrategy(name); strategy != nullptr) {
-    return StrategyShape{strategy->placement, strategy->min_stages_per_rank,
-                         strategy->max_stages_per_rank, strategy->setting};
-  }
-  if (const OptimalStrategy* optimal = FindOptimalStrategy(name); optimal != nullptr) {
-    return StrategyShape{optimal->placement, optimal->min_stages_per_rank,
-                         optimal->max_stages_per_rank};
-  }
-  return InvalidArgument("unknown strategy '" + name + "' (known: " + PlannableStrategyNames() +
-                         ")");
-}
-
-}  // namespace
-
-StatusOr<PlanRequest> NormalizeRequest(PlanRequest request) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const StrategyShape shape, ShapeOf(request.strategy));
-  request.topology.placement = shape.placement;
-  // V = 0 means "the strategy's own": 1, or 2 for the interleaved and V-shaped ones.
-  if (request.topology.stages_per_rank == 0) {
-    request.topology.stages_per_rank = std::max(1, shape.min_stages_per_rank);
-  }
-  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(request.topology));
-  PIPEPLAN_RETURN_IF_ERROR(CheckStagesPerRank(request.strategy, shape.min_stages_per_rank,
-                                              shape.max_stages_per_rank, request.topology));
-  if (request.options.microbatch_group_size < 0) {
-    return InvalidArgument("microbatch group size must be >= 1, got " +
-                           std::to_string(request.options.microbatch_group_size));
-  }
-  if (request.options.microbatch_group_size > 0 && shape.setting != StrategySetting::kGroupSizes) {
-    return InvalidArgument("options.microbatch_group_size applies to " + GroupSizeStrategyNames() +
-                           " only, not " + request.strategy);
-  }
-  if (request.options.post_validation && !SupportsPostValidation(request.strategy)) {
-    return InvalidArgument("options.post_validation applies to the zero-bubble family (" +
-                           PostValidationStrategyNames() + "), not " + request.strategy);
-  }
-  PIPEPLAN_RETURN_IF_ERROR(CheckRunsOn(request.runtime, request.strategy,
-                                       request.topology.placement,
-                                       request.options.post_validation));
-  // Per-stage figures written for another cut of the model are cut again by depth.
-  if (HasPerStageFigures(request)) {
-    PIPEPLAN_ASSIGN_OR_RETURN(StageFigures fitted,
-                              FitStageFigures(request.costs, request.memory, request.topology));
-    request.costs = std::move(fitted.costs);
-    request.memory = std::move(fitted.memory);
-  }
-  // What the runtime does with an F&B cell is what it costs there.
-  if (RunsCellsInTurn(request.runtime)) {
-    for (StageCosts& stage : request.costs.stages) stage.overlap = 0.0;
-  }
-  PIPEPLAN_RETURN_IF_ERROR(CheckRequestModels(request));
-  return request;
 }
 
 namespace {
@@ -255,15 +173,17 @@ Evaluated WithRaisedLimit(const PlanRequest& request, const StageMap& stages,
   return plan;
 }
 
-// A strategy's plan (not "auto") and its timeline.
+// A strategy's plan (not "auto") and its timeline, with what Normalize estimated.
 StatusOr<Evaluated> BuildStrategyPlan(const PlanRequest& raw_request) {
   ListScheduleResult schedule;
-  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest request, NormalizeRequest(raw_request));
+  PIPEPLAN_ASSIGN_OR_RETURN(NormalizedRequest normalized, Normalize(raw_request));
+  const PlanRequest& request = normalized.request;
   const StageMap stages(request.topology);
   const Strategy* strategy = FindStrategy(request.strategy);
   PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
   PIPEPLAN_ASSIGN_OR_RETURN(Evaluated plan,
                             BuildScheduledPlan(request, std::move(order), schedule));
+  plan.notes = std::move(normalized.notes);
   // Where the greedy's count is every rank's (the default model), a raised limit lets it plan
   // above the asked one, which the simulated check refuses: not tried, so that such plans and
   // their planning time stay as they were.
@@ -271,7 +191,11 @@ StatusOr<Evaluated> BuildStrategyPlan(const PlanRequest& raw_request) {
       request.memory.LargestFixedIsEveryRanks(stages)) {
     return plan;
   }
-  return WithRaisedLimit(request, stages, *strategy, std::move(plan), LastComputeEnd(schedule));
+  std::vector<std::string> notes = std::move(plan.notes);
+  Evaluated best =
+      WithRaisedLimit(request, stages, *strategy, std::move(plan), LastComputeEnd(schedule));
+  best.notes = std::move(notes);
+  return best;
 }
 
 // The solver-made strategies need a solver, which this layer does not run.
@@ -324,9 +248,10 @@ StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request) {
   request.memory.limit.reset();
   const Strategy* strategy = FindStrategy(request.strategy);
   if (strategy == nullptr || strategy->smallest_limit == nullptr) return request;
-  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest normalized, NormalizeRequest(request));
-  PIPEPLAN_ASSIGN_OR_RETURN(request.memory.limit,
-                            strategy->smallest_limit(normalized, StageMap(normalized.topology)));
+  PIPEPLAN_ASSIGN_OR_RETURN(const NormalizedRequest normalized, Normalize(request));
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      request.memory.limit,
+      strategy->smallest_limit(normalized.request, StageMap(normalized.request.topology)));
   return request;
 }
 

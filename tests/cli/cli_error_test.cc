@@ -321,7 +321,7 @@ const std::vector<ErrorCase>& ErrorCases() {
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--post-validation",
         "-o", "p.pb"},
        {},
-       // The library's message (NormalizeRequest) names the field; the CLI, the flag.
+       // The library's message (Normalize) names the field; the CLI, the flag.
        Input("plan",
              "--post-validation applies to the zero-bubble family (zb-h1, zb-h2, zb, zb-1p, "
              "zb-2p, interleaved-zb, zbv-handcrafted, zbv, v-half, v-min), not 1f1b"),

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pipeplan/cli/cp_sat_solver.h"
+#include "pipeplan/planner/normalize.h"
 #include "test_support.h"
 
 namespace pipeplan {
@@ -590,9 +591,9 @@ TEST_F(OptimalTest, PeriodicAnswersAreValidSteadyStates) {
         MakeRequest(c.strategy, 4, 1, c.stages_per_rank, c.forward, c.input, c.weight, c.comm);
     if (c.strategy == std::string("optimal-fb")) request.costs.stages[0].backward_weight = 0;
     request.memory.limit = c.limit;
-    const StatusOr<PlanRequest> normalized = NormalizeRequest(request);
+    const StatusOr<NormalizedRequest> normalized = Normalize(request);
     ASSERT_TRUE(normalized.ok()) << normalized.status().message();
-    StatusOr<SolverInstance> one = BuildSolverInstance(*normalized);
+    StatusOr<SolverInstance> one = BuildSolverInstance(normalized->request);
     ASSERT_TRUE(one.ok()) << one.status().message();
     one->period_microbatches = 32;
     one->time_limit_s = 5;

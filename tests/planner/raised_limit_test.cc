@@ -11,6 +11,7 @@
 #include <string>
 
 #include "pipeplan/model/topology.h"
+#include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
 #include "test_support.h"
@@ -64,7 +65,8 @@ PlanRequest Drawn(const std::string& strategy, int ranks, int microbatches, int 
 
 // The strategy's own plan under the request's limit, as the planner had it before raising.
 StatusOr<Plan> StrategysOwnPlan(const PlanRequest& raw) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, NormalizeRequest(raw));
+  PIPEPLAN_ASSIGN_OR_RETURN(const NormalizedRequest normalized, Normalize(raw));
+  const PlanRequest& request = normalized.request;
   const StageMap stages(request.topology);
   PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order,
                             FindStrategy(request.strategy)->generate(request, stages));

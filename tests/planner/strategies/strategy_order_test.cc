@@ -1,6 +1,7 @@
 // Exact compute orders, derived by hand from the rules in docs/strategies.md.
 #include <gtest/gtest.h>
 
+#include "pipeplan/planner/normalize.h"
 #include "test_support.h"
 
 namespace pipeplan {
@@ -160,9 +161,9 @@ TEST(StrategyErrors, InvalidCombinationsAreClearErrors) {
 
 // The cap is on 3 x P x V x M compute actions: 100 M. Checked without planning (huge).
 TEST(StrategyErrors, ComputeActionCapIsExact) {
-  const StatusOr<PlanRequest> at_cap = NormalizeRequest(MakeRequest("zb", 4096, 8138));
+  const StatusOr<NormalizedRequest> at_cap = Normalize(MakeRequest("zb", 4096, 8138));
   EXPECT_TRUE(at_cap.ok()) << at_cap.status().message();  // 99999744 compute actions
-  const StatusOr<PlanRequest> above = NormalizeRequest(MakeRequest("zb", 4096, 8139));
+  const StatusOr<NormalizedRequest> above = Normalize(MakeRequest("zb", 4096, 8139));
   ASSERT_FALSE(above.ok());
   EXPECT_EQ(above.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(above.status().message(),

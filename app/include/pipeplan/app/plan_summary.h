@@ -16,20 +16,6 @@ namespace pipeplan::app {
 // request's.
 std::string PlanStrategyName(const Plan& plan);
 
-// The most entries per stage of `costs` or `memory` (1 for uniform figures).
-size_t PerStageEntries(const CostModel& costs, const MemoryModel& memory);
-
-// "the 4 per-stage entries of the costs were cut by depth into the 8 stages of zbv at V=2
-// (...)" where the figures given (`costs`, `memory`) have per-stage entries that the planner
-// cut again for `plan` (FitStageFigures: another number of stages, or other chains); empty
-// otherwise.
-std::string CutFiguresLine(const CostModel& costs, const MemoryModel& memory, const Plan& plan);
-
-// "the static memory measured on 4 ranks counts its largest, 67.0 MiB (70255616 B), for each
-// of the 8 ranks of zbv: an upper bound (...)" where the given `memory` has static_by_rank for
-// another number of ranks than `plan` (FitStageFigures); empty otherwise.
-std::string StaticByRankLine(const MemoryModel& memory, const Plan& plan);
-
 struct PostValidationSummary {
   int ranks_with_pv = 0;      // ranks whose program holds a POST_VALIDATION action
   int rollback_receives = 0;  // RECV_F actions tagged rollback (CountRollbackReceives)

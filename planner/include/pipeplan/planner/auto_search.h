@@ -20,10 +20,12 @@ struct AutoCandidate {
   double peak_memory = 0.0;  // static + activations, max over ranks
   // What its simulated step rests on that no run measured ("I + W = B"); empty: nothing.
   std::string assumes = {};
+  // What the planner estimated for it (Evaluated::notes: figures cut by depth, ...).
+  std::vector<std::string> notes = {};
 };
 
 struct AutoResult {
-  Evaluated best;  // the pick and its timeline
+  Evaluated best;  // the pick, its timeline and its notes
   // Every candidate: feasible ones fastest first (ties: less memory, then catalogue order),
   // then the failures in catalogue order.
   std::vector<AutoCandidate> candidates;

@@ -148,6 +148,7 @@ struct OptimalPlan {
   // one. 0 for a whole-step solve.
   double period = 0.0;
   bool period_proven = false;
+  std::vector<std::string> notes = {};  // Normalize's: what was estimated for the request
 };
 
 // Plans the request with the solver: warm-started from the catalogue's best plan for the same
@@ -165,9 +166,10 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& request, const Optimal
 // candidate and under the request's memory limit; the fastest plan of all. Each solve gets
 // `options.time_limit_s`. Refuses post-validation (the solver's orders carry none).
 struct AutoOptimalResult {
-  Plan plan;              // the fastest: auto's pick or a solver-made plan
-  double makespan = 0.0;  // simulated
-  Plan heuristic;         // auto's pick among the catalogue
+  Plan plan;                            // the fastest: auto's pick or a solver-made plan
+  std::vector<std::string> notes = {};  // what was estimated for it (Evaluated::notes)
+  double makespan = 0.0;                // simulated
+  Plan heuristic;                       // auto's pick among the catalogue
   double heuristic_makespan = 0.0;
   int solved = 0;  // how many solver-made candidates were planned
 };

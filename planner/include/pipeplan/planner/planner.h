@@ -2,6 +2,9 @@
 // validate, check memory). Pure: no I/O, clocks or printing.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
 
@@ -9,9 +12,6 @@ namespace pipeplan {
 
 // The version written into every plan's provenance.
 std::string_view ToolVersion();
-
-// Resolves defaults (placement from the strategy, group size), checks the request.
-StatusOr<PlanRequest> NormalizeRequest(PlanRequest request);
 
 // Whether the request's costs or memory have an entry per stage or per boundary. Such figures
 // hold for the request's own V; uniform ones describe a rank's share, which `compare` and
@@ -35,6 +35,9 @@ StatusOr<Plan> BuildPlan(const PlanRequest& request);
 struct Evaluated {
   Plan plan;
   Timeline timeline;
+  // What the planner estimated for it (Normalize's notes: figures cut by depth, static
+  // memory taken as the largest measured), in words for the user.
+  std::vector<std::string> notes = {};
 };
 
 // BuildPlan and the plan's timeline: the simulation the memory limit's check runs, or one from

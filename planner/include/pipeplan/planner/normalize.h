@@ -1,0 +1,51 @@
+// A plan request made ready to plan, once, before any strategy sees it: every planning path
+// (plan, compare's rows, auto's candidates, optimal, the torch op) goes through Normalize, and
+// what it estimated on the way reaches the user as notes rather than being re-derived later.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/model/cost_model.h"
+#include "pipeplan/model/memory_model.h"
+#include "pipeplan/model/plan.h"
+
+namespace pipeplan {
+
+// Figures fitted to a topology's stages (FitStageFigures) and what that estimated.
+struct FittedFigures {
+  CostModel costs;
+  MemoryModel memory;
+  bool cut = false;  // per-stage entries of another cut of the model were cut again by depth
+  // In words, for the user: the figures cut by depth; one rank's static memory taken for
+  // ranks no run measured. Empty when the figures fit as given.
+  std::vector<std::string> notes;
+};
+
+// `costs` and `memory` (per stage of some cut, or uniform) fitted to `topology`'s stages; the
+// notes name `strategy`, the plan they are for.
+StatusOr<FittedFigures> FitFigures(const CostModel& costs, const MemoryModel& memory,
+                                   const Topology& topology, std::string_view strategy);
+
+// A calibrated cost file carries its memory model (in bytes): it replaces the request's, whose
+// limit, when it has one, stays.
+void TakeMemoryFromCosts(PlanRequest& request);
+
+struct NormalizedRequest {
+  // V (0: the strategy's own) and placement resolved, memory taken from the costs, figures
+  // fitted to this V's stages, F&B cells costed as the runtime runs them, every model checked.
+  PlanRequest request;
+  bool figures_cut = false;        // FittedFigures::cut
+  std::vector<std::string> notes;  // FittedFigures::notes
+};
+
+// The request's costs and memory checked against its topology (the stage count, static memory
+// per rank): what every plan's request must pass, Normalize's last step.
+Status CheckRequestModels(const PlanRequest& request);
+
+// The one normalisation of a request for a catalogue or solver-made strategy (not "auto").
+// Errors name the request's fields (app::InFlagTerms turns them into flags).
+StatusOr<NormalizedRequest> Normalize(PlanRequest request);
+
+}  // namespace pipeplan
