@@ -21,8 +21,8 @@
 #include <string>
 #include <utility>
 
+#include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/request_flags.h"
-#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/planner/optimal.h"
 
 namespace pipeplan {
@@ -51,7 +51,7 @@ std::optional<OptimalPlan> PlanOnce(benchmark::State& state, const PlanRequest& 
   StatusOr<OptimalPlan> result = Internal("not run");
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    result = BuildOptimalPlan(request, options, cli::RunCpSat);
+    result = BuildOptimalPlan(request, options, app::RunCpSat);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   if (!result.ok()) {

@@ -8,9 +8,9 @@
 #include "comparison.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
+#include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
-#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {
@@ -136,7 +136,7 @@ Status ExecuteCompare(const CompareOptions& options) {
     multi_stage_v = std::max(2, base.topology.stages_per_rank);
   }
   base.topology.stages_per_rank = 1;
-  OptimalRows optimal{OptimalOptions{}, RunCpSat};
+  OptimalRows optimal{OptimalOptions{}, app::RunCpSat};
   if (options.time_limit_s.has_value()) optimal.options.time_limit_s = *options.time_limit_s;
   std::vector<ComparisonRow> rows =
       RunComparison(base, multi_stage_v, options.with_optimal ? &optimal : nullptr);

@@ -7,11 +7,11 @@
 
 #include "commands.h"
 #include "pipeplan/app/command.h"
+#include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/app/request_flags.h"
-#include "pipeplan/cli/cp_sat_solver.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/optimal.h"
@@ -243,7 +243,7 @@ StatusOr<MadePlan> MakePlan(const PlanRequest& request, const PlanOptions& optio
   solver.periodic = options.periodic;
   if (options.optimal) {
     PIPEPLAN_ASSIGN_OR_RETURN(AutoOptimalResult result,
-                              AutoSearchWithSolver(request, solver, RunCpSat));
+                              AutoSearchWithSolver(request, solver, app::RunCpSat));
     NoteAutoSolverPick(result);
     return MadePlan{std::move(result.plan), std::move(result.notes)};
   }
@@ -256,7 +256,7 @@ StatusOr<MadePlan> MakePlan(const PlanRequest& request, const PlanOptions& optio
     PIPEPLAN_ASSIGN_OR_RETURN(Evaluated made, BuildAndSimulatePlan(request));
     return MadePlan{std::move(made.plan), std::move(made.notes)};
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, RunCpSat));
+  PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, app::RunCpSat));
   NoteSolverResult(result);
   return MadePlan{std::move(result.plan), std::move(result.notes)};
 }

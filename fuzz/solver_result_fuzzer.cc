@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "pipeplan/cli/cp_sat_solver.h"
+#include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/planner/optimal.h"
 
 namespace {
@@ -63,9 +63,9 @@ std::vector<std::string_view> SplitResults(std::string_view text) {
 // Stands in for RunCpSat: writes the instance as RunCpSat does, answers with the next result.
 SolveFn AnswerWith(const std::vector<std::string_view>& results, size_t& next) {
   return [&results, &next](const SolverInstance& instance) -> StatusOr<SolverOutcome> {
-    PIPEPLAN_FUZZ_CHECK(fuzz::IsJson(cli::SolverInstanceJson(instance)));
+    PIPEPLAN_FUZZ_CHECK(fuzz::IsJson(app::SolverInstanceJson(instance)));
     const std::string_view result = results[std::min(next++, results.size() - 1)];
-    return cli::ParseSolverOutcome(result, instance.ops.size());
+    return app::ParseSolverOutcome(result, instance.ops.size());
   };
 }
 

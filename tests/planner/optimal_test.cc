@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipeplan/cli/cp_sat_solver.h"
+#include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/planner/normalize.h"
 #include "test_support.h"
 
@@ -28,7 +28,7 @@ using testing::MakeRequest;
 StatusOr<OptimalPlan> Solve(const PlanRequest& request, double time_limit_s = 60) {
   OptimalOptions options;
   options.time_limit_s = time_limit_s;
-  return BuildOptimalPlan(request, options, cli::RunCpSat);
+  return BuildOptimalPlan(request, options, app::RunCpSat);
 }
 
 class OptimalTest : public ::testing::Test {
@@ -597,7 +597,7 @@ TEST_F(OptimalTest, PeriodicAnswersAreValidSteadyStates) {
     ASSERT_TRUE(one.ok()) << one.status().message();
     one->period_microbatches = 32;
     one->time_limit_s = 5;
-    const StatusOr<SolverOutcome> answer = cli::RunCpSat(*one);
+    const StatusOr<SolverOutcome> answer = app::RunCpSat(*one);
     ASSERT_TRUE(answer.ok()) << answer.status().message();
     ASSERT_TRUE(answer->result == SolverOutcome::Result::kOptimal ||
                 answer->result == SolverOutcome::Result::kFeasible);
@@ -609,7 +609,7 @@ StatusOr<OptimalPlan> SolvePeriodic(const PlanRequest& request, double time_limi
   OptimalOptions options;
   options.time_limit_s = time_limit_s;
   options.periodic = true;
-  return BuildOptimalPlan(request, options, cli::RunCpSat);
+  return BuildOptimalPlan(request, options, app::RunCpSat);
 }
 
 // Without a memory limit the steady state needs no idle time: the period is the busiest
@@ -640,7 +640,7 @@ TEST_F(OptimalTest, PeriodicPlansLargeMUnderTightMemoryFarFasterThanTheCatalogue
   request.memory.limit = 4;
   OptimalOptions options;
   options.time_limit_s = 10;
-  const StatusOr<OptimalPlan> solved = BuildOptimalPlan(request, options, cli::RunCpSat);
+  const StatusOr<OptimalPlan> solved = BuildOptimalPlan(request, options, app::RunCpSat);
   ASSERT_TRUE(solved.ok()) << solved.status().message();
   EXPECT_GT(solved->period, 0);  // chosen by itself: the request is over the cap
   EXPECT_TRUE(solved->solver_improved);
@@ -650,7 +650,7 @@ TEST_F(OptimalTest, PeriodicPlansLargeMUnderTightMemoryFarFasterThanTheCatalogue
   for (const RankTimeline& rank : solved->timeline.ranks) {
     EXPECT_LE(rank.peak_memory, 4.0) << "rank " << rank.rank.value;
   }
-  const StatusOr<OptimalPlan> again = BuildOptimalPlan(request, options, cli::RunCpSat);
+  const StatusOr<OptimalPlan> again = BuildOptimalPlan(request, options, app::RunCpSat);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(solved->plan, again->plan);
 }
@@ -724,7 +724,7 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
     ASSERT_TRUE(alone.ok()) << alone.status().message();
     OptimalOptions options;
     options.time_limit_s = 10;
-    const StatusOr<AutoOptimalResult> found = AutoSearchWithSolver(request, options, cli::RunCpSat);
+    const StatusOr<AutoOptimalResult> found = AutoSearchWithSolver(request, options, app::RunCpSat);
     ASSERT_TRUE(found.ok()) << found.status().message();
     EXPECT_GE(found->solved, 2);
     EXPECT_DOUBLE_EQ(found->heuristic_makespan, alone->candidates.front().makespan);
@@ -745,7 +745,7 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
   PlanRequest validated = MakeRequest("auto", 4, 8);
   validated.options.post_validation = true;
   const StatusOr<AutoOptimalResult> refused =
-      AutoSearchWithSolver(validated, OptimalOptions{}, cli::RunCpSat);
+      AutoSearchWithSolver(validated, OptimalOptions{}, app::RunCpSat);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("no post-validation (options.post_validation)"),
             std::string::npos)
@@ -753,7 +753,7 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
 }
 
 TEST(SolverOutcome, ReadsTheSolversResult) {
-  const StatusOr<SolverOutcome> outcome = cli::ParseSolverOutcome(
+  const StatusOr<SolverOutcome> outcome = app::ParseSolverOutcome(
       "status feasible\nobjective 12\nbound 10\nwall_s 3.5\nstopped_by_clock 1\nstarts 0 4\n", 2);
   ASSERT_TRUE(outcome.ok()) << outcome.status().message();
   EXPECT_EQ(outcome->result, SolverOutcome::Result::kFeasible);
@@ -763,16 +763,16 @@ TEST(SolverOutcome, ReadsTheSolversResult) {
   EXPECT_EQ(outcome->starts, (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(outcome->period, 0);
   EXPECT_FALSE(outcome->period_proven);
-  const StatusOr<SolverOutcome> periodic = cli::ParseSolverOutcome(
+  const StatusOr<SolverOutcome> periodic = app::ParseSolverOutcome(
       "status optimal\nobjective 30\nbound 30\nperiod 3\nperiod_proven 1\nstarts 0 1\n", 2);
   ASSERT_TRUE(periodic.ok()) << periodic.status().message();
   EXPECT_EQ(periodic->period, 3);
   EXPECT_TRUE(periodic->period_proven);
 
-  EXPECT_FALSE(cli::ParseSolverOutcome("objective 12\n", 0).ok());              // no status
-  EXPECT_FALSE(cli::ParseSolverOutcome("status optimal\nstarts 0\n", 2).ok());  // too few
-  EXPECT_FALSE(cli::ParseSolverOutcome("status solved\n", 0).ok());             // unknown
-  const StatusOr<SolverOutcome> infeasible = cli::ParseSolverOutcome("status infeasible\n", 2);
+  EXPECT_FALSE(app::ParseSolverOutcome("objective 12\n", 0).ok());              // no status
+  EXPECT_FALSE(app::ParseSolverOutcome("status optimal\nstarts 0\n", 2).ok());  // too few
+  EXPECT_FALSE(app::ParseSolverOutcome("status solved\n", 0).ok());             // unknown
+  const StatusOr<SolverOutcome> infeasible = app::ParseSolverOutcome("status infeasible\n", 2);
   ASSERT_TRUE(infeasible.ok());
   EXPECT_EQ(infeasible->result, SolverOutcome::Result::kInfeasible);
   EXPECT_FALSE(infeasible->stopped_by_clock);
@@ -792,7 +792,7 @@ TEST(OptimalInstance, RefusesATimeLimitThatIsNotPositive) {
     OptimalOptions options;
     options.time_limit_s = seconds;
     const StatusOr<OptimalPlan> solved =
-        BuildOptimalPlan(MakeRequest("optimal", 2, 2), options, cli::RunCpSat);
+        BuildOptimalPlan(MakeRequest("optimal", 2, 2), options, app::RunCpSat);
     ASSERT_FALSE(solved.ok());
     EXPECT_NE(solved.status().message().find("time_limit_s must be a number of seconds > 0"),
               std::string::npos);
@@ -824,7 +824,7 @@ TEST(SolverInstanceJson, SaysWhetherTheFiguresWereRounded) {
        {std::pair{exact, "\"exact\":true"}, std::pair{rounded, "\"exact\":false"}}) {
     const StatusOr<SolverInstance> instance = BuildSolverInstance(request);
     ASSERT_TRUE(instance.ok()) << instance.status().message();
-    EXPECT_NE(cli::SolverInstanceJson(*instance).find(want), std::string::npos) << want;
+    EXPECT_NE(app::SolverInstanceJson(*instance).find(want), std::string::npos) << want;
   }
 }
 

@@ -65,6 +65,23 @@ TEST(PlanOpTest, ReceiveOverheadDelaysEachReceive) {
   EXPECT_NE(with->metrics_json.find(R"("makespan":8.5,)"), std::string::npos) << with->metrics_json;
 }
 
+// The solver-made strategies, refused by the op before: CP-SAT runs as for `pipeplan plan`.
+TEST(PlanOpTest, PlansASolverMadeStrategyAsTheCliDoes) {
+  PlanOpRequest request = {.strategy = "optimal", .ranks = 2, .microbatches = 2};
+  const StatusOr<PlanOpResult> result = RunPlanOp(request);
+  if (!result.ok() && result.status().message().find("setup_solver.sh") != std::string::npos) {
+    GTEST_SKIP() << "no OR-Tools solver here: " << result.status().message();
+  }
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  // F = I = W = 1 at P = M = 2: rank 1 waits 1 for rank 0's first F, then runs its 6 ops
+  // without a gap (F0 I0 F1 I1 W0 W1); rank 0 (F0 F1, idle while rank 1's I0 runs, I0 W0 I1
+  // W1) ends with it: 7, the bound.
+  EXPECT_NE(result->metrics_json.find(R"("makespan":7,)"), std::string::npos)
+      << result->metrics_json;
+  ASSERT_FALSE(result->notes.empty());
+  EXPECT_EQ(result->notes.back().rfind("optimal: optimal", 0), 0u) << result->notes.back();
+}
+
 TEST(PlanOpTest, PostValidationIsLeftOutWithNotes) {
   // For torch's runtime, the op's default, a plan with post-validation is refused.
   const StatusOr<PlanOpResult> refused =

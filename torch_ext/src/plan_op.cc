@@ -4,9 +4,11 @@
 #include <utility>
 #include <vector>
 
+#include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/metrics_json.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/planner/auto_search.h"
+#include "pipeplan/planner/optimal.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
 
@@ -52,8 +54,15 @@ std::vector<std::vector<std::string>> SplitRows(std::string_view csv) {
   return rows;
 }
 
-// The plan and its timeline; for auto, also what its pick rests on (AutoResult::notes).
+// The plan, its timeline and its notes; for auto, also what its pick rests on
+// (AutoResult::notes). The solver-made strategies run CP-SAT as `pipeplan plan` does.
 StatusOr<Evaluated> PlanAndSimulate(const PlanRequest& request, std::vector<std::string>& notes) {
+  if (FindOptimalStrategy(request.strategy) != nullptr) {
+    PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan made,
+                              BuildOptimalPlan(request, OptimalOptions{}, app::RunCpSat));
+    notes.push_back(request.strategy + ": " + made.plan.provenance.solver_status);
+    return Evaluated{std::move(made.plan), std::move(made.timeline), std::move(made.notes)};
+  }
   if (request.strategy != kAutoStrategy) return BuildAndSimulatePlan(request);
   PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
   notes = std::move(result.notes);
@@ -80,6 +89,7 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
   if (result.metrics_json.ends_with('\n')) result.metrics_json.pop_back();
   result.notes = std::move(exported.notes);
   result.notes.insert(result.notes.end(), auto_notes.begin(), auto_notes.end());
+  result.notes.insert(result.notes.end(), planned->notes.begin(), planned->notes.end());
   return result;
 }
 

@@ -6,7 +6,7 @@
 // receive overhead as idle time before an op; memory as amounts held between two ops), the
 // solver's start times become a compute order, and that order goes through comm insertion,
 // validation and simulation like every strategy's. Running the solver is the caller's (the CLI
-// runs OR-Tools CP-SAT in a Python process, pipeplan/cli/cp_sat_solver.h); this layer stays
+// runs OR-Tools CP-SAT in a Python process, pipeplan/app/cp_sat_solver.h); this layer stays
 // pure.
 //
 // The instance is the simulator's semantics exactly when every figure scales to an integer

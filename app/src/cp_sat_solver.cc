@@ -1,4 +1,4 @@
-#include "pipeplan/cli/cp_sat_solver.h"
+#include "pipeplan/app/cp_sat_solver.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -29,7 +29,7 @@
 
 extern char** environ;
 
-namespace pipeplan::cli {
+namespace pipeplan::app {
 namespace {
 
 constexpr std::string_view kInstall =
@@ -288,4 +288,4 @@ StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
   return ParseSolverOutcome(text, instance.ops.size());
 }
 
-}  // namespace pipeplan::cli
+}  // namespace pipeplan::app

@@ -1,5 +1,6 @@
 // Runs the CP-SAT solver (OR-Tools, python/pipeplan_solver.py) on a solver instance: the
-// SolveFn of BuildOptimalPlan (pipeplan/planner/optimal.h) for the pipeplan command.
+// SolveFn of BuildOptimalPlan (pipeplan/planner/optimal.h) for every front end: the pipeplan
+// command and the torch op.
 //
 // The instance goes to the solver as JSON in a private temporary directory, removed
 // afterwards (also on SIGINT/SIGTERM); the solver's progress lines (on a terminal) pass through to
@@ -16,7 +17,7 @@
 
 #include "pipeplan/planner/optimal.h"
 
-namespace pipeplan::cli {
+namespace pipeplan::app {
 
 // The instance as the solver script reads it.
 std::string SolverInstanceJson(const SolverInstance& instance);
@@ -26,4 +27,4 @@ StatusOr<SolverOutcome> ParseSolverOutcome(std::string_view text, size_t ops);
 
 StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance);
 
-}  // namespace pipeplan::cli
+}  // namespace pipeplan::app
