@@ -29,9 +29,12 @@ STEPS = 2            # profiled steps per case
 # torch 2.11 does not mark) are marked by pipeplan_profiler (profile_steps(schedule=...)).
 TORCH_SCHEDULES = ["ScheduleZBVZeroBubble", "ScheduleDualPipeV", "Schedule1F1B", "ScheduleGPipe"]
 # Simulated vs measured step of torch's own schedules, calibrated from the same traces. Not a
-# budget (the figures are in docs/torch-interop.md): a gross-model check, which an import that
-# charged torch's early-posted receives as waiting time (simulated 33% over) fails.
-GROSS_ERROR = 0.30
+# budget (docs/benchmarks.md holds the accuracy, measured alone on the machine): a gross-model
+# check. An import that charged torch's early-posted receives as waiting time simulates 33%
+# over (measured -25% from simulated): refused below -20%. Other tests running beside this one
+# slow the measured step, never the simulated one (up to +38% seen on the 2-core VM under
+# ctest -j2), so above only a model off by 2x is refused.
+GROSS_UNDER, GROSS_OVER = -0.20, 1.0
 # Each rank's simulated peak bytes against the measured peak of the same traces (torch's
 # runtime: gradients allocated at the first backward, what it holds to the step's end, the
 # process's memory the CPU trace did not count): the bound.
@@ -181,7 +184,8 @@ class TraceImport(unittest.TestCase):
                 print(f"{name} P={self.ranks}: measured step {error:+.1%}, peak memory "
                       + ", ".join(f"{e:+.1%}" for e in memory) + " from simulated", flush=True)
                 if self.ranks == 2:
-                    self.assertLess(abs(error), GROSS_ERROR)
+                    self.assertGreater(error, GROSS_UNDER)
+                    self.assertLess(error, GROSS_OVER)
                 # Torch's own classes too: Schedule1F1B computes the loss after the F its stage
                 # marks, which the import counts as the F's.
                 self.assertEqual(len(memory), self.ranks)
