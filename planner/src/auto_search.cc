@@ -40,30 +40,21 @@ class AutoSearcher {
 
   StatusOr<AutoResult> Run() {
     for (const Strategy* strategy : CandidateStrategies(request_)) AddCandidates(*strategy);
-    // Only the two plans the pick can be are kept with their timelines (a timeline of every
-    // candidate at large P and M would be hundreds of MB), never copied: the fastest, and the
-    // fastest whose step rests on measured figures alone (PickOf), the same one where it is.
+    // Only the plan the pick can be is kept with its timeline (a timeline of every candidate
+    // at large P and M would be hundreds of MB), never copied: the fastest whose step rests on
+    // measured figures alone (PickOf), and the fastest of all only while no candidate is such.
+    std::optional<Kept> measured;
     std::optional<Kept> fastest;
-    std::optional<Kept> measured;  // empty while it is `fastest` or none
-    bool measured_is_fastest = false;
     for (size_t i = 0; i < candidates_.size(); ++i) {
       std::optional<Evaluated> planned = Evaluate(candidates_[i]);
       if (!planned.has_value()) continue;
-      const std::optional<size_t> measured_index =
-          measured_is_fastest    ? std::optional<size_t>(fastest->index)
-          : measured.has_value() ? std::optional<size_t>(measured->index)
-                                 : std::nullopt;
-      const bool new_fastest = !fastest.has_value() || Faster(i, fastest->index);
-      const bool new_measured = candidates_[i].assumes.empty() &&
-                                (!measured_index.has_value() || Faster(i, *measured_index));
-      if (new_fastest) {
-        if (measured_is_fastest && !new_measured) measured = std::move(fastest);
-        if (new_measured) measured.reset();
+      if (candidates_[i].assumes.empty()) {
+        if (!measured.has_value() || Faster(i, measured->index)) {
+          measured = Kept{i, *std::move(planned)};
+        }
+        fastest.reset();
+      } else if (!measured.has_value() && (!fastest.has_value() || Faster(i, fastest->index))) {
         fastest = Kept{i, *std::move(planned)};
-        measured_is_fastest = new_measured || (measured_is_fastest && !measured.has_value());
-      } else if (new_measured) {
-        measured = Kept{i, *std::move(planned)};
-        measured_is_fastest = false;
       }
     }
     std::vector<size_t> order(candidates_.size());
@@ -76,7 +67,7 @@ class AutoSearcher {
     });
     AutoResult result;
     for (const size_t i : order) result.candidates.push_back(candidates_[i]);
-    if (!fastest.has_value()) return NothingFits();
+    if (!measured.has_value() && !fastest.has_value()) return NothingFits();
     result.pick = PickOf(result.candidates);
     result.notes = NotesOn(result.candidates, result.pick);
     Kept& best = measured.has_value() ? *measured : *fastest;

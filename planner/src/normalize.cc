@@ -34,17 +34,6 @@ StatusOr<StrategyShape> ShapeOf(const std::string& name) {
                          ")");
 }
 
-// "interleaved-1f1b": the strategies whose setting is the microbatch group size.
-std::string GroupSizeStrategyNames() {
-  std::string names;
-  for (const Strategy& strategy : AllStrategies()) {
-    if (strategy.setting != StrategySetting::kGroupSizes) continue;
-    names += names.empty() ? "" : ", ";
-    names += strategy.name;
-  }
-  return names;
-}
-
 Status CheckOptions(const PlanRequest& request, const StrategyShape& shape) {
   if (request.options.microbatch_group_size < 0) {
     return InvalidArgument("microbatch group size must be >= 1, got " +

@@ -94,14 +94,27 @@ bool SupportsPostValidation(std::string_view strategy) {
   return found != nullptr && found->post_validation;
 }
 
-std::string PostValidationStrategyNames() {
+namespace {
+
+// "a, b, c": the catalogue's strategies that `has` the trait, in catalogue order.
+std::string NamesOf(bool (*has)(const Strategy&)) {
   std::string names;
   for (const Strategy& strategy : AllStrategies()) {
-    if (!strategy.post_validation) continue;
+    if (!has(strategy)) continue;
     names += names.empty() ? "" : ", ";
     names += strategy.name;
   }
   return names;
+}
+
+}  // namespace
+
+std::string PostValidationStrategyNames() {
+  return NamesOf([](const Strategy& s) { return s.post_validation; });
+}
+
+std::string GroupSizeStrategyNames() {
+  return NamesOf([](const Strategy& s) { return s.setting == StrategySetting::kGroupSizes; });
 }
 
 const Strategy* FindStrategy(std::string_view name) {

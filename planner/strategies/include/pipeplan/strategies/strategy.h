@@ -51,6 +51,8 @@ Status RegisterStrategy(const Strategy& strategy);
 bool SupportsPostValidation(std::string_view strategy);
 // "zb-h1, zb-h2, ...": the strategies that take post-validation, in catalogue order.
 std::string PostValidationStrategyNames();
+// "interleaved-1f1b": the strategies whose setting is the microbatch group size.
+std::string GroupSizeStrategyNames();
 // Comma-separated names, "auto" last, for error messages and --help.
 std::string StrategyNames();
 
