@@ -136,8 +136,8 @@ Status ExecuteCompare(const CompareOptions& options) {
     multi_stage_v = std::max(2, base.topology.stages_per_rank);
   }
   base.topology.stages_per_rank = 1;
-  OptimalRows optimal{OptimalOptions{}, app::RunCpSat};
-  if (options.time_limit_s.has_value()) optimal.options.time_limit_s = *options.time_limit_s;
+  PlanOptions optimal{.solve = app::RunCpSat};
+  if (options.time_limit_s.has_value()) optimal.solver.time_limit_s = *options.time_limit_s;
   std::vector<ComparisonRow> rows =
       RunComparison(base, multi_stage_v, options.with_optimal ? &optimal : nullptr);
   for (ComparisonRow& row : rows) row.error = app::InFlagTerms(row.error, options.request);

@@ -43,7 +43,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
     row.error = status.message();
     return row;
   }
-  StatusOr<Evaluated> planned = BuildAndSimulatePlan(request);
+  StatusOr<Evaluated> planned = MakePlan(request, PlanOptions{});
   if (!planned.ok()) {
     row.error = planned.status().message();
     return row;
@@ -69,14 +69,14 @@ std::string CandidateSetting(const PlanRequest& request) {
 }
 
 ComparisonRow RunSolverMade(const OptimalStrategy& strategy, int stages_per_rank,
-                            const PlanRequest& base, const OptimalRows& optimal) {
+                            const PlanRequest& base, const PlanOptions& optimal) {
   ComparisonRow row;
   row.strategy = std::string(strategy.name);
   row.stages_per_rank = stages_per_rank;
   row.solver_made = true;
   PlanRequest request = RowRequest(base, strategy.name, strategy.placement, stages_per_rank);
   request.options.microbatch_group_size = 0;
-  StatusOr<OptimalPlan> planned = BuildOptimalPlan(request, optimal.options, optimal.solve);
+  StatusOr<Evaluated> planned = MakePlan(request, optimal);
   if (!planned.ok()) {
     row.error = planned.status().message();
     return row;
@@ -87,7 +87,7 @@ ComparisonRow RunSolverMade(const OptimalStrategy& strategy, int stages_per_rank
 }
 
 // optimal at V = 1 and at `multi_stage_v` (loop), optimal-v at V = 2.
-void AddSolverMadeRows(const PlanRequest& base, int multi_stage_v, const OptimalRows& optimal,
+void AddSolverMadeRows(const PlanRequest& base, int multi_stage_v, const PlanOptions& optimal,
                        std::vector<ComparisonRow>& rows) {
   for (const OptimalStrategy& strategy : OptimalStrategies()) {
     if (!strategy.split_backward) continue;  // optimal-fb answers another question
@@ -126,7 +126,7 @@ std::string VerdictCell(const ComparisonRow& row) {
 }  // namespace
 
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
-                                         const OptimalRows* optimal) {
+                                         const PlanOptions* optimal) {
   std::vector<ComparisonRow> rows;
   for (const Strategy* strategy : CandidateStrategies(base)) {
     rows.push_back(RunOne(*strategy, base, multi_stage_v));

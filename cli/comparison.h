@@ -9,7 +9,7 @@
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/planner/auto_search.h"
-#include "pipeplan/planner/optimal.h"
+#include "pipeplan/planner/make_plan.h"
 #include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {
@@ -29,12 +29,6 @@ struct ComparisonRow {
   std::string assumes;
 };
 
-// compare --optimal: the solver-made rows and how to solve them.
-struct OptimalRows {
-  OptimalOptions options;
-  SolveFn solve;
-};
-
 // `base` gives P, M, options, memory and the costs of one rank's share of the model. Each
 // strategy that accepts V = 1 runs at V = 1; the others run at `multi_stage_v`. Every stage's
 // compute durations (F, B, I, W, overlap) are the share's divided by ChunksPerShare: V under
@@ -45,7 +39,7 @@ struct OptimalRows {
 // solver-made rows follow (optimal at V = 1 and at `multi_stage_v`, optimal-v at V = 2; not with
 // post-validation) and every catalogue row gets its gap to the one of its placement and V.
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
-                                         const OptimalRows* optimal = nullptr);
+                                         const PlanOptions* optimal = nullptr);
 
 // The side-by-side table: strategy, V, makespan, zb_bubble_rate, bubble fraction max/mean,
 // peak activation memory (max over ranks), gap to the lower bound, with post-validation the

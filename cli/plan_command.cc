@@ -9,13 +9,10 @@
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/files.h"
-#include "pipeplan/app/format.h"
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
-#include "pipeplan/planner/auto_search.h"
-#include "pipeplan/planner/optimal.h"
-#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/make_plan.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -125,7 +122,7 @@ the result is proven optimal or how far it may be from the optimum. F&B overlap 
 in their model.
 )";
 
-struct PlanOptions {
+struct PlanCommandOptions {
   app::RequestFlags request;
   std::optional<std::string> output;
   std::optional<double> time_limit_s;
@@ -145,9 +142,9 @@ std::vector<app::FlagSpec> PlanFlags() {
   return specs;
 }
 
-StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
+StatusOr<PlanCommandOptions> ParsePlanOptions(const app::Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(app::ExpectPositional(flags, 0, ""));
-  PlanOptions options;
+  PlanCommandOptions options;
   PIPEPLAN_ASSIGN_OR_RETURN(options.request,
                             app::ParseRequestFlags(flags, app::StrategyFlag::kRequired));
   options.output = flags.GetString("output");
@@ -157,66 +154,11 @@ StatusOr<PlanOptions> ParsePlanOptions(const app::Flags& flags) {
   return options;
 }
 
-// One stderr line naming what `auto` picked, with its simulated figures, then what the pick
-// rests on where a figure was assumed.
-void NoteAutoPick(const AutoResult& result) {
-  const Plan& plan = result.best.plan;
-  const AutoCandidate& pick = result.candidates[result.pick];
-  const Topology& t = plan.request.topology;
-  std::string line =
-      "auto chose " + plan.request.strategy + " (V=" + std::to_string(t.stages_per_rank) + ")";
-  if (plan.request.runtime != Runtime::kAny) {
-    line += " among what " + std::string(RuntimeName(plan.request.runtime)) + " runs";
-  }
-  line += ": makespan " + app::FormatCompact(pick.makespan) + ", peak memory " +
-          app::FormatMemory(pick.peak_memory, plan.request.memory);
-  app::PrintNote(line + "; 'pipeplan compare --auto' lists the candidates");
-  for (const std::string& note : result.notes) app::PrintNote(note);
-}
-
-// One stderr line with the solver's verdict and the heuristic it started from.
-void NoteSolverResult(const OptimalPlan& result) {
-  std::string line = result.plan.request.strategy + ": makespan " +
-                     app::FormatCompact(result.timeline.metrics.makespan) + ", " +
-                     result.plan.provenance.solver_status;
-  if (!result.best_heuristic.empty()) {
-    line += "; best heuristic " + result.best_heuristic + ": " +
-            app::FormatCompact(result.best_heuristic_makespan);
-  }
-  app::PrintNote(line);
-}
-
-// One stderr line naming what `auto --optimal` picked and auto's pick among the catalogue.
-void NoteAutoSolverPick(const AutoOptimalResult& result) {
-  const Plan& plan = result.plan;
-  std::string line = "auto chose " + plan.request.strategy +
-                     " (V=" + std::to_string(plan.request.topology.stages_per_rank) +
-                     "): makespan " + app::FormatCompact(result.makespan);
-  if (!plan.provenance.solver_status.empty()) line += ", " + plan.provenance.solver_status;
-  const std::string solved = std::to_string(result.solved) + " solver-made candidates";
-  if (result.makespan < result.heuristic_makespan) {
-    line += "; the catalogue's best: " + result.heuristic.request.strategy +
-            " (V=" + std::to_string(result.heuristic.request.topology.stages_per_rank) +
-            "): " + app::FormatCompact(result.heuristic_makespan) + "; " + solved;
-  } else {
-    line += "; none of " + solved + " was faster";
-  }
-  app::PrintNote(line);
-}
-
-// The solver's flags apply to the solver-made strategies, and to auto with --optimal.
-Status CheckSolverFlags(const PlanRequest& request, const PlanOptions& options) {
-  const bool solver_made = FindOptimalStrategy(request.strategy) != nullptr;
-  const bool auto_with_solver = request.strategy == kAutoStrategy && options.optimal;
-  if (options.optimal && request.strategy != kAutoStrategy) {
-    return InvalidArgument("--optimal applies to --strategy auto only (" + request.strategy +
-                           (solver_made ? " is solver-made already)" : " is one strategy)"));
-  }
-  if (options.optimal && request.options.post_validation) {
-    return InvalidArgument(
-        "--optimal: the solver-made strategies insert no post-validation; plan auto with "
-        "--post-validation without --optimal");
-  }
+// --time-limit and --periodic apply to what runs the solver; the planner checks --optimal.
+Status CheckSolverFlags(const PlanRequest& request, const PlanCommandOptions& options) {
+  const std::string& strategy = request.strategy;
+  const bool solver_made = FindOptimalStrategy(strategy) != nullptr;
+  const bool auto_with_solver = strategy == kAutoStrategy && options.optimal;
   for (const auto& [flag, given] :
        {std::pair<const char*, bool>{"--time-limit", options.time_limit_s.has_value()},
         {"--periodic", options.periodic}}) {
@@ -224,49 +166,24 @@ Status CheckSolverFlags(const PlanRequest& request, const PlanOptions& options) 
       return InvalidArgument(std::string(flag) +
                              " applies to optimal, optimal-v, optimal-fb and auto --optimal "
                              "only, not " +
-                             request.strategy);
+                             strategy);
     }
   }
   return Status::Ok();
 }
 
-// A plan and what the planner estimated for it (Evaluated::notes).
-struct MadePlan {
-  Plan plan;
-  std::vector<std::string> notes;
-};
-
-StatusOr<MadePlan> MakePlan(const PlanRequest& request, const PlanOptions& options) {
-  PIPEPLAN_RETURN_IF_ERROR(CheckSolverFlags(request, options));
-  OptimalOptions solver;
-  solver.time_limit_s = options.time_limit_s.value_or(solver.time_limit_s);
-  solver.periodic = options.periodic;
-  if (options.optimal) {
-    PIPEPLAN_ASSIGN_OR_RETURN(AutoOptimalResult result,
-                              AutoSearchWithSolver(request, solver, app::RunCpSat));
-    NoteAutoSolverPick(result);
-    return MadePlan{std::move(result.plan), std::move(result.notes)};
-  }
-  if (request.strategy == kAutoStrategy) {
-    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
-    NoteAutoPick(result);
-    return MadePlan{std::move(result.best.plan), std::move(result.best.notes)};
-  }
-  if (FindOptimalStrategy(request.strategy) == nullptr) {
-    PIPEPLAN_ASSIGN_OR_RETURN(Evaluated made, BuildAndSimulatePlan(request));
-    return MadePlan{std::move(made.plan), std::move(made.notes)};
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan result, BuildOptimalPlan(request, solver, app::RunCpSat));
-  NoteSolverResult(result);
-  return MadePlan{std::move(result.plan), std::move(result.notes)};
-}
-
-Status ExecutePlan(const PlanOptions& options) {
+Status ExecutePlan(const PlanCommandOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest request, app::LoadRequest(options.request));
-  StatusOr<MadePlan> made = MakePlan(request, options);
+  PIPEPLAN_RETURN_IF_ERROR(CheckSolverFlags(request, options));
+  PlanOptions planning;
+  planning.with_solver = options.optimal;
+  planning.solver.time_limit_s = options.time_limit_s.value_or(planning.solver.time_limit_s);
+  planning.solver.periodic = options.periodic;
+  planning.solve = app::RunCpSat;
+  StatusOr<Evaluated> made = MakePlan(request, planning);
   if (!made.ok()) return app::InFlagTerms(made.status(), options.request);
   const Plan& plan = made->plan;
-  // What the planner estimated: per-stage figures of another cut of the model cut again.
+  // How the plan was chosen, and what the planner estimated for it.
   for (const std::string& note : made->notes) app::PrintNote(note);
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
@@ -287,8 +204,8 @@ Status ExecutePlan(const PlanOptions& options) {
 }  // namespace
 
 int RunPlanCommand(const std::vector<std::string>& args) {
-  static const app::CommandSpec<PlanOptions> kSpec = {"plan", kHelp, PlanFlags(), ParsePlanOptions,
-                                                      ExecutePlan};
+  static const app::CommandSpec<PlanCommandOptions> kSpec = {"plan", kHelp, PlanFlags(),
+                                                             ParsePlanOptions, ExecutePlan};
   return app::RunCommand(kSpec, args);
 }
 

@@ -15,6 +15,7 @@
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/plan_util.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/synthetic_run.h"
 #include "pipeplan/simulation/simulator.h"
@@ -178,15 +179,6 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
   const runtime::SyntheticOptions synthetic{
       .seconds_per_unit = time_scale, .fail_validation_at = options.failed_validation.value_or(-1)};
   return runtime::RunSyntheticInProcess(plan, synthetic, run, options.fault);
-}
-
-bool HasPostValidation(const Plan& plan) {
-  for (const RankProgram& program : plan.programs) {
-    for (const Action& action : program.actions) {
-      if (action.kind == ActionKind::kPostValidation) return true;
-    }
-  }
-  return false;
 }
 
 // "step 3 (failed validation): 14.2 ms; the other steps: median 12.0 ms".

@@ -16,7 +16,7 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/model/topology.h"
-#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/make_plan.h"
 #include "pipeplan/simulation/simulator.h"
 
 #define PIPEPLAN_FUZZ_CHECK(condition) \
@@ -103,17 +103,20 @@ void CheckRoundTrip(const T& value, StatusOr<std::string> (*serialize)(const T&,
   }
 }
 
-// 'pipeplan plan' on a request, bounded in size (auto plans every strategy at V = 1, 2 and 4,
-// so it gets a smaller bound). A plan the planner builds must simulate.
+// 'pipeplan plan' (MakePlan) on a request, bounded in size (auto plans every strategy at V = 1, 2
+// and 4, so it gets a smaller bound). A plan the planner builds must simulate.
 inline void PlanAndSimulate(const PlanRequest& request) {
   if (!SmallEnoughToPlan(request.topology)) return;
   if (request.strategy == kAutoStrategy &&
       request.topology.ranks * request.topology.microbatches > kMaxComputeCells / 8) {
     return;
   }
-  const StatusOr<Plan> plan = BuildPlan(request);
-  if (!plan.ok()) return;
-  PIPEPLAN_FUZZ_CHECK_OK(Simulate(*plan).status());
+  // No solver here: the solver-made strategies are refused, every other path plans.
+  const StatusOr<Evaluated> planned = MakePlan(request, PlanOptions{});
+  if (!planned.ok()) return;
+  const StatusOr<Timeline> simulated = Simulate(planned->plan);
+  PIPEPLAN_FUZZ_CHECK_OK(simulated.status());
+  PIPEPLAN_FUZZ_CHECK(*simulated == planned->timeline);  // the timeline handed on is the plan's
 }
 
 }  // namespace pipeplan::fuzz

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """CP-SAT solver behind `pipeplan plan --strategy optimal` (OR-Tools, PyPI `ortools`).
 
-pipeplan turns a plan request into a scheduling instance (JSON, built by the planner's
-solver_instance.cc) and reads back when every op starts; what the ops mean stays on the C++ side.
+pipeplan turns a plan request into a scheduling instance (built by planner/src/solver_instance.cc,
+written as JSON by app/src/cp_sat_solver.cc) and reads back when every op starts; what the ops
+mean stays on the C++ side.
 The instance holds integers only (time and memory scaled by pipeplan):
 
   ops          [{"name", "rank", "duration", "setup"}]: one compute op each; `setup` is idle

@@ -20,8 +20,9 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # unsanitized Python solver's, and the C++ around it (instance, result, expansion) runs here
 # in the stand-in tests (OptimalAnswers.*, OptimalNothingFits.*) and in the solver_result
 # fuzz target; scripts/test.sh runs them all. The behaviour corpus (label corpus) runs the
-# same planner code as the unit tests, several hundred times over: scripts/test.sh runs it.
-if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 -LE 'timing|corpus' \
+# same planner code as the unit tests, several hundred times over, and the install test (label
+# install) copies files: scripts/test.sh runs them.
+if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 -LE 'timing|corpus|install' \
   -E '^OptimalTest\.' --timeout 900; then
   echo "sanitize: FAILED" >&2
   exit 1

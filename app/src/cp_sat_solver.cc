@@ -1,5 +1,6 @@
 #include "pipeplan/app/cp_sat_solver.h"
 
+#include <dlfcn.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -234,9 +235,54 @@ StatusOr<SolverOutcome> ParseSolverOutcome(std::string_view text, size_t ops) {
   return outcome;
 }
 
+std::vector<std::string> SolverScriptPlaces(const std::string& binary) {
+  // A script the user names is the only one: never another behind their back.
+  if (const std::string set = SettingOr("PIPEPLAN_SOLVER_SCRIPT", ""); !set.empty()) return {set};
+  std::vector<std::string> places;
+  if (!binary.empty()) {
+    const std::filesystem::path dir = std::filesystem::path(binary).parent_path();
+    places.push_back((dir / "pipeplan_solver.py").string());
+    places.push_back((dir / ".." / "share" / "pipeplan" / "pipeplan_solver.py").string());
+  }
+  if (*PIPEPLAN_SOLVER_SCRIPT != '\0') places.emplace_back(PIPEPLAN_SOLVER_SCRIPT);
+  return places;
+}
+
+namespace {
+
+// The file this code was loaded from: the executable, or the shared library linking it.
+std::string ThisBinary() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&SolverScriptPlaces), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "";
+  }
+  std::error_code error;
+  const std::filesystem::path path = std::filesystem::canonical(info.dli_fname, error);
+  if (!error) return path.string();
+  // The main program's name as it was run, which may be bare: the kernel knows where it is.
+  const std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", error);
+  return error ? "" : self.string();
+}
+
+// The first place of SolverScriptPlaces holding a readable script, or an error naming them all.
+StatusOr<std::string> FindSolverScript() {
+  const std::vector<std::string> places = SolverScriptPlaces(ThisBinary());
+  for (const std::string& place : places) {
+    if (access(place.c_str(), R_OK) == 0) return place;
+  }
+  std::string looked;
+  for (const std::string& place : places) looked += (looked.empty() ? "" : ", ") + place;
+  return FailedPrecondition("the solver script is missing (looked for " +
+                            (looked.empty() ? std::string("it nowhere") : looked) +
+                            "): set PIPEPLAN_SOLVER_SCRIPT to python/pipeplan_solver.py of "
+                            "pipeplan's source tree");
+}
+
+}  // namespace
+
 StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
   const std::string python = SettingOr("PIPEPLAN_SOLVER_PYTHON", PIPEPLAN_SOLVER_PYTHON);
-  const std::string script = SettingOr("PIPEPLAN_SOLVER_SCRIPT", PIPEPLAN_SOLVER_SCRIPT);
   if (python.empty() || access(python.c_str(), X_OK) != 0) {
     return FailedPrecondition(
         "the optimal strategies need OR-Tools' CP-SAT solver, and no "
@@ -244,11 +290,7 @@ StatusOr<SolverOutcome> RunCpSat(const SolverInstance& instance) {
         (python.empty() ? std::string() : " (" + python + " is missing)") + ": " +
         std::string(kInstall));
   }
-  if (script.empty() || access(script.c_str(), R_OK) != 0) {
-    return FailedPrecondition("the solver script " + (script.empty() ? "" : script + " ") +
-                              "is missing: set PIPEPLAN_SOLVER_SCRIPT to python/"
-                              "pipeplan_solver.py of pipeplan's source tree");
-  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string script, FindSolverScript());
   PIPEPLAN_ASSIGN_OR_RETURN(const std::unique_ptr<TempDir> dir, TempDir::Make());
   const std::string instance_path = dir->path() + "/instance.json";
   const std::string result_path = dir->path() + "/result.txt";

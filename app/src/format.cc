@@ -6,19 +6,6 @@
 
 namespace pipeplan::app {
 
-std::string FormatCompact(double value) {
-  const double rounded = std::round(value * 1e4) / 1e4;
-  if (!std::isfinite(rounded) || std::abs(rounded) >= 1e15) return FormatNumber(value);
-  std::string text = FormatFixed(rounded, 4);
-  while (text.back() == '0') text.pop_back();
-  if (text.back() == '.') text.pop_back();
-  return text;
-}
-
-std::string FormatMemory(double value, const MemoryModel& memory) {
-  return memory.unit == kBytesUnit ? FormatBytes(value) : FormatCompact(value);
-}
-
 std::string FormatPercent(double fraction) { return FormatFixed(fraction * 100.0, 1) + "%"; }
 
 std::string JsonString(std::string_view text) { return "\"" + JsonEscape(text) + "\""; }

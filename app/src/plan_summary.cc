@@ -1,6 +1,5 @@
 #include "pipeplan/app/plan_summary.h"
 
-#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -17,10 +16,7 @@ std::string PlanStrategyName(const Plan& plan) {
 PostValidationSummary SummarizePostValidation(const Plan& plan) {
   PostValidationSummary summary;
   for (const RankProgram& program : plan.programs) {
-    const bool has_pv =
-        std::any_of(program.actions.begin(), program.actions.end(),
-                    [](const Action& a) { return a.kind == ActionKind::kPostValidation; });
-    summary.ranks_with_pv += has_pv ? 1 : 0;
+    summary.ranks_with_pv += HasPostValidation(program) ? 1 : 0;
   }
   summary.rollback_receives = CountRollbackReceives(plan);
   return summary;

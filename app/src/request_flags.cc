@@ -291,15 +291,20 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
 }
 
 std::string InFlagTerms(std::string message, const RequestFlags& flags) {
-  if (flags.request_file.has_value()) return message;
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kFlagOfField = {{
-      {"topology.ranks", "--ranks"},
-      {"topology.microbatches", "--microbatches"},
-      {"topology.stages_per_rank", "--stages-per-rank"},
-      {"options.microbatch_group_size", "--microbatch-group-size"},
-      {"options.post_validation", "--post-validation"},
-      {"memory.limit", "--memory-limit"},
-      {"time_limit_s", "--time-limit"},
+  struct FlagOfField {
+    std::string_view field;
+    std::string_view flag;
+    bool request_field;  // a request file's field, named as such when a file gave the request
+  };
+  static constexpr std::array<FlagOfField, 8> kFlagOfField = {{
+      {"topology.ranks", "--ranks", true},
+      {"topology.microbatches", "--microbatches", true},
+      {"topology.stages_per_rank", "--stages-per-rank", true},
+      {"options.microbatch_group_size", "--microbatch-group-size", true},
+      {"options.post_validation", "--post-validation", true},
+      {"memory.limit", "--memory-limit", true},
+      {"time_limit_s", "--time-limit", false},  // PlanOptions', always a flag
+      {"with_solver", "--optimal", false},
   }};
   // A field's name ends where no letter, digit, '_' or '.' + name continues it.
   const auto is_name = [](char c) {
@@ -310,7 +315,8 @@ std::string InFlagTerms(std::string message, const RequestFlags& flags) {
     if (is_name(message[at])) return true;
     return message[at] == '.' && at + 1 < message.size() && is_name(message[at + 1]);
   };
-  for (const auto& [field, flag] : kFlagOfField) {
+  for (const auto& [field, flag, request_field] : kFlagOfField) {
+    if (request_field && flags.request_file.has_value()) continue;
     for (size_t at = message.find(field); at != std::string::npos;
          at = message.find(field, at + 1)) {
       const bool starts = at == 0 || !(is_name(message[at - 1]) || message[at - 1] == '.');

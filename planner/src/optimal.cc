@@ -430,13 +430,7 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
   const Topology& t = request.topology;
   const int64_t per_microbatch = OpsPerMicrobatch(t, optimal->split_backward);
   const bool periodic = options.periodic || per_microbatch * t.microbatches > kMaxSolverOps;
-  if (periodic && per_microbatch > kMaxSolverOps) {
-    return InvalidArgument("the optimal strategies solve at most " + std::to_string(kMaxSolverOps) +
-                           " compute ops at once; one microbatch of P=" + std::to_string(t.ranks) +
-                           " V=" + std::to_string(t.stages_per_rank) + " has " +
-                           std::to_string(per_microbatch) +
-                           " (the periodic solve's unit; fewer ranks or stages)");
-  }
+  PIPEPLAN_RETURN_IF_ERROR(solver::CheckSolverSize(t, optimal->split_backward, periodic));
   const std::optional<Candidate> heuristic = BestHeuristic(request, *optimal);
   std::optional<Candidate> best = heuristic;
   bool improved = false;  // the plan is the solver's, strictly faster than the heuristic
@@ -539,16 +533,14 @@ StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
                                                  const SolveFn& solve) {
   if (request.options.post_validation) {
     return InvalidArgument(
-        "the solver-made strategies insert no post-validation (options.post_validation): "
-        "AutoSearch plans auto with it, without the solver");
+        "with_solver: the solver-made strategies insert no post-validation "
+        "(options.post_validation); plan auto with it without the solver");
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const AutoResult found, AutoSearch(request));
+  PIPEPLAN_ASSIGN_OR_RETURN(AutoResult found, AutoSearch(request));
   AutoOptimalResult out;
   out.heuristic = found.best.plan;
-  out.heuristic_makespan = found.candidates.front().makespan;
-  out.plan = found.best.plan;
-  out.notes = found.best.notes;
-  out.makespan = out.heuristic_makespan;
+  out.heuristic_makespan = found.best.timeline.metrics.makespan;
+  std::optional<Evaluated> fastest;  // a solver-made plan faster than auto's pick
   std::set<std::pair<Placement, int>> solved;
   for (const AutoCandidate& candidate : found.candidates) {
     if (!candidate.status.ok()) break;  // the feasible ones come first, fastest first
@@ -563,13 +555,14 @@ StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
     solver_request.memory.limit = request.memory.limit;  // zb's candidates try lower ones
     PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan made, BuildOptimalPlan(solver_request, options, solve));
     ++out.solved;
-    if (made.timeline.metrics.makespan < out.makespan) {
-      out.makespan = made.timeline.metrics.makespan;
-      out.plan = std::move(made.plan);
-      out.plan.provenance.strategy = "auto -> " + out.plan.request.strategy;
-      out.notes = candidate.notes;  // the candidate's figures were fitted for it
-    }
+    const double to_beat =
+        fastest.has_value() ? fastest->timeline.metrics.makespan : out.heuristic_makespan;
+    if (made.timeline.metrics.makespan >= to_beat) continue;
+    // The candidate's figures were fitted for it: its notes are the solver-made plan's.
+    fastest = Evaluated{std::move(made.plan), std::move(made.timeline), candidate.notes};
+    fastest->plan.provenance.strategy = "auto -> " + fastest->plan.request.strategy;
   }
+  out.best = fastest.has_value() ? *std::move(fastest) : std::move(found.best);
   return out;
 }
 

@@ -12,7 +12,6 @@
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/passes/comm_insertion.h"
 #include "pipeplan/passes/scheduled_passes.h"
-#include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/optimal.h"
 #include "pipeplan/simulation/simulator.h"
@@ -198,23 +197,21 @@ StatusOr<Evaluated> BuildStrategyPlan(const PlanRequest& raw_request) {
   return best;
 }
 
-// The solver-made strategies need a solver, which this layer does not run.
-Status RefuseSolverMade(const PlanRequest& request) {
+// auto and the solver-made strategies are MakePlan's (make_plan.h): a search, a solver.
+Status RefuseNotCatalogue(const PlanRequest& request) {
+  if (request.strategy == kAutoStrategy) {
+    return InvalidArgument("auto is a search over the catalogue, which MakePlan runs");
+  }
   if (FindOptimalStrategy(request.strategy) == nullptr) return Status::Ok();
   return InvalidArgument(request.strategy +
                          " is made by a constraint solver, which BuildPlan does not run: "
-                         "BuildOptimalPlan plans it (as 'pipeplan plan' does)");
+                         "MakePlan plans it with a solver (as 'pipeplan plan' does)");
 }
 
 }  // namespace
 
 StatusOr<Plan> BuildPlan(const PlanRequest& request) {
-  PIPEPLAN_RETURN_IF_ERROR(RefuseSolverMade(request));
-  if (request.strategy == kAutoStrategy) {
-    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
-    return std::move(result.best.plan);
-  }
-  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated built, BuildStrategyPlan(request));
+  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated built, BuildAndSimulatePlan(request));
   return std::move(built.plan);
 }
 
@@ -256,11 +253,7 @@ StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request) {
 }
 
 StatusOr<Evaluated> BuildAndSimulatePlan(const PlanRequest& request) {
-  PIPEPLAN_RETURN_IF_ERROR(RefuseSolverMade(request));
-  if (request.strategy == kAutoStrategy) {
-    PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
-    return std::move(result.best);
-  }
+  PIPEPLAN_RETURN_IF_ERROR(RefuseNotCatalogue(request));
   return BuildStrategyPlan(request);
 }
 

@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
+#include "pipeplan/model/status.h"
 #include "pipeplan/model/topology.h"
+#include "pipeplan/planner/optimal.h"
 
 namespace pipeplan::solver {
 
@@ -22,6 +25,27 @@ inline int64_t Down(double value, double factor) {
 // The solver's ops for one microbatch: F and I and W (split) or B, on every stage.
 inline int64_t OpsPerMicrobatch(const Topology& t, bool split) {
   return int64_t{split ? 3 : 2} * t.num_stages();
+}
+
+// The one cap on what the solver is given (kMaxSolverOps): a whole step's ops, or with
+// `periodic` one microbatch's, the periodic solve's unit.
+inline Status CheckSolverSize(const Topology& t, bool split, bool periodic) {
+  const int64_t per_microbatch = OpsPerMicrobatch(t, split);
+  const std::string cap =
+      "the optimal strategies solve at most " + std::to_string(kMaxSolverOps) + " compute ops";
+  const std::string shape =
+      "P=" + std::to_string(t.ranks) + " V=" + std::to_string(t.stages_per_rank);
+  if (periodic && per_microbatch > kMaxSolverOps) {
+    return InvalidArgument(cap + " at once; one microbatch of " + shape + " has " +
+                           std::to_string(per_microbatch) +
+                           " (the periodic solve's unit; fewer ranks or stages)");
+  }
+  const int64_t whole = per_microbatch * t.microbatches;
+  if (!periodic && whole > kMaxSolverOps) {
+    return InvalidArgument(cap + "; " + shape + " M=" + std::to_string(t.microbatches) + " has " +
+                           std::to_string(whole) + " (fewer microbatches or ranks)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace pipeplan::solver

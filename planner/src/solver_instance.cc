@@ -19,7 +19,6 @@ namespace {
 
 using solver::Down;
 using solver::Nearest;
-using solver::OpsPerMicrobatch;
 using solver::Up;
 
 // The largest integer any scaled figure may reach: sums of them stay far inside int64.
@@ -62,14 +61,8 @@ class InstanceBuilder {
 
   StatusOr<SolverInstance> Build() {
     const Topology& t = request_.topology;
-    const int64_t ops = OpsPerMicrobatch(t, split_) * t.microbatches;
-    if (ops > kMaxSolverOps) {
-      return InvalidArgument(
-          "the optimal strategies solve at most " + std::to_string(kMaxSolverOps) +
-          " compute ops; P=" + std::to_string(t.ranks) + " V=" + std::to_string(t.stages_per_rank) +
-          " M=" + std::to_string(t.microbatches) + " has " + std::to_string(ops) +
-          " (fewer microbatches or ranks)");
-    }
+    // A periodic solve's instance is one microbatch's: its whole step is the unit.
+    PIPEPLAN_RETURN_IF_ERROR(solver::CheckSolverSize(t, split_, /*periodic=*/false));
     time_ = FindScale(TimeFigures());
     memory_ = FindScale(MemoryFigures());
     out_.ranks = t.ranks;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipeplan/planner/make_plan.h"
 #include "pipeplan/strategies/strategy.h"
 #include "test_support.h"
 
@@ -44,9 +45,9 @@ TEST(AutoSearch, IsNoSlowerThanAnySingleStrategyAtOneStagePerRank) {
 TEST(AutoSearch, RespectsTheMemoryLimitAndBeatsZb1pUnderIt) {
   PlanRequest request = PaperRequest("auto");
   request.memory.limit = 8;  // 1F1B's peak: P microbatch activations
-  const StatusOr<Plan> plan = BuildPlan(request);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  const Timeline timeline = testing::SimulateOrDie(*plan);
+  const StatusOr<AutoResult> result = AutoSearch(request);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const Timeline timeline = testing::SimulateOrDie(result->best.plan);
   EXPECT_LE(PeakMemory(timeline), 8 + 1e-9);
   const Timeline zb1p = testing::SimulateOrDie(testing::BuildOrDie(PaperRequest("zb-1p")));
   EXPECT_LE(timeline.metrics.makespan, zb1p.metrics.makespan);
@@ -55,7 +56,7 @@ TEST(AutoSearch, RespectsTheMemoryLimitAndBeatsZb1pUnderIt) {
 TEST(AutoSearch, AnImpossibleLimitNamesTheSmallestOneThatFits) {
   PlanRequest request = PaperRequest("auto");
   request.memory.limit = 0.5;
-  const StatusOr<Plan> plan = BuildPlan(request);
+  const StatusOr<AutoResult> plan = AutoSearch(request);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
   // The greedy zb plans under any limit that holds one microbatch's activation per rank (1);
@@ -77,10 +78,11 @@ TEST(AutoSearch, PostValidationKeepsToTheZeroBubbleFamily) {
 }
 
 TEST(AutoSearch, IsDeterministic) {
-  const StatusOr<Plan> a = BuildPlan(PaperRequest("auto"));
-  const StatusOr<Plan> b = BuildPlan(PaperRequest("auto"));
+  const StatusOr<Evaluated> a = MakePlan(PaperRequest("auto"), PlanOptions{});
+  const StatusOr<Evaluated> b = MakePlan(PaperRequest("auto"), PlanOptions{});
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(a->plan, b->plan);
+  EXPECT_EQ(a->notes, b->notes);
 }
 
 }  // namespace

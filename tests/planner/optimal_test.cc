@@ -306,7 +306,7 @@ TEST_F(OptimalTest, StrictlyBeatsTheCatalogueUnderTightMemory) {
 TEST_F(OptimalTest, BeatsEveryHeuristicBetweenVMinAndOneFOneBMemoryDeterministically) {
   PlanRequest share = MakeRequest("auto", 4, 8);
   share.memory.limit = 2.5;
-  const StatusOr<Plan> heuristic = BuildPlan(share);
+  const StatusOr<Plan> heuristic = testing::PlanOf(share);
   ASSERT_TRUE(heuristic.ok()) << heuristic.status().message();
   const double best_heuristic = testing::SimulateOrDie(*heuristic).metrics.makespan;
   EXPECT_DOUBLE_EQ(best_heuristic, 29.5);
@@ -727,19 +727,21 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
     const StatusOr<AutoOptimalResult> found = AutoSearchWithSolver(request, options, app::RunCpSat);
     ASSERT_TRUE(found.ok()) << found.status().message();
     EXPECT_GE(found->solved, 2);
-    EXPECT_DOUBLE_EQ(found->heuristic_makespan, alone->candidates.front().makespan);
+    EXPECT_DOUBLE_EQ(found->heuristic_makespan, alone->best.timeline.metrics.makespan);
     EXPECT_EQ(found->heuristic, alone->best.plan);
-    const Timeline timeline = testing::SimulateOrDie(found->plan);
-    EXPECT_DOUBLE_EQ(timeline.metrics.makespan, found->makespan);
+    const Plan& plan = found->best.plan;
+    const double makespan = found->best.timeline.metrics.makespan;
+    const Timeline timeline = testing::SimulateOrDie(plan);
+    EXPECT_DOUBLE_EQ(timeline.metrics.makespan, makespan);
     for (const RankTimeline& rank : timeline.ranks) {
       EXPECT_LE(rank.peak_memory, c.limit.value_or(1e9)) << "rank " << rank.rank.value;
     }
     if (c.solver_wins) {
-      EXPECT_LT(found->makespan, found->heuristic_makespan);
-      EXPECT_EQ(found->plan.provenance.solver_status, "optimal");
-      EXPECT_EQ(found->plan.provenance.strategy, "auto -> " + found->plan.request.strategy);
+      EXPECT_LT(makespan, found->heuristic_makespan);
+      EXPECT_EQ(plan.provenance.solver_status, "optimal");
+      EXPECT_EQ(plan.provenance.strategy, "auto -> " + plan.request.strategy);
     } else {
-      EXPECT_EQ(found->plan, alone->best.plan);
+      EXPECT_EQ(plan, alone->best.plan);
     }
   }
   PlanRequest validated = MakeRequest("auto", 4, 8);

@@ -67,7 +67,7 @@ void ForEachRefusal(const Case& c, Check check) {
                    std::to_string(seed));
       PlanRequest request = RandomRequest(c.strategy, ranks, microbatches, c.v, seed);
       request.memory.limit = request.memory.static_per_rank * 0.5;  // below anything
-      const StatusOr<Plan> refused = BuildPlan(request);
+      const StatusOr<Plan> refused = testing::PlanOf(request);
       ASSERT_FALSE(refused.ok());
       check(request, ReportedLimit(refused.status().message()));
       ++checked;
@@ -83,7 +83,7 @@ TEST_P(SmallestLimit, PlansAtTheReportedLimitAndAboveIt) {
     for (const double above : {0.0, 1e-3, 0.05, 0.3}) {
       const double limit = smallest * (1 + above);
       request.memory.limit = limit;
-      const StatusOr<Plan> plan = BuildPlan(request);
+      const StatusOr<Plan> plan = testing::PlanOf(request);
       ASSERT_TRUE(plan.ok()) << "at " << limit << " (the reported " << smallest
                              << "): " << plan.status().message();
       EXPECT_LE(PeakMemory(testing::SimulateOrDie(*plan)), limit * (1 + 1e-9));
@@ -100,7 +100,7 @@ class NothingSmallerPlans : public ::testing::TestWithParam<Case> {};
 TEST_P(NothingSmallerPlans, JustBelowTheReportedLimitIsRefused) {
   ForEachRefusal(GetParam(), [](PlanRequest request, double smallest) {
     request.memory.limit = smallest * (1 - 1e-3);
-    EXPECT_FALSE(BuildPlan(request).ok()) << "just below the reported " << smallest;
+    EXPECT_FALSE(testing::PlanOf(request).ok()) << "just below the reported " << smallest;
   });
 }
 

@@ -9,7 +9,7 @@
 
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/profile.h"
-#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/make_plan.h"
 #include "pipeplan/simulation/simulator.h"
 
 namespace pipeplan::testing {
@@ -38,8 +38,15 @@ inline DurationStats Constant(double seconds, int samples = 4) {
           .p90 = seconds};
 }
 
+// The plan MakePlan makes without a solver: a catalogue strategy's or auto's.
+inline StatusOr<Plan> PlanOf(const PlanRequest& request) {
+  StatusOr<Evaluated> made = MakePlan(request, PlanOptions{});
+  if (!made.ok()) return made.status();
+  return std::move(made->plan);
+}
+
 inline Plan BuildOrDie(const PlanRequest& request) {
-  StatusOr<Plan> plan = BuildPlan(request);
+  StatusOr<Plan> plan = PlanOf(request);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return plan.ok() ? *plan : Plan{};
 }

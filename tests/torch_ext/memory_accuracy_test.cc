@@ -27,7 +27,7 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/measurement/calibrate.h"
 #include "pipeplan/model/stage_recut.h"
-#include "pipeplan/planner/planner.h"
+#include "pipeplan/planner/make_plan.h"
 #include "pipeplan/simulation/simulator.h"
 #include "torch_test_support.h"
 
@@ -313,8 +313,9 @@ TEST(MemoryBudget, AutoUnderABudgetFromOneMeasuredRunPicksAPlanThatFits) {
   request.costs = *costs;
   request.memory = *costs->memory;
   request.memory.limit = budget;
-  const StatusOr<Plan> chosen = BuildPlan(request);
-  ASSERT_TRUE(chosen.ok()) << chosen.status().message();
+  const StatusOr<Evaluated> made = MakePlan(request, PlanOptions{});
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const Plan* chosen = &made->plan;
   const StatusOr<ProfiledRun> again = ProfileRun(*chosen, dir.path());
   ASSERT_TRUE(again.ok()) << again.status().message();
   const double peak = Largest(PeaksOf(again->measured));

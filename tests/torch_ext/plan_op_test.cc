@@ -79,7 +79,9 @@ TEST(PlanOpTest, PlansASolverMadeStrategyAsTheCliDoes) {
   EXPECT_NE(result->metrics_json.find(R"("makespan":7,)"), std::string::npos)
       << result->metrics_json;
   ASSERT_FALSE(result->notes.empty());
-  EXPECT_EQ(result->notes.back().rfind("optimal: optimal", 0), 0u) << result->notes.back();
+  // The solver's verdict in the words `pipeplan plan` prints.
+  EXPECT_EQ(result->notes.back().rfind("optimal: makespan 7, optimal", 0), 0u)
+      << result->notes.back();
 }
 
 TEST(PlanOpTest, PostValidationIsLeftOutWithNotes) {

@@ -88,7 +88,8 @@ class TorchOpsTest(unittest.TestCase):
             with self.subTest(f"{args} {kwargs}"):
                 actions, metrics_json, notes = self.plan(*args, **kwargs)
 
-                support.run_pipeplan("plan", *cli_flags(args, kwargs), "-o", plan_file)
+                _, plan_stderr = support.run_pipeplan("plan", *cli_flags(args, kwargs), "-o",
+                                                      plan_file)
                 csv_text, export_stderr = support.run_pipeplan(
                     "export", plan_file, "--format", kwargs.get("format", "torch-csv"))
                 simulated, _ = support.run_pipeplan("simulate", plan_file, "--json")
@@ -96,7 +97,7 @@ class TorchOpsTest(unittest.TestCase):
                 self.assertEqual(actions, support.csv_rows(csv_text))
                 self.assertEqual(metrics_json + "\n", simulated)
                 self.assertEqual(["note: " + note for note in notes],
-                                 support.notes(export_stderr))
+                                 support.notes(plan_stderr) + support.notes(export_stderr))
                 self.assertEqual(len(actions), args[1])
 
     def test_post_validation_is_reported_as_left_out(self):

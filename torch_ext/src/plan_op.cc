@@ -7,10 +7,7 @@
 #include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/metrics_json.h"
 #include "pipeplan/app/request_flags.h"
-#include "pipeplan/planner/auto_search.h"
-#include "pipeplan/planner/optimal.h"
-#include "pipeplan/planner/planner.h"
-#include "pipeplan/simulation/simulator.h"
+#include "pipeplan/planner/make_plan.h"
 
 namespace pipeplan::torch_ext {
 namespace {
@@ -54,21 +51,6 @@ std::vector<std::vector<std::string>> SplitRows(std::string_view csv) {
   return rows;
 }
 
-// The plan, its timeline and its notes; for auto, also what its pick rests on
-// (AutoResult::notes). The solver-made strategies run CP-SAT as `pipeplan plan` does.
-StatusOr<Evaluated> PlanAndSimulate(const PlanRequest& request, std::vector<std::string>& notes) {
-  if (FindOptimalStrategy(request.strategy) != nullptr) {
-    PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan made,
-                              BuildOptimalPlan(request, OptimalOptions{}, app::RunCpSat));
-    notes.push_back(request.strategy + ": " + made.plan.provenance.solver_status);
-    return Evaluated{std::move(made.plan), std::move(made.timeline), std::move(made.notes)};
-  }
-  if (request.strategy != kAutoStrategy) return BuildAndSimulatePlan(request);
-  PIPEPLAN_ASSIGN_OR_RETURN(AutoResult result, AutoSearch(request));
-  notes = std::move(result.notes);
-  return std::move(result.best);
-}
-
 }  // namespace
 
 StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
@@ -76,8 +58,8 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
       const app::RequestFlags request_flags,
       app::CheckRequestValues(ValuesOf(request), app::StrategyFlag::kRequired));
   PIPEPLAN_ASSIGN_OR_RETURN(const PlanRequest plan_request, app::LoadRequest(request_flags));
-  std::vector<std::string> auto_notes;
-  StatusOr<Evaluated> planned = PlanAndSimulate(plan_request, auto_notes);
+  // The solver-made strategies run CP-SAT as `pipeplan plan` does.
+  StatusOr<Evaluated> planned = MakePlan(plan_request, PlanOptions{.solve = app::RunCpSat});
   if (!planned.ok()) return app::InFlagTerms(planned.status(), request_flags);
   const Plan& plan = planned->plan;
   const Timeline& timeline = planned->timeline;
@@ -87,9 +69,10 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
   result.actions = SplitRows(exported.csv);
   result.metrics_json = app::RenderMetricsJson(plan, timeline);
   if (result.metrics_json.ends_with('\n')) result.metrics_json.pop_back();
-  result.notes = std::move(exported.notes);
-  result.notes.insert(result.notes.end(), auto_notes.begin(), auto_notes.end());
-  result.notes.insert(result.notes.end(), planned->notes.begin(), planned->notes.end());
+  // As `pipeplan plan` then `pipeplan export` print them: how the plan was chosen and what was
+  // estimated for it, then what the export left out.
+  result.notes = std::move(planned->notes);
+  result.notes.insert(result.notes.end(), exported.notes.begin(), exported.notes.end());
   return result;
 }
 

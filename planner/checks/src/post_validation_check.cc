@@ -15,10 +15,7 @@ class PostValidationChecker {
   explicit PostValidationChecker(const Plan& plan) : plan_(plan), stages_(plan.request.topology) {}
 
   Status Check() const {
-    bool any = false;
-    for (const RankProgram& program : plan_.programs) {
-      for (const Action& a : program.actions) any = any || a.kind == ActionKind::kPostValidation;
-    }
+    const bool any = HasPostValidation(plan_);
     for (size_t r = 0; r < plan_.programs.size(); ++r) {
       PIPEPLAN_RETURN_IF_ERROR(any ? CheckRank(static_cast<int>(r))
                                    : CheckNoPv(static_cast<int>(r)));

@@ -137,6 +137,10 @@ std::string MemoryModel::Describe(double value) const {
   return FormatBytes(value) + " (" + FormatFixed(std::ceil(value), 0) + " B)";
 }
 
+std::string FormatMemory(double value, const MemoryModel& memory) {
+  return memory.unit == kBytesUnit ? FormatBytes(value) : FormatCompact(value);
+}
+
 bool MemoryModel::HasTransientOrRetained() const {
   return std::any_of(stages.begin(), stages.end(), [](const StageMemory& stage) {
     return stage.forward_transient > 0 || stage.backward_transient > 0 ||

@@ -31,6 +31,15 @@ std::string FormatFixed(double value, int decimals) {
   return std::string(buffer, result.ptr);
 }
 
+std::string FormatCompact(double value) {
+  const double rounded = std::round(value * 1e4) / 1e4;
+  if (!std::isfinite(rounded) || std::abs(rounded) >= 1e15) return FormatNumber(value);
+  std::string text = FormatFixed(rounded, 4);
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
 std::string FormatBytes(double bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   size_t unit = 0;

@@ -13,16 +13,13 @@ namespace pipeplan::app {
 
 // Shortest round-trip decimals and fixed decimals come from the library, so the CLI and the
 // exporters write numbers the same way.
+using pipeplan::FormatCompact;
 using pipeplan::FormatFixed;
 using pipeplan::FormatNumber;
-// At most four decimals, trailing zeros dropped ("33", "0.5", "1234.5678"), for tables.
-std::string FormatCompact(double value);
 // Percentage with one decimal ("24.3%").
 std::string FormatPercent(double fraction);
 using ::pipeplan::FormatBytes;
-// A memory figure in the memory model's unit: bytes (FormatBytes) where it counts bytes, else
-// the compact number of microbatch activations.
-std::string FormatMemory(double value, const MemoryModel& memory);
+using ::pipeplan::FormatMemory;
 // A quoted, escaped JSON string.
 std::string JsonString(std::string_view text);
 // A JSON number; null for NaN and infinities, which JSON cannot express.

@@ -166,10 +166,8 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& request, const Optimal
 // candidate and under the request's memory limit; the fastest plan of all. Each solve gets
 // `options.time_limit_s`. Refuses post-validation (the solver's orders carry none).
 struct AutoOptimalResult {
-  Plan plan;                            // the fastest: auto's pick or a solver-made plan
-  std::vector<std::string> notes = {};  // what was estimated for it (Evaluated::notes)
-  double makespan = 0.0;                // simulated
-  Plan heuristic;                       // auto's pick among the catalogue
+  Evaluated best;  // the fastest: auto's pick or a solver-made plan, its timeline and notes
+  Plan heuristic;  // auto's pick among the catalogue
   double heuristic_makespan = 0.0;
   int solved = 0;  // how many solver-made candidates were planned
 };

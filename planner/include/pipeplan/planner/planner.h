@@ -1,5 +1,6 @@
-// The planner's front door: request in, validated plan out (generate, insert comm,
-// validate, check memory). Pure: no I/O, clocks or printing.
+// A catalogue strategy's request in, validated plan out (generate, insert comm, validate,
+// check memory), and plans of given orders and programs. Pure: no I/O, clocks or printing.
+// Front ends come in through MakePlan (make_plan.h), which also searches and solves.
 #pragma once
 
 #include <string>
@@ -23,11 +24,8 @@ bool HasPerStageFigures(const PlanRequest& request);
 // others' orders do not depend on it). Fails where the strategy cannot plan the request.
 StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request);
 
-// The strategy name that asks BuildPlan to search (see auto_search.h).
+// The strategy name that asks MakePlan to search (see auto_search.h).
 inline constexpr std::string_view kAutoStrategy = "auto";
-
-// Builds the plan for `request.strategy`, or for "auto" the best plan AutoSearch finds.
-StatusOr<Plan> BuildPlan(const PlanRequest& request);
 
 // A plan and its simulated timeline under the request's own costs and memory model, handed on
 // as one: whoever needs the timeline of a plan made here takes it, never simulates the plan
@@ -40,9 +38,12 @@ struct Evaluated {
   std::vector<std::string> notes = {};
 };
 
-// BuildPlan and the plan's timeline: the simulation the memory limit's check runs, or one from
-// the list schedule comm insertion ran anyway.
+// A catalogue strategy's plan and its timeline: the simulation the memory limit's check runs,
+// or one from the list schedule comm insertion ran anyway. auto and the solver-made strategies
+// are refused: MakePlan (make_plan.h), the way in for every strategy, plans them.
 StatusOr<Evaluated> BuildAndSimulatePlan(const PlanRequest& request);
+// BuildAndSimulatePlan's plan alone.
+StatusOr<Plan> BuildPlan(const PlanRequest& request);
 
 // For imported orders: runs comm insertion and validation on a given compute order.
 StatusOr<Plan> BuildPlanFromOrder(const PlanRequest& request, ComputeOrder order);

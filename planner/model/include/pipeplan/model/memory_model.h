@@ -131,6 +131,10 @@ MemoryModel SplitShareMemory(MemoryModel share, int chunks);
 // The inverse: the figures of one of `chunks` stages per rank as a rank's whole share.
 MemoryModel ShareOfStageMemory(MemoryModel stage, int chunks);
 
+// A memory figure in `memory`'s unit, for tables and notes: bytes (FormatBytes) where it counts
+// bytes, else the compact number of microbatch activations (FormatCompact).
+std::string FormatMemory(double value, const MemoryModel& memory);
+
 Status ValidateMemoryModel(const MemoryModel& memory, int num_stages);
 // static_by_rank, when given, has one entry per rank.
 Status ValidateStaticByRank(const MemoryModel& memory, int ranks);

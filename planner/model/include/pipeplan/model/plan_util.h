@@ -69,6 +69,21 @@ inline ComputeView ViewOf(const ComputeOrder& order) {
   return view;
 }
 
+// Whether a program holds an optimizer post-validation (PV) action; a plan has post-validation
+// when any of its programs does (a valid plan then has it on every rank).
+inline bool HasPostValidation(const RankProgram& program) {
+  for (const Action& a : program.actions) {
+    if (a.kind == ActionKind::kPostValidation) return true;
+  }
+  return false;
+}
+inline bool HasPostValidation(const Plan& plan) {
+  for (const RankProgram& program : plan.programs) {
+    if (HasPostValidation(program)) return true;
+  }
+  return false;
+}
+
 // Number of receives tagged rollback in a plan.
 inline int CountRollbackReceives(const Plan& plan) {
   int count = 0;

@@ -13,6 +13,9 @@ namespace pipeplan {
 std::string FormatNumber(double value);
 // Fixed number of decimals, for tables ("0.2431").
 std::string FormatFixed(double value, int decimals);
+// At most four decimals, trailing zeros dropped ("33", "0.5", "1234.5678"), for tables and
+// the planner's notes.
+std::string FormatCompact(double value);
 // Bytes with a binary unit and three significant digits: "512 B", "1.50 KiB", "12.3 MiB",
 // "70.0 GiB".
 std::string FormatBytes(double bytes);
