@@ -374,7 +374,7 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   TakeMemoryFromCosts(request);
   // --memory-limit overrides a cost file's own limit; without it the file's holds.
   if (flags.memory_limit.has_value()) request.memory.limit = flags.memory_limit;
-  if (flags.memory_limit_in_bytes && request.memory.unit != kBytesUnit) {
+  if (flags.memory_limit_in_bytes && request.memory.unit != MemoryUnit::kBytes) {
     return InvalidArgument(
         "--memory-limit " + FormatBytes(*flags.memory_limit) +
         " is in bytes, but the memory model counts microbatch activations: give a cost file "

@@ -53,14 +53,14 @@ TEST(Normalize, FiguresOfAnotherCutAreCutByDepthAndSaySo) {
 TEST(Normalize, TakesACostFilesMemoryKeepingTheRequestsLimit) {
   PlanRequest request = MakeRequest("1f1b", 2, 4);
   MemoryModel file_memory;
-  file_memory.unit = kBytesUnit;
+  file_memory.unit = MemoryUnit::kBytes;
   file_memory.static_per_rank = 1000;
   file_memory.limit = 5000;
   request.costs.memory = file_memory;
   const StatusOr<NormalizedRequest> own_limit = Normalize(request);
   ASSERT_TRUE(own_limit.ok()) << own_limit.status().message();
   EXPECT_FALSE(own_limit->request.costs.memory.has_value());
-  EXPECT_EQ(own_limit->request.memory.unit, kBytesUnit);
+  EXPECT_EQ(own_limit->request.memory.unit, MemoryUnit::kBytes);
   EXPECT_EQ(own_limit->request.memory.limit, 5000);  // the file's, the request had none
   request.memory.limit = 7000;
   const StatusOr<NormalizedRequest> asked = Normalize(request);

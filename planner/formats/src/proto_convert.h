@@ -117,9 +117,9 @@ Status CheckIndex(int value, int bound, const std::string& path);
 void ToProto(const PlanRequest& request, v1::PlanRequest* out);  // request_proto.cc
 void ToProto(const CostModel& costs, v1::CostModel* out);
 StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string& path);
-CostModel FromProto(const v1::CostModel& proto);
+StatusOr<CostModel> FromProto(const v1::CostModel& proto, const std::string& path);
 void ToProto(const MemoryModel& memory, v1::MemoryModel* out);
-MemoryModel FromProto(const v1::MemoryModel& proto);
+StatusOr<MemoryModel> FromProto(const v1::MemoryModel& proto, const std::string& path);
 void ToProto(const Plan& plan, v1::Plan* out);  // plan_proto.cc
 StatusOr<Plan> FromProto(const v1::Plan& proto);
 void ToProto(const Timeline& timeline, v1::Timeline* out);  // timeline_proto.cc

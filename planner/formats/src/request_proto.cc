@@ -1,11 +1,15 @@
 // PlanRequest, CostModel and their parts <-> pipeplan.v1.
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "proto_convert.h"
 
 namespace pipeplan {
 namespace proto_convert {
+
+// MemoryModel.unit as files spell it; empty is the default model's unit.
+constexpr std::string_view kBytesUnitName = "bytes";
 
 void ToProto(const Topology& topology, v1::Topology* out) {
   out->set_ranks(topology.ranks);
@@ -77,7 +81,7 @@ void ToProto(const MemoryModel& memory, v1::MemoryModel* out) {
   out->set_last_stage_data_per_microbatch(memory.last_stage_data_per_microbatch);
   out->set_chains(memory.chains);
   if (memory.limit.has_value()) out->set_limit(*memory.limit);
-  out->set_unit(memory.unit);
+  out->set_unit(memory.unit == MemoryUnit::kBytes ? std::string(kBytesUnitName) : "");
 }
 
 void ToProto(const PlanRequest& request, v1::PlanRequest* out) {
@@ -161,7 +165,7 @@ StageSources FromProto(const v1::StageSources& proto) {
 
 }  // namespace
 
-CostModel FromProto(const v1::CostModel& proto) {
+StatusOr<CostModel> FromProto(const v1::CostModel& proto, const std::string& path) {
   CostModel costs;  // starts with one default entry each: what an empty list means
   if (!proto.stages().empty()) {
     costs.stages.clear();
@@ -177,11 +181,13 @@ CostModel FromProto(const v1::CostModel& proto) {
   costs.chains = proto.chains();
   for (const v1::StageSources& stage : proto.sources()) costs.sources.push_back(FromProto(stage));
   costs.runs.assign(proto.runs().begin(), proto.runs().end());
-  if (proto.has_memory()) costs.memory = FromProto(proto.memory());
+  if (proto.has_memory()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, FromProto(proto.memory(), Child(path, "memory")));
+  }
   return costs;
 }
 
-MemoryModel FromProto(const v1::MemoryModel& proto) {
+StatusOr<MemoryModel> FromProto(const v1::MemoryModel& proto, const std::string& path) {
   MemoryModel memory;  // starts with one default stage entry
   if (!proto.stages().empty()) {
     memory.stages.clear();
@@ -209,7 +215,13 @@ MemoryModel FromProto(const v1::MemoryModel& proto) {
   memory.last_stage_data_per_microbatch = proto.last_stage_data_per_microbatch();
   memory.chains = proto.chains();
   if (proto.has_limit()) memory.limit = proto.limit();
-  memory.unit = proto.unit();
+  if (proto.unit() == kBytesUnitName) {
+    memory.unit = MemoryUnit::kBytes;
+  } else if (!proto.unit().empty()) {
+    return FieldError(Child(path, "unit"), "'" + proto.unit() + "' is not a memory unit (\"" +
+                                               std::string(kBytesUnitName) +
+                                               "\", or empty for microbatch activations)");
+  }
   return memory;
 }
 
@@ -225,8 +237,8 @@ StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string&
                                         " (0 means P)"));
   request.options.microbatch_group_size = proto.options().microbatch_group_size();
   request.options.post_validation = proto.options().post_validation();
-  request.costs = FromProto(proto.costs());
-  request.memory = FromProto(proto.memory());
+  PIPEPLAN_ASSIGN_OR_RETURN(request.costs, FromProto(proto.costs(), Child(path, "costs")));
+  PIPEPLAN_ASSIGN_OR_RETURN(request.memory, FromProto(proto.memory(), Child(path, "memory")));
   const std::optional<Runtime> runtime = kRuntimes.FromProto(proto.runtime());
   if (!runtime.has_value()) {
     return FieldError(Child(path, "runtime"), "unknown runtime " + std::to_string(proto.runtime()));
@@ -261,7 +273,7 @@ StatusOr<CostModel> ParseCostModel(std::string_view data, ProtoFormat format) {
   return proto_convert::ParseAs<v1::CostModel>(
       data, format, FileKind::kCostModel, "cost file",
       [](const v1::CostModel& proto) -> StatusOr<CostModel> {
-        CostModel costs = proto_convert::FromProto(proto);
+        PIPEPLAN_ASSIGN_OR_RETURN(CostModel costs, proto_convert::FromProto(proto, /*path=*/""));
         // Shapes are checked against a plan's stages later; figures now, naming the field.
         PIPEPLAN_RETURN_IF_ERROR(ValidateSources(costs));
         if (costs.memory.has_value()) {

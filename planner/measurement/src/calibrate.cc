@@ -273,7 +273,7 @@ StatusOr<std::optional<MemoryModel>> CalibrateMemory(const Profile& profile, boo
     any = any || Measured(stage.memory.kept_by_forward);
   if (!any) return std::optional<MemoryModel>();
   MemoryModel memory;
-  memory.unit = kBytesUnit;
+  memory.unit = MemoryUnit::kBytes;
   // Last stage first: a stage's backward frees the gradient the next one handed it on the
   // same rank, which that stage's figures tell.
   memory.stages.assign(profile.stages.size(), StageMemory{});

@@ -133,12 +133,12 @@ double MemoryModel::LargestFixed(const StageMap& map, int microbatch_stages) con
 }
 
 std::string MemoryModel::Describe(double value) const {
-  if (unit != kBytesUnit) return FormatNumber(value);
+  if (unit != MemoryUnit::kBytes) return FormatNumber(value);
   return FormatBytes(value) + " (" + FormatFixed(std::ceil(value), 0) + " B)";
 }
 
 std::string FormatMemory(double value, const MemoryModel& memory) {
-  return memory.unit == kBytesUnit ? FormatBytes(value) : FormatCompact(value);
+  return memory.unit == MemoryUnit::kBytes ? FormatBytes(value) : FormatCompact(value);
 }
 
 bool MemoryModel::HasTransientOrRetained() const {
@@ -235,10 +235,6 @@ Status ValidateMemoryModel(const MemoryModel& memory, int num_stages) {
   for (size_t r = 0; r < memory.static_by_rank.size(); ++r) {
     PIPEPLAN_RETURN_IF_ERROR(
         CheckFigure(memory.static_by_rank[r], "memory.static_by_rank[" + std::to_string(r) + "]"));
-  }
-  if (!memory.unit.empty() && memory.unit != kBytesUnit) {
-    return InvalidArgument("memory.unit: '" + memory.unit + "' is not a memory unit (\"" +
-                           std::string(kBytesUnit) + "\", or empty for microbatch activations)");
   }
   if (memory.limit.has_value()) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(*memory.limit, "memory limit"));

@@ -221,7 +221,7 @@ void TrackMemory(const RankProgram& program, const MemoryChangeTable& changes,
   }
   out.peak_activation_memory = tracker.peak();
   out.peak_memory = static_memory + tracker.peak();
-  if (changes.memory().unit == kBytesUnit) out.memory_unit = MemoryUnit::kBytes;
+  out.memory_unit = changes.memory().unit;
 }
 
 Status CheckSimulatable(const Plan& plan, const CostModel& costs, const MemoryModel& memory) {

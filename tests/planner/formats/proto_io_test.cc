@@ -403,6 +403,33 @@ TEST(ProtoIoTest, CostModelFromJsonKeepsListedFieldsAndDefaultsTheRest) {
   EXPECT_EQ(costs->boundaries, std::vector<BoundaryCosts>{BoundaryCosts{}});
 }
 
+// A memory model's unit is read as the model's MemoryUnit: "bytes", or empty; anything else
+// is refused naming the field, in a cost file and in a request.
+TEST(ProtoIoTest, MemoryUnitIsBytesOrTheDefaultAndNothingElse) {
+  const StatusOr<CostModel> bytes =
+      ParseCostModel("memory { unit: \"bytes\" static_per_rank: 1024 }", ProtoFormat::kText);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  ASSERT_TRUE(bytes->memory.has_value());
+  EXPECT_EQ(bytes->memory->unit, MemoryUnit::kBytes);
+  const StatusOr<std::string> written = SerializeCostModel(*bytes, ProtoFormat::kText);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_NE(written->find("unit: \"bytes\""), std::string::npos) << *written;
+  const StatusOr<CostModel> plain = ParseCostModel("memory { }", ProtoFormat::kText);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->memory->unit, MemoryUnit::kModel);
+
+  const std::string expected =
+      "'kb' is not a memory unit (\"bytes\", or empty for microbatch activations)";
+  EXPECT_EQ(ParseCostModel("memory { unit: \"kb\" }", ProtoFormat::kText).status().message(),
+            "cost file: memory.unit: " + expected);
+  EXPECT_EQ(ParseRequest("topology { ranks: 2 microbatches: 2 } strategy: \"1f1b\" "
+                         "memory { unit: \"kb\" }",
+                         ProtoFormat::kText)
+                .status()
+                .message(),
+            "request file: memory.unit: " + expected);
+}
+
 // Empty text is a hand-written file with nothing in it; empty binary records no kind
 // (file_kind_test.cc).
 TEST(ProtoIoTest, EmptyCostModelIsTheDefaultModel) {

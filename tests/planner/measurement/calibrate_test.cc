@@ -371,7 +371,7 @@ TEST(CalibrateMemoryTest, BytesHeldPerStageAndTheStaticMemoryOfEachRank) {
   ASSERT_TRUE(costs.ok()) << costs.status().message();
   ASSERT_TRUE(costs->memory.has_value());
   const MemoryModel& memory = *costs->memory;
-  EXPECT_EQ(memory.unit, kBytesUnit);
+  EXPECT_EQ(memory.unit, MemoryUnit::kBytes);
   ASSERT_EQ(memory.stages.size(), 2u);
   EXPECT_EQ(memory.stages[0], (StageMemory{.activation = 1000}));
   // B freed 100 less than F kept: held until the step ends.

@@ -95,7 +95,7 @@ TEST(StageRecutTest, EachNewBoundaryTakesTheNearestGivenOne) {
 // gradient.
 TEST(StageRecutTest, MemoryByDepthWithTheModelsMessages) {
   MemoryModel memory;
-  memory.unit = kBytesUnit;
+  memory.unit = MemoryUnit::kBytes;
   memory.stages = {StageMemory{.activation = 1000,
                                .freed_by_input = 200,
                                .forward_transient = 10,
@@ -112,7 +112,7 @@ TEST(StageRecutTest, MemoryByDepthWithTheModelsMessages) {
   memory.static_per_rank = 7;
   const MemoryModel cut = RecutChainMemory(memory, 1, 4);
   EXPECT_EQ(cut.static_per_rank, 7);
-  EXPECT_EQ(cut.unit, kBytesUnit);
+  EXPECT_EQ(cut.unit, MemoryUnit::kBytes);
   // A middle stage: half an old stage's depth, the model's messages, the old stage's
   // transients.
   const auto half_of = [](double static_bytes, double forward, double input) {

@@ -102,7 +102,7 @@ TEST(Simulator, PeaksInBytesFollowTheClosedForms) {
        {std::pair<const char*, int>{"1f1b", kRanks}, {"zb-h2", 2 * kRanks - 1}}) {
     SCOPED_TRACE(strategy);
     PlanRequest request = MakeRequest(strategy, kRanks, 2 * kRanks);
-    request.memory.unit = kBytesUnit;
+    request.memory.unit = MemoryUnit::kBytes;
     request.memory.static_per_rank = kStatic;
     request.memory.stages = {StageMemory{.activation = kActivation, .freed_by_input = 0}};
     const Timeline t = SimulateOrDie(BuildOrDie(request));
@@ -119,7 +119,7 @@ TEST(Simulator, ATransientMovesThePeakByExactlyItsSize) {
   constexpr int kRanks = 4;
   const auto peak_with = [&](StageMemory stage) {
     PlanRequest request = MakeRequest("1f1b", kRanks, 2 * kRanks);
-    request.memory.unit = kBytesUnit;
+    request.memory.unit = MemoryUnit::kBytes;
     request.memory.static_per_rank = kStatic;
     stage.activation = kActivation;
     request.memory.stages = {stage};

@@ -48,7 +48,7 @@ struct CalibrateOptions {
 // uniform: each stage figure is the mean over the stages of the per-stage results (overlap
 // over the stages that measured it); the boundary entry is the mean over the measured
 // boundaries (bandwidth and activation bytes over those that have them).
-// Memory, where the profile counted bytes (memory.unit "bytes"): per stage the activation is
+// Memory, where the profile counted bytes (MemoryUnit::kBytes): per stage the activation is
 // the median bytes an F kept and freed_by_input the median an I freed (clamped to
 // [0, activation]; W frees the rest); uniform: the means over the stages. Static memory: where
 // the profile tells each stage's own (own_static_bytes), each stage gets its static_bytes but

@@ -54,7 +54,10 @@ struct StageMemory {
   bool operator==(const StageMemory&) const = default;
 };
 
-inline constexpr const char* kBytesUnit = "bytes";
+// What memory figures count: microbatch activations (the default model's unit: one
+// microbatch's activation of a rank's share), or bytes (calibrated from measured memory, an
+// allocator's reports). Files spell it "" and "bytes".
+enum class MemoryUnit : uint8_t { kModel, kBytes };
 
 struct MemoryModel {
   std::vector<StageMemory> stages = {StageMemory{}};  // size 1 (uniform) or S
@@ -76,9 +79,9 @@ struct MemoryModel {
   double last_stage_data_per_microbatch = 0.0;
   int chains = 0;               // as CostModel::chains, for `stages`
   std::optional<double> limit;  // on static + activations, per rank
-  // "bytes" where the figures are bytes (pipeplan calibrate from measured memory); empty: the
-  // default unit, microbatch activations. A limit given with a byte unit needs "bytes".
-  std::string unit;
+  // Bytes where pipeplan calibrate took the figures from measured memory. A limit given with
+  // a byte unit needs them.
+  MemoryUnit unit = MemoryUnit::kModel;
 
   // Activation added by one F on `stage`; `chunks_per_share` resolves the default (1/V).
   double Activation(StageId stage, int stages_per_rank) const;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipeplan/model/ids.h"
+#include "pipeplan/model/memory_model.h"
 
 namespace pipeplan {
 
@@ -28,10 +29,6 @@ inline std::string_view TimelineSourceName(TimelineSource source) {
 // on the device's streams (GPU: kernels run after their launch returns); for a torch.profiler
 // trace, the actions' device spans (gpu_user_annotation) or their host ranges.
 enum class OpClock : uint8_t { kUnrecorded, kHost, kCudaEvents, kProfilerDevice, kProfilerHost };
-
-// What a rank timeline's memory figures count: the memory model's unit (one microbatch's
-// activation, unless a cost file says otherwise), or bytes an allocator reported.
-enum class MemoryUnit : uint8_t { kModel, kBytes };
 
 // Threads (or streams) of a rank: compute, communication; executors with more streams
 // number them from 2 up.
