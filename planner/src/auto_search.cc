@@ -31,11 +31,12 @@ std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
 
 class AutoSearcher {
  public:
-  explicit AutoSearcher(const PlanRequest& request) : request_(request) {
-    // Normalise the given costs and memory (one stage at the request's V) to a rank's share.
-    const int given_v = std::max(1, request.topology.stages_per_rank);
-    share_ = ShareOfStageCosts(request.costs, given_v);
-    share_memory_ = ShareOfStageMemory(request.memory, given_v);
+  explicit AutoSearcher(PlanRequest request) : request_(std::move(request)) {
+    TakeMemoryFromCosts(request_);
+    // Uniform costs and memory (one stage at the request's V) as a rank's share.
+    const int given_v = std::max(1, request_.topology.stages_per_rank);
+    share_ = ShareOfStageCosts(request_.costs, given_v);
+    share_memory_ = ShareOfStageMemory(request_.memory, given_v);
   }
 
   StatusOr<AutoResult> Run() {
@@ -108,15 +109,17 @@ class AutoSearcher {
       candidate.options.microbatch_group_size = 0;
       std::vector<std::string> notes;
       if (per_stage_costs) {
-        // The user's cut of the model, cut again by depth where V differs (Normalize).
-        StatusOr<NormalizedRequest> normalized = Normalize(candidate);
-        if (!normalized.ok()) {  // fails as planned, with the reason
+        // The user's cut of the model, cut again by depth where V differs, as Normalize does
+        // (which then finds them fitted when the candidate is planned: it is normalised once).
+        StatusOr<FittedFigures> fitted =
+            FitFigures(candidate.costs, candidate.memory, candidate.topology, candidate.strategy);
+        if (!fitted.ok()) {  // fails as planned, with the reason
           candidates_.push_back({candidate, Status::Ok(), 0, 0});
           continue;
         }
-        candidate.costs = std::move(normalized->request.costs);
-        candidate.memory = std::move(normalized->request.memory);
-        notes = std::move(normalized->notes);
+        candidate.costs = std::move(fitted->costs);
+        candidate.memory = std::move(fitted->memory);
+        notes = std::move(fitted->notes);
       } else {
         candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
         candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
@@ -290,7 +293,7 @@ class AutoSearcher {
     return candidates_.empty() ? "no applicable strategy" : candidates_.front().status.message();
   }
 
-  const PlanRequest& request_;
+  PlanRequest request_;  // memory taken from the costs
   CostModel share_;
   MemoryModel share_memory_;
   std::vector<AutoCandidate> candidates_;

@@ -77,6 +77,32 @@ TEST(AutoSearch, PostValidationKeepsToTheZeroBubbleFamily) {
   }
 }
 
+// A calibrated cost file carries its memory model: auto takes it in before splitting the share
+// over each candidate's stages, as if it had been given as the request's memory (it once
+// reached the V = 2 candidates unsplit).
+TEST(AutoSearch, TakesTheCostFilesMemoryBeforeSplittingTheShare) {
+  MemoryModel memory;
+  memory.stages = {StageMemory{.activation = 2}};
+  memory.static_per_rank = 3;
+  PlanRequest in_costs = MakeRequest("auto", 4, 8);
+  in_costs.memory.limit = 12;
+  in_costs.costs.memory = memory;
+  PlanRequest as_memory = MakeRequest("auto", 4, 8);
+  as_memory.memory = memory;
+  as_memory.memory.limit = 12;
+  const StatusOr<AutoResult> a = AutoSearch(in_costs);
+  const StatusOr<AutoResult> b = AutoSearch(as_memory);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
+  ASSERT_EQ(a->candidates.size(), b->candidates.size());
+  for (size_t i = 0; i < a->candidates.size(); ++i) {
+    EXPECT_EQ(a->candidates[i].request.strategy, b->candidates[i].request.strategy) << i;
+    EXPECT_EQ(a->candidates[i].status.message(), b->candidates[i].status.message()) << i;
+    EXPECT_EQ(a->candidates[i].makespan, b->candidates[i].makespan) << i;
+    EXPECT_EQ(a->candidates[i].peak_memory, b->candidates[i].peak_memory) << i;
+  }
+  EXPECT_EQ(a->best.plan.programs, b->best.plan.programs);
+}
+
 TEST(AutoSearch, IsDeterministic) {
   const StatusOr<Evaluated> a = MakePlan(PaperRequest("auto"), PlanOptions{});
   const StatusOr<Evaluated> b = MakePlan(PaperRequest("auto"), PlanOptions{});
