@@ -16,27 +16,11 @@
 namespace pipeplan::cli {
 namespace {
 
-// `base` with one strategy at V stages per rank, the share's costs and memory split over them.
-PlanRequest RowRequest(const PlanRequest& base, std::string_view strategy, Placement placement,
-                       int stages_per_rank) {
-  PlanRequest request = base;
-  request.strategy = std::string(strategy);
-  request.topology.stages_per_rank = stages_per_rank;
-  request.topology.placement = placement;
-  // Loop and V placements split a rank's share of the model into V stages; dual placement
-  // (DualPipe) holds one full share of each of two model copies, so its stages keep the cost.
-  // Per-stage figures are the stages' own, at the V they were written for.
-  if (HasPerStageFigures(base)) return request;
-  request.costs = SplitShareCosts(base.costs, ChunksPerShare(request.topology));
-  request.memory = SplitShareMemory(base.memory, ChunksPerShare(request.topology));
-  return request;
-}
-
 ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int multi_stage_v) {
   ComparisonRow row;
   row.strategy = std::string(strategy.name);
   row.stages_per_rank = strategy.min_stages_per_rank <= 1 ? 1 : multi_stage_v;
-  PlanRequest request = RowRequest(base, strategy.name, strategy.placement, row.stages_per_rank);
+  PlanRequest request = ShareAtStages(base, strategy.name, strategy.placement, row.stages_per_rank);
   // The microbatch group size is an interleaved-1f1b option; the planner rejects it elsewhere.
   if (strategy.setting != StrategySetting::kGroupSizes) request.options.microbatch_group_size = 0;
   if (Status status = CheckApplicable(strategy, request.topology); !status.ok()) {
@@ -74,7 +58,7 @@ ComparisonRow RunSolverMade(const OptimalStrategy& strategy, int stages_per_rank
   row.strategy = std::string(strategy.name);
   row.stages_per_rank = stages_per_rank;
   row.solver_made = true;
-  PlanRequest request = RowRequest(base, strategy.name, strategy.placement, stages_per_rank);
+  PlanRequest request = ShareAtStages(base, strategy.name, strategy.placement, stages_per_rank);
   request.options.microbatch_group_size = 0;
   StatusOr<Evaluated> planned = MakePlan(request, optimal);
   if (!planned.ok()) {

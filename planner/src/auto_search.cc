@@ -33,10 +33,14 @@ class AutoSearcher {
  public:
   explicit AutoSearcher(PlanRequest request) : request_(std::move(request)) {
     TakeMemoryFromCosts(request_);
-    // Uniform costs and memory (one stage at the request's V) as a rank's share.
-    const int given_v = std::max(1, request_.topology.stages_per_rank);
-    share_ = ShareOfStageCosts(request_.costs, given_v);
-    share_memory_ = ShareOfStageMemory(request_.memory, given_v);
+    share_ = request_;
+    if (!HasPerStageFigures(request_)) {
+      // Uniform costs and memory describe one stage at the request's V: a rank's share is V
+      // of them.
+      const int given_v = std::max(1, request_.topology.stages_per_rank);
+      share_.costs = ShareOfStageCosts(request_.costs, given_v);
+      share_.memory = ShareOfStageMemory(request_.memory, given_v);
+    }
   }
 
   StatusOr<AutoResult> Run() {
@@ -102,10 +106,7 @@ class AutoSearcher {
   void AddCandidates(const Strategy& strategy) {
     const bool per_stage_costs = HasPerStageFigures(request_);
     for (const int v : StagesPerRankOptions(strategy)) {
-      PlanRequest candidate = request_;
-      candidate.strategy = std::string(strategy.name);
-      candidate.topology.stages_per_rank = v;
-      candidate.topology.placement = strategy.placement;
+      PlanRequest candidate = ShareAtStages(share_, strategy.name, strategy.placement, v);
       candidate.options.microbatch_group_size = 0;
       std::vector<std::string> notes;
       if (per_stage_costs) {
@@ -120,9 +121,6 @@ class AutoSearcher {
         candidate.costs = std::move(fitted->costs);
         candidate.memory = std::move(fitted->memory);
         notes = std::move(fitted->notes);
-      } else {
-        candidate.costs = SplitShareCosts(share_, ChunksPerShare(candidate.topology));
-        candidate.memory = SplitShareMemory(share_memory_, ChunksPerShare(candidate.topology));
       }
       const size_t first = candidates_.size();
       switch (strategy.setting) {
@@ -294,8 +292,7 @@ class AutoSearcher {
   }
 
   PlanRequest request_;  // memory taken from the costs
-  CostModel share_;
-  MemoryModel share_memory_;
+  PlanRequest share_;    // request_ with uniform figures as a rank's share (ShareAtStages)
   std::vector<AutoCandidate> candidates_;
 };
 
@@ -313,6 +310,18 @@ std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request) {
     out.push_back(&strategy);
   }
   return out;
+}
+
+PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, Placement placement,
+                          int stages_per_rank) {
+  PlanRequest request = share;
+  request.strategy = std::string(strategy);
+  request.topology.stages_per_rank = stages_per_rank;
+  request.topology.placement = placement;
+  if (HasPerStageFigures(share)) return request;
+  request.costs = SplitShareCosts(share.costs, ChunksPerShare(request.topology));
+  request.memory = SplitShareMemory(share.memory, ChunksPerShare(request.topology));
+  return request;
 }
 
 StatusOr<AutoResult> AutoSearch(const PlanRequest& request) {

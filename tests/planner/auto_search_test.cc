@@ -103,6 +103,31 @@ TEST(AutoSearch, TakesTheCostFilesMemoryBeforeSplittingTheShare) {
   EXPECT_EQ(a->best.plan.programs, b->best.plan.programs);
 }
 
+// compare's rows and auto's candidates: a rank's share split over V stages under loop and V
+// placement, kept whole under dual placement (each copy holds a whole share), per-stage
+// figures left as given.
+TEST(ShareAtStages, SplitsTheShareByChunksAndLeavesPerStageFiguresAlone) {
+  const PlanRequest share = MakeRequest("auto", 4, 8, 1, 2, 4, 6, 0.5);
+  const PlanRequest loop = ShareAtStages(share, "interleaved-1f1b", Placement::kLoop, 2);
+  EXPECT_EQ(loop.strategy, "interleaved-1f1b");
+  EXPECT_EQ(loop.topology.stages_per_rank, 2);
+  EXPECT_EQ(loop.topology.placement, Placement::kLoop);
+  ASSERT_EQ(loop.costs.stages.size(), 1u);
+  EXPECT_EQ(loop.costs.stages[0].forward, 1);
+  EXPECT_EQ(loop.costs.stages[0].backward_weight, 3);
+  EXPECT_EQ(loop.costs.boundaries, share.costs.boundaries);  // a transfer is a transfer
+  const PlanRequest dual = ShareAtStages(share, "dualpipe", Placement::kDual, 2);
+  EXPECT_EQ(dual.costs.stages, share.costs.stages);
+  EXPECT_EQ(dual.topology.placement, Placement::kDual);
+
+  PlanRequest per_stage = share;
+  per_stage.costs.stages = {StageCosts{.forward = 1, .backward = 2},
+                            StageCosts{.forward = 3, .backward = 4}};
+  const PlanRequest kept = ShareAtStages(per_stage, "zbv", Placement::kVShape, 2);
+  EXPECT_EQ(kept.costs.stages, per_stage.costs.stages);
+  EXPECT_EQ(kept.memory, per_stage.memory);
+}
+
 TEST(AutoSearch, IsDeterministic) {
   const StatusOr<Evaluated> a = MakePlan(PaperRequest("auto"), PlanOptions{});
   const StatusOr<Evaluated> b = MakePlan(PaperRequest("auto"), PlanOptions{});

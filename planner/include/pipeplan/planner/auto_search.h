@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/model/plan.h"
@@ -38,6 +39,14 @@ struct AutoResult {
 // The catalogue strategies `auto` and `compare` plan for `request`, in catalogue order: those
 // its runtime runs and, with post-validation asked, those that take it.
 std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request);
+
+// `share` asked of `strategy` at V = `stages_per_rank` under `placement`: where the figures are
+// uniform, one rank's share of the model split over the stages that share becomes
+// (ChunksPerShare: V under loop and V placement; 1 under dual placement, whose two model copies
+// each hold a whole share); per-stage figures stay as given, for Normalize to fit by depth.
+// compare's rows and auto's candidates are made by it.
+PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, Placement placement,
+                          int stages_per_rank);
 
 // The request's costs describe one stage at the request's V (V = 0 or 1: a rank's whole
 // share); candidates with another V get the same per-rank work split over their stages.
