@@ -5,12 +5,12 @@
 #include <string>
 
 #include "commands.h"
-#include "comparison.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/cli/comparison.h"
 #include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {

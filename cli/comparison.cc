@@ -1,4 +1,4 @@
-#include "comparison.h"
+#include "pipeplan/cli/comparison.h"
 
 #include <algorithm>
 #include <cmath>

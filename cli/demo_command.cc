@@ -5,9 +5,9 @@
 #include <string>
 
 #include "commands.h"
-#include "comparison.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
+#include "pipeplan/cli/comparison.h"
 #include "pipeplan/reports/html_report.h"
 
 namespace pipeplan::cli {

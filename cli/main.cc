@@ -1,98 +1,12 @@
-// pipeplan: the command-line front end. Dispatch only; each subcommand lives in its own file.
-#include <iostream>
+// pipeplan: the command-line front end (cli/dispatch.cc).
+#include "pipeplan/cli/main.h"
+
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "commands.h"
 #include "pipeplan/app/command.h"
-#include "pipeplan/planner/planner.h"
-
-namespace {
-
-using pipeplan::app::kExitOk;
-
-struct Subcommand {
-  std::string_view name;
-  std::string_view summary;
-  int (*run)(const std::vector<std::string>& args);
-};
-
-constexpr Subcommand kSubcommands[] = {
-    {"plan", "build a validated plan from a strategy and costs", pipeplan::cli::RunPlanCommand},
-    {"simulate", "simulate a plan: metrics, Chrome trace, SVG, HTML",
-     pipeplan::cli::RunSimulateCommand},
-    {"export", "convert a plan to torch CSV, text or JSON", pipeplan::cli::RunExportCommand},
-    {"import", "turn a torch CSV schedule into a validated plan", pipeplan::cli::RunImportCommand},
-    {"compare", "every strategy side by side on one request", pipeplan::cli::RunCompareCommand},
-    {"run", "execute a plan, time every action, compare with the simulation",
-     pipeplan::cli::RunRunCommand},
-    {"diff", "compare two timelines of a plan (simulated vs measured)",
-     pipeplan::cli::RunDiffCommand},
-    {"profile", "per stage and kind the spread of measured durations, from timelines",
-     pipeplan::cli::RunProfileCommand},
-    {"calibrate", "a profile to a cost model for 'plan --costs'",
-     pipeplan::cli::RunCalibrateCommand},
-    {"demo", "the comparison on the Zero Bubble paper's setting + HTML report",
-     pipeplan::cli::RunDemoCommand},
-};
-
-void PrintUsage(std::ostream& out) {
-  out << "usage: pipeplan <command> [options]\n"
-         "\n"
-         "Plans pipeline-parallel training schedules (1F1B, interleaved, zero bubble, ...),\n"
-         "simulates them and exports them for PyTorch.\n"
-         "\n"
-         "Commands:\n";
-  for (const Subcommand& command : kSubcommands) {
-    out << "  " << command.name << std::string(10 - command.name.size(), ' ') << command.summary
-        << "\n";
-  }
-  out << "\n"
-         "Run 'pipeplan <command> --help' for the options of a command.\n"
-         "Exit codes: 0 success, 1 invalid input (bad file, invalid plan, impossible request),\n"
-         "2 usage error (unknown command or flag, missing or malformed value).\n"
-         "\n"
-         "Examples:\n"
-         "  pipeplan demo\n"
-         "  pipeplan plan --strategy 1f1b --ranks 4 --microbatches 8 -o plan.pb\n"
-         "  pipeplan simulate plan.pb --html report.html\n"
-         "  pipeplan compare --ranks 8 --microbatches 24\n"
-         "  pipeplan run plan.pb --html run.html\n";
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   pipeplan::app::WriteStderrByLines();
-  const std::vector<std::string> words(argv + 1, argv + argc);
-  if (words.empty()) {
-    std::cerr << "pipeplan: error: missing command\n";
-    PrintUsage(std::cerr);
-    return pipeplan::app::kExitUsage;
-  }
-  const std::string& first = words.front();
-  if (first == "-h" || first == "--help" || first == "help") {
-    if (first == "help" && words.size() > 1) {
-      for (const Subcommand& command : kSubcommands) {
-        if (command.name == words[1]) return command.run({"--help"});
-      }
-    }
-    PrintUsage(std::cout);
-    return kExitOk;
-  }
-  if (first == "--version" || first == "version") {
-    std::cout << "pipeplan " << pipeplan::ToolVersion() << "\n";
-    return kExitOk;
-  }
-  for (const Subcommand& command : kSubcommands) {
-    if (command.name == first) return command.run({words.begin() + 1, words.end()});
-  }
-  const std::string what = first.starts_with("-") ? "unknown option '" : "unknown command '";
-  return pipeplan::app::ReportUsageError(
-      "",
-      pipeplan::InvalidArgument(
-          what + first +
-          "' (expected plan, simulate, export, import, compare, run, diff, profile, calibrate or "
-          "demo)"));
+  return pipeplan::cli::Main(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -128,22 +128,13 @@ Status ExecuteSimulate(const SimulateOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, app::LoadPlanFile(options.plan_path));
   if (options.costs.has_value()) {
     // The plan written with the timeline carries the costs it was simulated with.
-    PIPEPLAN_ASSIGN_OR_RETURN(plan.request.costs,
-                              app::LoadCosts(app::CostFlags{options.costs, {}, true}));
-    // A calibrated cost file brings its memory model (bytes); the plan's limit stays (none
-    // where it had none: the file's own limit is not the plan's).
-    const std::optional<double> limit = plan.request.memory.limit;
-    TakeMemoryFromCosts(plan.request);
-    plan.request.memory.limit = limit;
-    // Per-stage figures of another cut of the model: cut again by depth, as `plan` does.
-    StatusOr<FittedFigures> fitted = FitFigures(plan.request.costs, plan.request.memory,
-                                                plan.request.topology, app::PlanStrategyName(plan));
-    if (!fitted.ok()) return fitted.status().WithContext(*options.costs);
-    plan.request.costs = std::move(fitted->costs);
-    plan.request.memory = std::move(fitted->memory);
-    const Status valid = ValidateCostModel(plan.request.costs, plan.request.topology.num_stages());
-    if (!valid.ok()) return valid.WithContext(*options.costs);
-    for (const std::string& note : fitted->notes) app::PrintNote(note);
+    app::CostFlags cost_file;
+    cost_file.costs_file = options.costs;
+    cost_file.any_given = true;
+    PIPEPLAN_ASSIGN_OR_RETURN(CostModel costs, app::LoadCosts(cost_file));
+    StatusOr<std::vector<std::string>> notes = RecostPlan(plan, std::move(costs));
+    if (!notes.ok()) return notes.status().WithContext(*options.costs);
+    for (const std::string& note : *notes) app::PrintNote(note);
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
 

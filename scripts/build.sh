@@ -6,6 +6,7 @@
 #              there); PIPEPLAN_TORCH=OFF leaves it out
 #   byexample: found in the venv scripts/setup_docs.sh made (for the documentation test)
 #   ortools:   found in the venv scripts/setup_solver.sh made (for --strategy optimal)
+#   nanobind:  found in the venv scripts/setup_python.sh made (the Python package's module)
 # Extra arguments go to the CMake configure step (e.g. -DPIPEPLAN_WERROR=ON); without them
 # an existing build directory is reused as it is.
 set -euo pipefail
@@ -62,7 +63,12 @@ solver_venv=${PIPEPLAN_SOLVER_VENV:-$HOME/.cache/pipeplan/venv-solver-ortools-9.
 if [[ -x "$solver_venv/bin/python" ]]; then
   solver_args=(-DPIPEPLAN_SOLVER_PYTHON="$solver_venv/bin/python")
 fi
-set -- "${torch_args[@]}" "${docs_args[@]}" "${solver_args[@]}" "$@"
+# The Python package's module builds with the Python of scripts/setup_python.sh (nanobind).
+python_args=()
+if python_venv_python=$(bash "$repo/scripts/setup_python.sh" --find 2>/dev/null); then
+  python_args=(-DPython_EXECUTABLE="$python_venv_python")
+fi
+set -- "${torch_args[@]}" "${docs_args[@]}" "${solver_args[@]}" "${python_args[@]}" "$@"
 
 if [[ ! -f "$build_dir/build.ninja" ]] || ! cache_has_args "$@"; then
   echo "build: configuring $build_dir (Ninja, RelWithDebInfo${*:+, $*})"

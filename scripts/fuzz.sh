@@ -34,7 +34,7 @@ else
   echo "fuzz: configuring $build_dir (clang, libFuzzer, ASan + UBSan)"
   cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g" \
-    -DPIPEPLAN_FUZZ=ON -DPIPEPLAN_TORCH=OFF -DPIPEPLAN_BUILD_TESTS=OFF -DPIPEPLAN_BUILD_BENCH=OFF \
+    -DPIPEPLAN_FUZZ=ON -DPIPEPLAN_TORCH=OFF -DPIPEPLAN_PYTHON_PACKAGE=OFF -DPIPEPLAN_BUILD_TESTS=OFF -DPIPEPLAN_BUILD_BENCH=OFF \
     -DPIPEPLAN_WERROR=ON >/dev/null
 fi
 echo "fuzz: building with $jobs jobs"

@@ -11,7 +11,7 @@ timeout_s=${PIPEPLAN_TEST_TIMEOUT:-1800}
 bash "$repo/scripts/setup.sh"
 # LibTorch is not built with the sanitizers, so the extension is left out here.
 PIPEPLAN_TORCH=OFF PIPEPLAN_BUILD_DIR=$build_dir bash "$repo/scripts/build.sh" -DPIPEPLAN_SANITIZE=ON \
-  -DPIPEPLAN_BUILD_BENCH=OFF -DPIPEPLAN_WERROR=ON
+  -DPIPEPLAN_BUILD_BENCH=OFF -DPIPEPLAN_WERROR=ON -DPIPEPLAN_PYTHON_PACKAGE=OFF
 echo "sanitize: ctest --test-dir $build_dir (ASan + UBSan)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

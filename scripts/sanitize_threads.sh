@@ -10,7 +10,7 @@ jobs=${PIPEPLAN_JOBS:-$(nproc)}
 
 bash "$repo/scripts/setup.sh"
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
-  cmake -S "$repo" -B "$build_dir" -G Ninja -DPIPEPLAN_SANITIZE_THREAD=ON -DPIPEPLAN_TORCH=OFF \
+  cmake -S "$repo" -B "$build_dir" -G Ninja -DPIPEPLAN_SANITIZE_THREAD=ON -DPIPEPLAN_TORCH=OFF -DPIPEPLAN_PYTHON_PACKAGE=OFF \
     -DPIPEPLAN_BUILD_BENCH=OFF -DPIPEPLAN_WERROR=ON >/dev/null
 fi
 cmake --build "$build_dir" -j "$jobs" --target runtime_tests

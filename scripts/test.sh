@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, builds with warnings as errors and runs every test with ctest.
+# Sets up, builds with warnings as errors and runs every test with ctest, then the Python
+# package's tests against its wheel in a fresh venv (scripts/test_python.sh).
 #   --bench     also run the benchmarks afterwards (scripts/bench.sh)
 # $PIPEPLAN_BUILD_DIR picks the build directory (default: one per checkout in ~/.cache/pipeplan);
 # $PIPEPLAN_TEST_TIMEOUT caps the whole ctest run in seconds (default 1800).
@@ -30,6 +31,7 @@ done
 bash "$repo/scripts/setup.sh"
 bash "$repo/scripts/setup_docs.sh" >/dev/null
 bash "$repo/scripts/setup_solver.sh" >/dev/null
+bash "$repo/scripts/setup_python.sh" >/dev/null
 if [[ "${PIPEPLAN_TORCH:-AUTO}" != "OFF" ]]; then
   bash "$repo/scripts/setup_torch.sh" >/dev/null
 fi
@@ -38,6 +40,11 @@ bash "$repo/scripts/build.sh" -DPIPEPLAN_WERROR=ON -DPIPEPLAN_BUILD_TESTS=ON
 echo "test: ctest --test-dir $build_dir --output-on-failure -j2 (timeout ${timeout_s}s)"
 if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600; then
   echo "test: FAILED" >&2
+  exit 1
+fi
+# The Python package as a user installs it: its wheel in a fresh venv.
+if ! bash "$repo/scripts/test_python.sh"; then
+  echo "test: FAILED (the Python package)" >&2
   exit 1
 fi
 echo "test: all tests passed"

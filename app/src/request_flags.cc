@@ -81,7 +81,7 @@ std::optional<std::string_view> FirstRequestValue(const RequestValues& values) {
       {"memory-limit", values.memory_limit.has_value()},
       {"post-validation", values.post_validation},
       {"runtime", values.runtime.has_value()},
-      {"costs", values.costs_file.has_value()}};
+      {"costs", values.costs_file.has_value() || values.costs_model.has_value()}};
   for (const auto& [name, is_given] : given) {
     if (is_given) return name;
   }
@@ -94,6 +94,8 @@ std::optional<std::string_view> FirstRequestValue(const RequestValues& values) {
 StatusOr<CostFlags> CheckCostValues(const RequestValues& values) {
   CostFlags out;
   out.costs_file = values.costs_file;
+  out.costs_model = values.costs_model;
+  const bool costs_given = out.costs_file.has_value() || out.costs_model.has_value();
   bool any_duration = false;
   for (const auto& [name, value] : Durations(values)) {
     PIPEPLAN_RETURN_IF_ERROR(CheckNonNegative(name, *value));
@@ -104,12 +106,12 @@ StatusOr<CostFlags> CheckCostValues(const RequestValues& values) {
     return InvalidArgument("--overlap must be > 0, got " + FormatNumber(*values.overlap) +
                            " (leave it out for F + B)");
   }
-  if (out.costs_file.has_value() && any_duration) {
+  if (costs_given && any_duration) {
     return InvalidArgument(
         "--costs cannot be combined with --forward, --backward, --backward-input, "
         "--backward-weight, --overlap, --comm or --receive-overhead");
   }
-  out.any_given = out.costs_file.has_value() || any_duration;
+  out.any_given = costs_given || any_duration;
 
   const StageCosts defaults;
   StageCosts stage;
@@ -173,6 +175,7 @@ std::vector<FlagSpec> TopologyFlagSpecs() {
 }
 
 StatusOr<CostModel> LoadCosts(const CostFlags& flags) {
+  if (flags.costs_model.has_value()) return *flags.costs_model;
   if (!flags.costs_file.has_value()) return flags.from_flags;
   return LoadProtoFile(*flags.costs_file, FileKind::kCostModel, ParseCostModel);
 }

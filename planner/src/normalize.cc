@@ -1,8 +1,10 @@
 #include "pipeplan/planner/normalize.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "pipeplan/model/stage_recut.h"
 #include "pipeplan/planner/optimal.h"
@@ -97,6 +99,23 @@ void TakeMemoryFromCosts(PlanRequest& request) {
   request.memory = *std::move(request.costs.memory);
   request.costs.memory.reset();
   if (limit.has_value()) request.memory.limit = limit;
+}
+
+StatusOr<std::vector<std::string>> RecostPlan(Plan& plan, CostModel costs) {
+  PlanRequest& request = plan.request;
+  request.costs = std::move(costs);
+  // The file's own limit is not the plan's.
+  const std::optional<double> limit = request.memory.limit;
+  TakeMemoryFromCosts(request);
+  request.memory.limit = limit;
+  const std::string_view strategy =
+      plan.provenance.strategy.empty() ? request.strategy : plan.provenance.strategy;
+  PIPEPLAN_ASSIGN_OR_RETURN(FittedFigures fitted,
+                            FitFigures(request.costs, request.memory, request.topology, strategy));
+  request.costs = std::move(fitted.costs);
+  request.memory = std::move(fitted.memory);
+  PIPEPLAN_RETURN_IF_ERROR(ValidateCostModel(request.costs, request.topology.num_stages()));
+  return std::move(fitted.notes);
 }
 
 Status CheckRequestModels(const PlanRequest& request) {

@@ -1,6 +1,5 @@
 #include "pipeplan/torch_ext/plan_op.h"
 
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,6 +23,7 @@ app::RequestValues ValuesOf(const PlanOpRequest& request) {
           .post_validation = request.post_validation,
           .runtime = request.runtime,
           .costs_file = request.costs_file,
+          .costs_model = std::nullopt,
           .forward = request.forward,
           .backward = request.backward,
           .backward_input = request.backward_input,
@@ -31,24 +31,6 @@ app::RequestValues ValuesOf(const PlanOpRequest& request) {
           .overlap = request.overlap,
           .comm = request.comm,
           .receive_overhead = request.receive_overhead};
-}
-
-// The cells of each "\r\n"-ended row; our tokens never hold ',' (torch_csv_export.cc).
-std::vector<std::vector<std::string>> SplitRows(std::string_view csv) {
-  std::vector<std::vector<std::string>> rows;
-  constexpr std::string_view kRowEnd = "\r\n";
-  while (!csv.empty()) {
-    const size_t end = csv.find(kRowEnd);
-    std::string_view row = csv.substr(0, end);
-    std::vector<std::string>& cells = rows.emplace_back();
-    while (!row.empty()) {
-      const size_t comma = row.find(',');
-      cells.emplace_back(row.substr(0, comma));
-      row.remove_prefix(comma == std::string_view::npos ? row.size() : comma + 1);
-    }
-    csv.remove_prefix(end == std::string_view::npos ? csv.size() : end + kRowEnd.size());
-  }
-  return rows;
 }
 
 }  // namespace
@@ -66,7 +48,7 @@ StatusOr<PlanOpResult> RunPlanOp(const PlanOpRequest& request) {
 
   PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, request.format));
   PlanOpResult result;
-  result.actions = SplitRows(exported.csv);
+  result.actions = TorchCsvRows(exported.csv);
   result.metrics_json = app::RenderMetricsJson(plan, timeline);
   if (result.metrics_json.ends_with('\n')) result.metrics_json.pop_back();
   // As `pipeplan plan` then `pipeplan export` print them: how the plan was chosen and what was

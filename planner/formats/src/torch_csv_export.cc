@@ -158,4 +158,21 @@ StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format)
   return out;
 }
 
+std::vector<std::vector<std::string>> TorchCsvRows(std::string_view csv) {
+  std::vector<std::vector<std::string>> rows;
+  constexpr std::string_view kRowEnd = "\r\n";
+  while (!csv.empty()) {
+    const size_t end = csv.find(kRowEnd);
+    std::string_view row = csv.substr(0, end);
+    std::vector<std::string>& cells = rows.emplace_back();
+    while (!row.empty()) {
+      const size_t comma = row.find(',');
+      cells.emplace_back(row.substr(0, comma));
+      row.remove_prefix(comma == std::string_view::npos ? row.size() : comma + 1);
+    }
+    csv.remove_prefix(end == std::string_view::npos ? csv.size() : end + kRowEnd.size());
+  }
+  return rows;
+}
+
 }  // namespace pipeplan

@@ -23,6 +23,7 @@ std::vector<FlagSpec> TopologyFlagSpecs();
 
 struct CostFlags {
   std::optional<std::string> costs_file;  // --costs FILE
+  std::optional<CostModel> costs_model;   // the same, given in memory (Python's costs=)
   CostModel from_flags;                   // the duration flags with their defaults
   bool any_given = false;                 // whether --costs or a duration flag was given
 };
@@ -65,6 +66,7 @@ struct RequestValues {
   bool post_validation = false;
   std::optional<std::string> runtime;
   std::optional<std::string> costs_file;
+  std::optional<CostModel> costs_model;  // a cost model in memory; named --costs as the file
   std::optional<double> forward;
   std::optional<double> backward;
   std::optional<double> backward_input;

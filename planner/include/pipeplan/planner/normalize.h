@@ -32,6 +32,13 @@ StatusOr<FittedFigures> FitFigures(const CostModel& costs, const MemoryModel& me
 // limit, when it has one, stays.
 void TakeMemoryFromCosts(PlanRequest& request);
 
+// A made plan re-timed under other figures (`simulate --costs`, pipeplan.simulate(plan,
+// costs)): `costs` replaces the plan's, a memory model it brings replaces the plan's (whose
+// limit stays, none where it had none), and the figures are fitted to the plan's stages. The
+// actions are not touched. Returns what the fit estimated (FittedFigures::notes); errors name
+// the cost model's fields.
+StatusOr<std::vector<std::string>> RecostPlan(Plan& plan, CostModel costs);
+
 struct NormalizedRequest {
   // V (0: the strategy's own) and placement resolved, memory taken from the costs, figures
   // fitted to this V's stages, F&B cells costed as the runtime runs them, every model checked.

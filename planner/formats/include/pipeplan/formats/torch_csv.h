@@ -28,6 +28,10 @@ struct TorchCsvExport {
 // another schedule (and its own checks refuse it).
 StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format);
 
+// The cells of each row (one per rank, in rank order) of a CSV ExportTorchCsv wrote: its rows
+// end with "\r\n" and its tokens hold no ','.
+std::vector<std::vector<std::string>> TorchCsvRows(std::string_view csv);
+
 struct TorchCsvImport {
   Topology topology;  // P = rows, V = stages / P, M given or inferred, placement inferred
   ComputeOrder order;

@@ -1,0 +1,96 @@
+// The pipeplan command's dispatch: the subcommand named by the first word runs. Each
+// subcommand lives in its own file.
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/cli/main.h"
+#include "pipeplan/planner/planner.h"
+
+namespace pipeplan::cli {
+namespace {
+
+using app::kExitOk;
+
+struct Subcommand {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"plan", "build a validated plan from a strategy and costs", RunPlanCommand},
+    {"simulate", "simulate a plan: metrics, Chrome trace, SVG, HTML", RunSimulateCommand},
+    {"export", "convert a plan to torch CSV, text or JSON", RunExportCommand},
+    {"import", "turn a torch CSV schedule into a validated plan", RunImportCommand},
+    {"compare", "every strategy side by side on one request", RunCompareCommand},
+    {"run", "execute a plan, time every action, compare with the simulation", RunRunCommand},
+    {"diff", "compare two timelines of a plan (simulated vs measured)", RunDiffCommand},
+    {"profile", "per stage and kind the spread of measured durations, from timelines",
+     RunProfileCommand},
+    {"calibrate", "a profile to a cost model for 'plan --costs'", RunCalibrateCommand},
+    {"demo", "the comparison on the Zero Bubble paper's setting + HTML report", RunDemoCommand},
+};
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: pipeplan <command> [options]\n"
+         "\n"
+         "Plans pipeline-parallel training schedules (1F1B, interleaved, zero bubble, ...),\n"
+         "simulates them and exports them for PyTorch.\n"
+         "\n"
+         "Commands:\n";
+  for (const Subcommand& command : kSubcommands) {
+    out << "  " << command.name << std::string(10 - command.name.size(), ' ') << command.summary
+        << "\n";
+  }
+  out << "\n"
+         "Run 'pipeplan <command> --help' for the options of a command.\n"
+         "Exit codes: 0 success, 1 invalid input (bad file, invalid plan, impossible request),\n"
+         "2 usage error (unknown command or flag, missing or malformed value).\n"
+         "\n"
+         "Examples:\n"
+         "  pipeplan demo\n"
+         "  pipeplan plan --strategy 1f1b --ranks 4 --microbatches 8 -o plan.pb\n"
+         "  pipeplan simulate plan.pb --html report.html\n"
+         "  pipeplan compare --ranks 8 --microbatches 24\n"
+         "  pipeplan run plan.pb --html run.html\n";
+}
+
+}  // namespace
+
+int Main(const std::vector<std::string>& words) {
+  if (words.empty()) {
+    std::cerr << "pipeplan: error: missing command\n";
+    PrintUsage(std::cerr);
+    return app::kExitUsage;
+  }
+  const std::string& first = words.front();
+  if (first == "-h" || first == "--help" || first == "help") {
+    if (first == "help" && words.size() > 1) {
+      for (const Subcommand& command : kSubcommands) {
+        if (command.name == words[1]) return command.run({"--help"});
+      }
+    }
+    PrintUsage(std::cout);
+    return kExitOk;
+  }
+  if (first == "--version" || first == "version") {
+    std::cout << "pipeplan " << ToolVersion() << "\n";
+    return kExitOk;
+  }
+  for (const Subcommand& command : kSubcommands) {
+    if (command.name == first) return command.run({words.begin() + 1, words.end()});
+  }
+  const std::string what = first.starts_with("-") ? "unknown option '" : "unknown command '";
+  return app::ReportUsageError(
+      "",
+      InvalidArgument(
+          what + first +
+          "' (expected plan, simulate, export, import, compare, run, diff, profile, calibrate or "
+          "demo)"));
+}
+
+}  // namespace pipeplan::cli

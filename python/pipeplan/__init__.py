@@ -1,0 +1,315 @@
+"""pipeplan: plan, simulate and export pipeline-parallel training schedules.
+
+In process, over the same C++ planner as the ``pipeplan`` command (which this package installs
+as its console script): the same request gives the same plan, byte for byte, and the files
+each writes the other reads.
+
+    >>> import pipeplan
+    >>> plan = pipeplan.plan("1f1b", ranks=4, microbatches=8, forward=1, backward=2)
+    >>> pipeplan.simulate(plan).makespan        # (M + P - 1)(F + B)
+    33.0
+    >>> plan.actions(0)[:3]
+    ['0F0', '0SEND_F0', '0F1']
+
+Durations are in any one unit (the costs' unit); memory is in microbatch activations unless a
+cost model in bytes is given. Every error is a :class:`pipeplan.Error` (a ``ValueError``) that
+names the argument or file at fault. docs/python.md is the full reference.
+"""
+
+from __future__ import annotations
+
+import importlib.util as _importlib_util
+import os as _os
+import sys as _sys
+from numbers import Integral as _Integral, Real as _Real
+from typing import Any, Optional, Sequence, Union
+
+from . import _core
+from ._core import CostModel, Error, Plan, Profile, Timeline
+
+__all__ = [
+    "CostModel",
+    "Error",
+    "Plan",
+    "Profile",
+    "Timeline",
+    "calibrate",
+    "compare",
+    "load",
+    "plan",
+    "profile",
+    "simulate",
+]
+__version__: str = _core.__version__
+# Raised and shown as pipeplan.Error, the name users catch.
+Error.__module__ = "pipeplan"
+
+# The solver-made strategies run OR-Tools in a Python process: this one's, where pipeplan[solver]
+# installed ortools, unless the environment names another.
+if "PIPEPLAN_SOLVER_PYTHON" not in _os.environ and _importlib_util.find_spec("ortools"):
+    _os.environ["PIPEPLAN_SOLVER_PYTHON"] = _sys.executable
+
+PathLike = Union[str, "_os.PathLike[str]"]
+
+
+def _count(name: str, value: Any, required: bool = False) -> Optional[int]:
+    if value is None:
+        if required:
+            raise Error(f"{name} is required")
+        return None
+    if isinstance(value, bool) or not isinstance(value, _Integral):
+        raise Error(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _number(name: str, value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, _Real):
+        raise Error(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _text(name: str, value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Error(f"{name} must be a str, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _path(name: str, value: Any) -> str:
+    if isinstance(value, (str, _os.PathLike)):
+        return _os.fspath(value)
+    raise Error(f"{name} must be a path (str or os.PathLike), got {type(value).__name__} {value!r}")
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Error(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+# The methods that take arguments check them here, as the functions do.
+def _plan_actions(self: Plan, rank: int, comms: bool = True) -> list[str]:
+    """The rank's actions as torch pipelining tokens, in order: '0F0', '1SEND_F0', ... With
+    comms=False only the compute actions, for torch's own lowering to add the transfers."""
+    return self._actions(_count("rank", rank, required=True), _flag("comms", comms))
+
+
+def _plan_stage_indices(self: Plan, rank: int) -> list[int]:
+    """The stages the rank holds, in its local order (what to build on it)."""
+    return self._stage_indices(_count("rank", rank, required=True))
+
+
+def _plan_to_torch_csv(self: Plan, comms: bool = True) -> str:
+    """The plan as torch's _PipelineScheduleRuntime._load_csv reads it: ``pipeplan export
+    --format torch-csv-comms``, or ``torch-csv`` with comms=False."""
+    return self._to_torch_csv(_flag("comms", comms))
+
+
+def _save(self: Any, path: PathLike) -> None:
+    """Writes the file atomically, binary, text or JSON by the name's extension (.pb,
+    .textproto, .json), as the command line writes it; the command line reads it back."""
+    self._save(_path("path", path))
+
+
+Plan.actions = _plan_actions
+Plan.stage_indices = _plan_stage_indices
+Plan.to_torch_csv = _plan_to_torch_csv
+for _kind in (Plan, Timeline, CostModel, Profile):
+    _kind.save = _save
+
+
+def _request(
+    strategy: Optional[str],
+    ranks: Any,
+    microbatches: Any,
+    stages_per_rank: Any,
+    microbatch_group_size: Any,
+    forward: Any,
+    backward: Any,
+    backward_input: Any,
+    backward_weight: Any,
+    overlap: Any,
+    comm: Any,
+    receive_overhead: Any,
+    costs: Any,
+    memory_limit: Any,
+    post_validation: Any,
+    time_limit: Any,
+    runtime: Any,
+) -> dict:
+    """The keyword arguments, their types checked, as _core takes them."""
+    args: dict = {
+        "strategy": _text("strategy", strategy),
+        "ranks": _count("ranks", ranks, required=True),
+        "microbatches": _count("microbatches", microbatches, required=True),
+        "stages_per_rank": _count("stages_per_rank", stages_per_rank),
+        "microbatch_group_size": _count("microbatch_group_size", microbatch_group_size),
+        "runtime": _text("runtime", runtime),
+        "time_limit": _number("time_limit", time_limit),
+    }
+    for name, value in (
+        ("forward", forward),
+        ("backward", backward),
+        ("backward_input", backward_input),
+        ("backward_weight", backward_weight),
+        ("overlap", overlap),
+        ("comm", comm),
+        ("receive_overhead", receive_overhead),
+    ):
+        args[name] = _number(name, value)
+    if isinstance(costs, CostModel):
+        args["costs"] = costs
+    elif costs is not None:
+        args["costs_file"] = _path("costs", costs)
+    if isinstance(memory_limit, str):
+        args["memory_limit_text"] = memory_limit
+    else:
+        args["memory_limit"] = _number("memory_limit", memory_limit)
+    args["post_validation"] = _flag("post_validation", post_validation)
+    return args
+
+
+def plan(
+    strategy: str,
+    *,
+    ranks: int,
+    microbatches: int,
+    stages_per_rank: Optional[int] = None,
+    forward: Optional[float] = None,
+    backward: Optional[float] = None,
+    backward_input: Optional[float] = None,
+    backward_weight: Optional[float] = None,
+    overlap: Optional[float] = None,
+    comm: Optional[float] = None,
+    receive_overhead: Optional[float] = None,
+    costs: Union[PathLike, CostModel, None] = None,
+    memory_limit: Union[float, str, None] = None,
+    post_validation: bool = False,
+    microbatch_group_size: Optional[int] = None,
+    time_limit: Optional[float] = None,
+    runtime: Optional[str] = None,
+) -> Plan:
+    """Builds a validated plan, as ``pipeplan plan`` does.
+
+    Args:
+      strategy: a catalogue name ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv",
+        "dualpipe", ...; ``pipeplan plan --help`` lists them), "auto" (the fastest plan that fits
+        ``memory_limit``) or a solver-made one ("optimal", "optimal-v", "optimal-fb"; needs
+        ``pipeplan[solver]``).
+      ranks: pipeline ranks P.  microbatches: microbatches per step M.
+      stages_per_rank: V (default: the strategy's smallest).
+      forward, backward, backward_input, backward_weight, overlap: one stage's durations
+        (B defaults to I + W; I and W to B/2; nothing given: F=1, B=2).
+      comm, receive_overhead: per transfer latency and the receiver's overhead.
+      costs: a cost file's path or a :class:`CostModel` instead of the durations (a calibrated
+        one brings memory in bytes).
+      memory_limit: per rank, in activations, or with a byte unit ("70GiB") for a cost model in
+        bytes.
+      post_validation: insert the optimizer's step-boundary check (rollback flags).
+      microbatch_group_size: interleaved strategies' group size (default: P).
+      time_limit: seconds the solver may search (solver-made strategies only).
+      runtime: plan only what this runtime executes ("torch" for torch's
+        _PipelineScheduleRuntime, "pipeplan" for pipeplan-torch).
+
+    Returns:
+      The plan, with its simulation under these costs (``simulate(plan)`` returns it) and
+      ``notes`` on how it was chosen.
+
+    Raises:
+      Error: naming the argument at fault, or why no plan exists (e.g. nothing fits the limit).
+    """
+    if not isinstance(strategy, str):
+        raise Error(f"strategy must be a str, got {type(strategy).__name__} {strategy!r}")
+    return _core.plan(
+        _request(
+            strategy, ranks, microbatches, stages_per_rank, microbatch_group_size, forward,
+            backward, backward_input, backward_weight, overlap, comm, receive_overhead, costs,
+            memory_limit, post_validation, time_limit, runtime,
+        )
+    )
+
+
+def simulate(plan: Plan, costs: Union[PathLike, CostModel, None] = None) -> Timeline:
+    """The plan's timeline: under its own costs (the simulation made with it), or under
+    ``costs`` (a cost file's path or a :class:`CostModel`, fitted to the plan's stages as
+    ``pipeplan simulate PLAN --costs FILE`` fits them)."""
+    if not isinstance(plan, Plan):
+        raise Error(f"plan must be a pipeplan.Plan, got {type(plan).__name__}")
+    if costs is not None and not isinstance(costs, CostModel):
+        costs = load(_path("costs", costs))
+        if not isinstance(costs, CostModel):
+            raise Error(f"costs: {type(costs).__name__} file, not a cost model")
+    return _core.simulate(plan, costs)
+
+
+def compare(
+    *,
+    ranks: int,
+    microbatches: int,
+    stages_per_rank: Optional[int] = None,
+    forward: Optional[float] = None,
+    backward: Optional[float] = None,
+    backward_input: Optional[float] = None,
+    backward_weight: Optional[float] = None,
+    overlap: Optional[float] = None,
+    comm: Optional[float] = None,
+    receive_overhead: Optional[float] = None,
+    costs: Union[PathLike, CostModel, None] = None,
+    memory_limit: Union[float, str, None] = None,
+    post_validation: bool = False,
+    runtime: Optional[str] = None,
+) -> list[dict[str, Any]]:
+    """Every strategy of the catalogue on one request, as ``pipeplan compare`` does.
+
+    The durations (or ``costs``) are one rank's share of the model: a strategy with V stages
+    per rank gets each stage 1/V of it. The multi-stage strategies run at ``stages_per_rank``
+    (default 2). One dict per strategy, in catalogue order: ``strategy``, ``stages_per_rank``,
+    ``makespan``, ``peak_memory`` (the largest over ranks), ``bubble`` (the largest idle
+    fraction over ranks), ``best`` (smallest makespan), ``error`` (why it could not plan, else
+    None) and ``assumes`` (what its figures rest on that no run measured, else None).
+    """
+    return _core.compare(
+        _request(
+            None, ranks, microbatches, stages_per_rank, None, forward, backward,
+            backward_input, backward_weight, overlap, comm, receive_overhead, costs,
+            memory_limit, post_validation, None, runtime,
+        )
+    )
+
+
+def load(path: PathLike) -> Union[Plan, Timeline, CostModel, Profile]:
+    """Reads any pipeplan file (binary, text or JSON) by the kind it records: a plan, a
+    timeline, a cost model or a profile. Plans are validated as ``pipeplan simulate`` does."""
+    return _core.load(_path("path", path))
+
+
+def profile(timelines: Sequence[Timeline], time_scale: Optional[float] = None) -> Profile:
+    """Per stage and kind the spread of the durations in ``timelines`` (of one plan), as
+    ``pipeplan profile`` does; ``time_scale`` is the seconds per unit for timelines that record
+    none (simulated ones)."""
+    if isinstance(timelines, Timeline):
+        timelines = [timelines]
+    items = list(timelines)
+    for i, item in enumerate(items):
+        if not isinstance(item, Timeline):
+            raise Error(f"timelines[{i}] must be a pipeplan.Timeline, got {type(item).__name__}")
+    return _core.profile(items, _number("time_scale", time_scale))
+
+
+def calibrate(profile: Profile, unit: str = "us") -> CostModel:
+    """A cost model from a profile, durations in ``unit`` ("s", "ms", "us" or "ns"), as
+    ``pipeplan calibrate`` does; ``plan(costs=...)`` takes it."""
+    if not isinstance(profile, Profile):
+        raise Error(f"profile must be a pipeplan.Profile, got {type(profile).__name__}")
+    return _core.calibrate(profile, _text("unit", unit))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the ``pipeplan`` command in this process (``argv`` without the program name)."""
+    words = list(_sys.argv[1:] if argv is None else argv)
+    _sys.stdout.flush()
+    _sys.stderr.flush()
+    return _core.main(words)

@@ -1,0 +1,321 @@
+#include "api.h"
+
+#include <array>
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/cp_sat_solver.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/proto_file.h"
+#include "pipeplan/checks/validator.h"
+#include "pipeplan/cli/comparison.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/formats/torch_csv.h"
+#include "pipeplan/measurement/build_profile.h"
+#include "pipeplan/measurement/calibrate.h"
+#include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/make_plan.h"
+#include "pipeplan/planner/normalize.h"
+#include "pipeplan/planner/optimal.h"
+#include "pipeplan/simulation/simulator.h"
+
+namespace pipeplan::python {
+namespace {
+
+// The flags the shared request checks name, each a keyword argument of the same name.
+constexpr std::array<std::string_view, 17> kKeywordFlags = {
+    "stages-per-rank", "microbatch-group-size", "memory-limit",     "post-validation",
+    "receive-overhead", "backward-input",       "backward-weight",  "time-limit",
+    "microbatches",     "strategy",             "ranks",            "runtime",
+    "costs",            "forward",              "backward",         "overlap",
+    "comm"};
+
+// A request's values checked as the flags are, then in the Python API's terms.
+StatusOr<app::RequestFlags> CheckCall(const PlanCall& call, app::StrategyFlag strategy_flag) {
+  app::RequestValues values = call.values;
+  if (call.memory_limit_text.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
+                              app::ParseMemoryAmount(*call.memory_limit_text, "memory_limit"));
+    values.memory_limit = amount.value;
+    values.memory_limit_in_bytes = amount.bytes;
+  }
+  if (call.time_limit_s.has_value() && !(*call.time_limit_s > 0)) {
+    return InvalidArgument("time_limit must be a number of seconds > 0, got " +
+                           FormatCompact(*call.time_limit_s));
+  }
+  return app::CheckRequestValues(values, strategy_flag);
+}
+
+Status KeywordStatus(const Status& status) {
+  if (status.ok()) return status;
+  return Status(status.code(), InKeywordTerms(status.message()));
+}
+
+StatusOr<int> CheckRank(const Plan& plan, int rank) {
+  const int ranks = plan.request.topology.ranks;
+  if (rank < 0 || rank >= ranks) {
+    return InvalidArgument("rank: " + std::to_string(rank) + " is not a rank of the plan (0.." +
+                           std::to_string(ranks - 1) + ")");
+  }
+  return rank;
+}
+
+TorchCsvFormat CsvFormat(bool comms) {
+  return comms ? TorchCsvFormat::kComputeComms : TorchCsvFormat::kComputeOnly;
+}
+
+// The first of the readers that takes `content`, for a file that records no kind.
+StatusOr<Loaded> ParseUnrecorded(const std::string& path, const app::ProtoFile& file) {
+  if (StatusOr<CostModel> costs = ParseCostModel(file.content, file.format); costs.ok()) {
+    return Loaded(*std::move(costs));
+  }
+  if (StatusOr<Plan> plan = ParsePlan(file.content, file.format); plan.ok()) {
+    return Loaded(PlanHandle{.plan = *std::move(plan), .timeline = {}, .notes = {}});
+  }
+  if (StatusOr<TimelineFile> timeline = ParseTimelineFile(file.content, file.format);
+      timeline.ok()) {
+    return Loaded(TimelineHandle{.timeline = std::move(timeline->timeline),
+                                 .plan = std::move(timeline->plan),
+                                 .notes = {},
+                                 .seconds_per_unit = timeline->seconds_per_unit});
+  }
+  if (StatusOr<Profile> profile = ParseProfile(file.content, file.format); profile.ok()) {
+    return Loaded(*std::move(profile));
+  }
+  return InvalidArgument(path +
+                         ": not a pipeplan file (it records no kind and reads as none of cost "
+                         "model, plan, timeline and profile)");
+}
+
+template <typename T>
+Status SaveAs(const std::string& path, const T& value,
+              StatusOr<std::string> (*serialize)(const T&, ProtoFormat)) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data,
+                            serialize(value, DetectProtoFormat(path, "")));
+  return app::WriteFileAtomic(path, data);
+}
+
+}  // namespace
+
+std::string InKeywordTerms(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  std::string_view rest = message;
+  while (!rest.empty()) {
+    const size_t dashes = rest.find("--");
+    out += rest.substr(0, dashes);
+    if (dashes == std::string_view::npos) break;
+    rest.remove_prefix(dashes + 2);
+    std::string_view word = rest.substr(0, rest.find_first_not_of("abcdefghijklmnopqrstuvwxyz-"));
+    bool keyword = false;
+    for (const std::string_view flag : kKeywordFlags) keyword = keyword || word == flag;
+    if (!keyword) {
+      out += "--";
+      continue;
+    }
+    for (const char c : word) out += c == '-' ? '_' : c;
+    rest.remove_prefix(word.size());
+  }
+  return out;
+}
+
+StatusOr<PlanHandle> MakePlanFor(const PlanCall& call) {
+  StatusOr<app::RequestFlags> flags = CheckCall(call, app::StrategyFlag::kRequired);
+  if (!flags.ok()) return KeywordStatus(flags.status());
+  const bool solver_made = FindOptimalStrategy(flags->strategy) != nullptr;
+  if (call.time_limit_s.has_value() && !solver_made) {
+    return InvalidArgument("time_limit applies to optimal, optimal-v and optimal-fb only, not " +
+                           flags->strategy);
+  }
+  StatusOr<PlanRequest> request = app::LoadRequest(*flags);
+  if (!request.ok()) return KeywordStatus(app::InFlagTerms(request.status(), *flags));
+  PlanOptions options{.solve = app::RunCpSat};
+  if (call.time_limit_s.has_value()) options.solver.time_limit_s = *call.time_limit_s;
+  StatusOr<Evaluated> made = MakePlan(*request, options);
+  if (!made.ok()) return KeywordStatus(app::InFlagTerms(made.status(), *flags));
+  return PlanHandle{.plan = std::move(made->plan),
+                    .timeline = std::move(made->timeline),
+                    .notes = std::move(made->notes)};
+}
+
+StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan,
+                                      const std::optional<CostModel>& costs) {
+  TimelineHandle out{.timeline = {}, .plan = plan.plan, .notes = {}, .seconds_per_unit = {}};
+  if (!costs.has_value() && plan.timeline.has_value()) {
+    out.timeline = *plan.timeline;
+    return out;
+  }
+  if (costs.has_value()) {
+    StatusOr<std::vector<std::string>> notes = RecostPlan(*out.plan, *costs);
+    if (!notes.ok()) return notes.status().WithContext("costs");
+    out.notes = *std::move(notes);
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(*out.plan));
+  return out;
+}
+
+StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call) {
+  StatusOr<app::RequestFlags> flags = CheckCall(call, app::StrategyFlag::kNone);
+  if (!flags.ok()) return KeywordStatus(flags.status());
+  StatusOr<PlanRequest> base = app::LoadRequest(*flags);
+  if (!base.ok()) return KeywordStatus(app::InFlagTerms(base.status(), *flags));
+  // As `pipeplan compare`: the multi-stage strategies at --stages-per-rank (2 by default).
+  const int multi_stage_v = flags->stages_per_rank.value_or(2);
+  base->topology.stages_per_rank = 1;
+  std::vector<CompareRow> rows;
+  for (cli::ComparisonRow& row : cli::RunComparison(*base, multi_stage_v)) {
+    CompareRow& out = rows.emplace_back();
+    out.strategy = row.strategy;
+    out.stages_per_rank = row.stages_per_rank;
+    out.best = row.best;
+    if (!row.assumes.empty()) out.assumes = row.assumes;
+    if (!row.timeline.has_value()) {
+      out.error = InKeywordTerms(app::InFlagTerms(row.error, *flags));
+      continue;
+    }
+    out.makespan = row.timeline->metrics.makespan;
+    out.peak_memory = PeakMemory(*row.timeline);
+    out.bubble = row.timeline->metrics.bubble_fraction_max;
+  }
+  return rows;
+}
+
+StatusOr<std::vector<std::string>> ActionTokens(const Plan& plan, int rank, bool comms) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckRank(plan, rank).status());
+  PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, CsvFormat(comms)));
+  std::vector<std::vector<std::string>> rows = TorchCsvRows(exported.csv);
+  if (static_cast<size_t>(rank) >= rows.size()) return std::vector<std::string>{};
+  return std::move(rows[static_cast<size_t>(rank)]);
+}
+
+StatusOr<std::vector<int>> StageIndices(const Plan& plan, int rank) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckRank(plan, rank).status());
+  const StageMap stages(plan.request.topology);
+  std::vector<int> out;
+  for (const StageId stage : stages.StagesOf(RankId{rank})) out.push_back(stage.value);
+  return out;
+}
+
+StatusOr<std::string> TorchCsv(const Plan& plan, bool comms) {
+  PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, CsvFormat(comms)));
+  return std::move(exported.csv);
+}
+
+StatusOr<Loaded> LoadFile(const std::string& path) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(path));
+  if (content.empty()) return InvalidArgument(path + ": the file is empty");
+  if (LooksLikeTorchCsv(content)) {
+    return InvalidArgument(path +
+                           ": a torch pipelining CSV, not a pipeplan file; turn it into a plan "
+                           "with 'pipeplan import'");
+  }
+  const app::ProtoFile file{.content = content, .format = DetectProtoFormat(path, content)};
+  StatusOr<FileHeader> header = ReadFileHeader(file.content, file.format);
+  if (!header.ok()) return header.status().WithContext(path);
+  if (!header->kind.has_value()) return ParseUnrecorded(path, file);
+  const FileKind kind = *header->kind;
+  const auto explained = [&](const Status& status) {
+    return app::ExplainParseError(path, file, kind, status);
+  };
+  switch (kind) {
+    case FileKind::kPlan: {
+      StatusOr<Plan> plan = ParsePlan(file.content, file.format);
+      if (!plan.ok()) return explained(plan.status());
+      if (Status valid = ValidatePlan(*plan); !valid.ok()) return valid.WithContext(path);
+      return Loaded(PlanHandle{.plan = *std::move(plan), .timeline = {}, .notes = {}});
+    }
+    case FileKind::kTimeline: {
+      StatusOr<TimelineFile> timeline = ParseTimelineFile(file.content, file.format);
+      if (!timeline.ok()) return explained(timeline.status());
+      return Loaded(TimelineHandle{.timeline = std::move(timeline->timeline),
+                                   .plan = std::move(timeline->plan),
+                                   .notes = {},
+                                   .seconds_per_unit = timeline->seconds_per_unit});
+    }
+    case FileKind::kCostModel: {
+      StatusOr<CostModel> costs = ParseCostModel(file.content, file.format);
+      if (!costs.ok()) return explained(costs.status());
+      return Loaded(*std::move(costs));
+    }
+    case FileKind::kProfile: {
+      StatusOr<Profile> profile = ParseProfile(file.content, file.format);
+      if (!profile.ok()) return explained(profile.status());
+      return Loaded(*std::move(profile));
+    }
+    case FileKind::kRequest:
+      return InvalidArgument(path +
+                             ": a request file; plan it with 'pipeplan plan --request " + path +
+                             "' (the Python API takes a request's values as arguments)");
+  }
+  return InvalidArgument(path + ": unknown file kind");
+}
+
+Status SavePlan(const Plan& plan, const std::string& path) {
+  return SaveAs(path, plan, SerializePlan);
+}
+
+Status SaveTimeline(const TimelineHandle& timeline, const std::string& path) {
+  const TimelineFile file{.timeline = timeline.timeline,
+                          .plan = timeline.plan,
+                          .seconds_per_unit = timeline.seconds_per_unit};
+  return SaveAs(path, file, SerializeTimelineFile);
+}
+
+Status SaveCostModel(const CostModel& costs, const std::string& path) {
+  return SaveAs(path, costs, SerializeCostModel);
+}
+
+Status SaveProfile(const Profile& profile, const std::string& path) {
+  return SaveAs(path, profile, SerializeProfile);
+}
+
+StatusOr<Profile> ProfileOf(const std::vector<TimelineHandle>& timelines,
+                            std::optional<double> time_scale) {
+  if (timelines.empty()) return InvalidArgument("timelines: none given");
+  if (time_scale.has_value() && !(*time_scale > 0)) {
+    return InvalidArgument("time_scale must be > 0 (seconds per unit), got " +
+                           FormatCompact(*time_scale));
+  }
+  const TimelineHandle& first = timelines.front();
+  ProfileOptions options;
+  std::vector<Timeline> steps;
+  bool measured = false;
+  for (size_t i = 0; i < timelines.size(); ++i) {
+    const TimelineHandle& timeline = timelines[i];
+    const std::string name = "timelines[" + std::to_string(i) + "]";
+    if (!timeline.plan.has_value()) {
+      return InvalidArgument(name + ": the timeline carries no plan");
+    }
+    if (timeline.plan->programs != first.plan->programs) {
+      return InvalidArgument(name + ": a timeline of another plan than timelines[0]");
+    }
+    const std::optional<double> scale =
+        timeline.seconds_per_unit.has_value() ? timeline.seconds_per_unit : time_scale;
+    if (!scale.has_value()) {
+      return InvalidArgument(name +
+                             ": the timeline records no time scale (a simulated timeline is "
+                             "in the plan's cost unit); give time_scale, the seconds per unit");
+    }
+    if (i > 0 && *scale != options.seconds_per_unit) {
+      return InvalidArgument(name + ": another time scale than timelines[0]");
+    }
+    options.seconds_per_unit = *scale;
+    options.step_names.push_back(name);
+    measured = measured || timeline.timeline.source == TimelineSource::kMeasured;
+    steps.push_back(timeline.timeline);
+  }
+  options.source = measured ? "measured" : "simulated";
+  return BuildProfile(*first.plan, std::span<const Timeline>(steps), options);
+}
+
+StatusOr<CostModel> CalibrateProfile(const Profile& profile, const std::string& unit) {
+  const std::optional<TimeUnit> parsed = TimeUnitFromName(unit);
+  if (!parsed.has_value()) {
+    return InvalidArgument("unit: unknown unit '" + unit + "' (s, ms, us or ns)");
+  }
+  return Calibrate(profile, CalibrateOptions{.unit = *parsed});
+}
+
+}  // namespace pipeplan::python

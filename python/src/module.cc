@@ -1,0 +1,314 @@
+// pipeplan._core: the Python package's C++ core (nanobind). Bindings only: what each function
+// computes is in api.h; python/pipeplan/__init__.py checks the arguments' types and gives the
+// public functions their signatures. Every failure is a pipeplan.Error (a ValueError) with the
+// message the library wrote, in the API's terms. The planner runs without the GIL.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api.h"
+#include "pipeplan/cli/main.h"
+#include "pipeplan/planner/planner.h"
+
+namespace nb = nanobind;
+
+namespace pipeplan::python {
+namespace {
+
+// Raised as pipeplan.Error.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+T ValueOr(StatusOr<T> result) {
+  if (!result.ok()) throw Error(result.status().message());
+  return *std::move(result);
+}
+
+void OkOr(const Status& status) {
+  if (!status.ok()) throw Error(status.message());
+}
+
+std::string StrategyName(const Plan& plan) {
+  return plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
+}
+
+std::vector<double> PerRank(const Timeline& timeline, double RankTimeline::*field) {
+  std::vector<double> out;
+  out.reserve(timeline.ranks.size());
+  for (const RankTimeline& rank : timeline.ranks) out.push_back(rank.*field);
+  return out;
+}
+
+template <typename T>
+std::optional<T> Get(const nb::dict& args, const char* name) {
+  if (!args.contains(name) || args[name].is_none()) return std::nullopt;
+  return nb::cast<T>(args[name]);
+}
+
+// pipeplan.plan's and pipeplan.compare's request, as __init__.py passes it: a dict of the
+// keyword arguments whose types it has checked (None or absent: not given).
+PlanCall CallOf(const nb::dict& args) {
+  PlanCall call;
+  app::RequestValues& v = call.values;
+  v.strategy = Get<std::string>(args, "strategy");
+  v.ranks = Get<int64_t>(args, "ranks");
+  v.microbatches = Get<int64_t>(args, "microbatches");
+  v.stages_per_rank = Get<int64_t>(args, "stages_per_rank");
+  v.microbatch_group_size = Get<int64_t>(args, "microbatch_group_size");
+  v.forward = Get<double>(args, "forward");
+  v.backward = Get<double>(args, "backward");
+  v.backward_input = Get<double>(args, "backward_input");
+  v.backward_weight = Get<double>(args, "backward_weight");
+  v.overlap = Get<double>(args, "overlap");
+  v.comm = Get<double>(args, "comm");
+  v.receive_overhead = Get<double>(args, "receive_overhead");
+  v.costs_file = Get<std::string>(args, "costs_file");
+  v.costs_model = Get<CostModel>(args, "costs");
+  v.memory_limit = Get<double>(args, "memory_limit");
+  v.post_validation = Get<bool>(args, "post_validation").value_or(false);
+  v.runtime = Get<std::string>(args, "runtime");
+  call.memory_limit_text = Get<std::string>(args, "memory_limit_text");
+  call.time_limit_s = Get<double>(args, "time_limit");
+  return call;
+}
+
+nb::dict RowDict(const CompareRow& row) {
+  nb::dict out;
+  out["strategy"] = row.strategy;
+  out["stages_per_rank"] = row.stages_per_rank;
+  out["makespan"] = row.makespan;
+  out["peak_memory"] = row.peak_memory;
+  out["bubble"] = row.bubble;
+  out["best"] = row.best;
+  out["error"] = row.error;
+  out["assumes"] = row.assumes;
+  return out;
+}
+
+void BindPlan(nb::module_& m) {
+  nb::class_<PlanHandle>(m, "Plan",
+                         "A validated plan: per rank the ordered actions, with SEND/RECV "
+                         "inserted. Made by pipeplan.plan or read by pipeplan.load.")
+      .def_prop_ro(
+          "strategy", [](const PlanHandle& p) { return StrategyName(p.plan); },
+          "The strategy that made it ('1f1b', 'zbv', ...).")
+      .def_prop_ro(
+          "ranks", [](const PlanHandle& p) { return p.plan.request.topology.ranks; },
+          "Pipeline ranks P.")
+      .def_prop_ro(
+          "stages_per_rank", [](const PlanHandle& p) { return p.plan.request.topology.stages_per_rank; },
+          "Stages each rank holds, V.")
+      .def_prop_ro(
+          "microbatches", [](const PlanHandle& p) { return p.plan.request.topology.microbatches; },
+          "Microbatches per step, M.")
+      .def_prop_ro(
+          "placement",
+          [](const PlanHandle& p) {
+            return std::string(PlacementName(p.plan.request.topology.placement));
+          },
+          "How stages sit on ranks: 'loop', 'v' or 'dual'.")
+      .def_ro("notes", &PlanHandle::notes,
+              "How the plan was chosen and what the planner estimated for it.")
+      .def(
+          "_actions",
+          [](const PlanHandle& p, int rank, bool comms) {
+            return ValueOr(ActionTokens(p.plan, rank, comms));
+          },
+          nb::arg("rank"), nb::arg("comms") = true,
+          "The rank's actions as torch pipelining tokens, in order: '0F0', '1SEND_F0', ... "
+          "(comms=False: compute only, as torch's own lowering adds the transfers).")
+      .def(
+          "_stage_indices",
+          [](const PlanHandle& p, int rank) { return ValueOr(StageIndices(p.plan, rank)); },
+          nb::arg("rank"), "The stages the rank holds, in its local order.")
+      .def(
+          "_to_torch_csv",
+          [](const PlanHandle& p, bool comms) { return ValueOr(TorchCsv(p.plan, comms)); },
+          nb::arg("comms") = true,
+          "The plan as torch's _PipelineScheduleRuntime._load_csv reads it "
+          "(pipeplan export --format torch-csv-comms, or torch-csv with comms=False).")
+      .def(
+          "_save", [](const PlanHandle& p, const std::string& path) { OkOr(SavePlan(p.plan, path)); },
+          nb::arg("path"),
+          "Writes the plan file (atomically; .json, .textproto or binary by the name), as "
+          "'pipeplan plan -o' does.")
+      .def("__repr__", [](const PlanHandle& p) {
+        const Topology& t = p.plan.request.topology;
+        return "<pipeplan.Plan " + StrategyName(p.plan) + " P=" + std::to_string(t.ranks) +
+               " V=" + std::to_string(t.stages_per_rank) + " M=" +
+               std::to_string(t.microbatches) + ">";
+      });
+}
+
+void BindTimeline(nb::module_& m) {
+  nb::class_<TimelineHandle>(m, "Timeline",
+                             "When every action of a plan ran, simulated or measured, with "
+                             "per-rank busy time and peak memory.")
+      .def_prop_ro(
+          "makespan", [](const TimelineHandle& t) { return t.timeline.metrics.makespan; },
+          "The step time, in the costs' unit.")
+      .def_prop_ro(
+          "busy", [](const TimelineHandle& t) { return PerRank(t.timeline, &RankTimeline::busy); },
+          "Per rank, the time it computed.")
+      .def_prop_ro(
+          "peak_memory",
+          [](const TimelineHandle& t) { return PerRank(t.timeline, &RankTimeline::peak_memory); },
+          "Per rank, the most it held: static + activations (bytes where the memory model "
+          "counts bytes).")
+      .def_prop_ro(
+          "peak_activation_memory",
+          [](const TimelineHandle& t) {
+            return PerRank(t.timeline, &RankTimeline::peak_activation_memory);
+          },
+          "Per rank, the most activation memory it held.")
+      .def_prop_ro(
+          "bubble",
+          [](const TimelineHandle& t) {
+            std::vector<double> out;
+            const double makespan = t.timeline.metrics.makespan;
+            for (const RankTimeline& rank : t.timeline.ranks) {
+              out.push_back(makespan > 0 ? 1.0 - rank.busy / makespan : 0.0);
+            }
+            return out;
+          },
+          "Per rank, the fraction of the step it was idle: 1 - busy / makespan.")
+      .def_prop_ro(
+          "measured",
+          [](const TimelineHandle& t) { return t.timeline.source == TimelineSource::kMeasured; },
+          "Whether a run measured it (else it was simulated).")
+      .def_prop_ro(
+          "metrics",
+          [](const TimelineHandle& t) {
+            const Metrics& metrics = t.timeline.metrics;
+            nb::dict out;
+            out["makespan"] = metrics.makespan;
+            out["zb_bubble_rate"] = metrics.zb_bubble_rate;
+            out["bubble_fraction_max"] = metrics.bubble_fraction_max;
+            out["bubble_fraction_mean"] = metrics.bubble_fraction_mean;
+            out["lower_bound"] = metrics.lower_bound;
+            out["gap_to_lower_bound"] = metrics.gap_to_lower_bound;
+            return out;
+          },
+          "The step's metrics, as 'pipeplan simulate --json' names them.")
+      .def_prop_ro(
+          "plan",
+          [](const TimelineHandle& t) -> std::optional<PlanHandle> {
+            if (!t.plan.has_value()) return std::nullopt;
+            return PlanHandle{.plan = *t.plan, .timeline = {}, .notes = {}};
+          },
+          "The plan it is a timeline of, where it carries one.")
+      .def_ro("notes", &TimelineHandle::notes,
+              "What fitting the costs to the plan's stages estimated.")
+      .def(
+          "_save",
+          [](const TimelineHandle& t, const std::string& path) { OkOr(SaveTimeline(t, path)); },
+          nb::arg("path"),
+          "Writes the timeline file with its plan, as 'pipeplan simulate --timeline' does.")
+      .def("__repr__", [](const TimelineHandle& t) {
+        return std::string("<pipeplan.Timeline ") +
+               (t.timeline.source == TimelineSource::kMeasured ? "measured" : "simulated") +
+               " makespan=" + std::to_string(t.timeline.metrics.makespan) + ">";
+      });
+}
+
+void BindFigures(nb::module_& m) {
+  nb::class_<CostModel>(m, "CostModel",
+                        "Durations per stage (F, B, I, W, overlap), transfer latencies per "
+                        "boundary, and a memory model where measured. From pipeplan.load or "
+                        "pipeplan.calibrate; pipeplan.plan(costs=...) takes it.")
+      .def_prop_ro(
+          "stages", [](const CostModel& c) { return c.stages.size(); },
+          "Per-stage entries (1: the same for every stage).")
+      .def_ro("time_unit", &CostModel::time_unit, "The durations' unit ('us', ...), if stated.")
+      .def_prop_ro(
+          "has_memory", [](const CostModel& c) { return c.memory.has_value(); },
+          "Whether it brings a memory model (calibrated from a run that counted bytes).")
+      .def(
+          "_save",
+          [](const CostModel& c, const std::string& path) { OkOr(SaveCostModel(c, path)); },
+          nb::arg("path"), "Writes the cost file, as 'pipeplan calibrate -o' does.");
+  nb::class_<Profile>(m, "Profile",
+                      "Per stage and kind the spread of measured durations, per boundary the "
+                      "transfer times (pipeplan.profile).")
+      .def_ro("steps", &Profile::steps, "Steps profiled.")
+      .def_ro("source", &Profile::source, "'measured' or 'simulated'.")
+      .def_prop_ro(
+          "stages", [](const Profile& p) { return p.stages.size(); }, "Stages profiled.")
+      .def(
+          "_save", [](const Profile& p, const std::string& path) { OkOr(SaveProfile(p, path)); },
+          nb::arg("path"), "Writes the profile file, as 'pipeplan profile -o' does.");
+}
+
+void BindFunctions(nb::module_& m) {
+  m.def(
+      "plan",
+      [](const nb::dict& args) {
+        const PlanCall call = CallOf(args);
+        nb::gil_scoped_release unlocked;
+        return ValueOr(MakePlanFor(call));
+      },
+      nb::arg("args"));
+  m.def(
+      "compare",
+      [](const nb::dict& args) {
+        const PlanCall call = CallOf(args);
+        StatusOr<std::vector<CompareRow>> rows = [&] {
+          nb::gil_scoped_release unlocked;
+          return Compare(call);
+        }();
+        nb::list out;
+        for (const CompareRow& row : ValueOr(std::move(rows))) out.append(RowDict(row));
+        return out;
+      },
+      nb::arg("args"));
+  m.def(
+      "simulate",
+      [](const PlanHandle& plan, const std::optional<CostModel>& costs) {
+        nb::gil_scoped_release unlocked;
+        return ValueOr(SimulatePlan(plan, costs));
+      },
+      nb::arg("plan"), nb::arg("costs").none());
+  m.def(
+      "load", [](const std::string& path) { return ValueOr(LoadFile(path)); }, nb::arg("path"));
+  m.def(
+      "profile",
+      [](const std::vector<TimelineHandle>& timelines, std::optional<double> time_scale) {
+        return ValueOr(ProfileOf(timelines, time_scale));
+      },
+      nb::arg("timelines"), nb::arg("time_scale").none());
+  m.def(
+      "calibrate",
+      [](const Profile& profile, const std::string& unit) {
+        return ValueOr(CalibrateProfile(profile, unit));
+      },
+      nb::arg("profile"), nb::arg("unit"));
+  m.def(
+      "main", [](const std::vector<std::string>& words) { return cli::Main(words); },
+      nb::arg("words"), "Runs the pipeplan command with these words (argv[1:]).");
+  m.attr("__version__") = std::string(ToolVersion());
+}
+
+}  // namespace
+}  // namespace pipeplan::python
+
+NB_MODULE(_core, m) {
+  using namespace pipeplan::python;  // NOLINT(google-build-using-namespace): the module's scope
+  m.doc() = "pipeplan's C++ core; use the functions of the pipeplan package.";
+  // Registers the Python type and the translation of Error to it; nothing is thrown here.
+  const nb::exception<Error> error_type(m, "Error",  // NOLINT(bugprone-throw-keyword-missing)
+                                        PyExc_ValueError);
+  BindPlan(m);
+  BindTimeline(m);
+  BindFigures(m);
+  BindFunctions(m);
+}

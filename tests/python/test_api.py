@@ -1,0 +1,293 @@
+"""The Python package's API: plans, simulation, comparison, files, profile and calibrate, the
+console script, and the errors bad arguments raise.
+
+Runs against whichever `pipeplan` it imports: the wheel installed into a fresh venv
+(scripts/test_python.sh, as CI runs it) or the build tree (ctest python.api, PYTHONPATH set).
+The command line it compares with is the installed console script, else `python -m pipeplan`.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pipeplan
+
+
+def cli_command():
+    script = Path(sys.executable).parent / "pipeplan"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "pipeplan"]
+
+
+def run_cli(*words, cwd, check=True, text=True):
+    # text=False keeps the bytes (torch's CSV ends its rows with \r\n).
+    result = subprocess.run(
+        cli_command() + [str(w) for w in words], cwd=cwd, capture_output=True, text=text
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"pipeplan {' '.join(map(str, words))}: {result.stderr}")
+    return result
+
+
+# --- plan ---------------------------------------------------------------------------------
+
+
+def test_1f1b_makespan_is_the_closed_form():
+    plan = pipeplan.plan("1f1b", ranks=4, microbatches=8, forward=1, backward=2)
+    assert (plan.strategy, plan.ranks, plan.stages_per_rank, plan.microbatches) == (
+        "1f1b", 4, 1, 8)
+    timeline = pipeplan.simulate(plan)
+    # (M + P - 1)(F + B) = 11 * 3
+    assert timeline.makespan == 33.0
+    # Every rank computes M (F + B) = 24; 1F1B's rank r holds P - r microbatches at its peak.
+    assert timeline.busy == [24.0] * 4
+    assert timeline.peak_memory == [4.0, 3.0, 2.0, 1.0]
+    assert timeline.bubble == pytest.approx([1 - 24 / 33] * 4)
+    assert not timeline.measured
+
+
+def test_actions_are_torch_tokens_of_the_rank():
+    plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
+    # Rank 0: warm-up F0 F1 (each sent on), then B0, B1 as their gradients come back, then
+    # torch's gradient reduction after the stage's last backward.
+    assert plan.actions(0) == ["0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0",
+                               "0RECV_B1", "0B1", "0REDUCE_GRAD"]
+    assert plan.actions(1, comms=False) == ["1F0", "1B0", "1F1", "1B1"]
+
+
+def test_stage_indices_follow_the_placement():
+    zbv = pipeplan.plan("zbv", ranks=4, microbatches=8)
+    assert zbv.placement == "v"
+    # V shape: rank r holds stage r going down and stage 2P - 1 - r coming back.
+    assert [zbv.stage_indices(r) for r in range(4)] == [[0, 7], [1, 6], [2, 5], [3, 4]]
+    interleaved = pipeplan.plan("interleaved-1f1b", ranks=4, microbatches=8, stages_per_rank=2)
+    assert interleaved.placement == "loop"
+    assert [interleaved.stage_indices(r) for r in range(4)] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+def test_plan_is_byte_for_byte_the_command_lines(tmp_path):
+    args = dict(ranks=4, microbatches=12, stages_per_rank=2, forward=1.5, backward_input=1.2,
+                backward_weight=0.9, comm=0.1)
+    pipeplan.plan("interleaved-zb", **args).save(tmp_path / "python.pb")
+    run_cli("plan", "--strategy", "interleaved-zb", "--ranks", 4, "--microbatches", 12,
+            "--stages-per-rank", 2, "--forward", 1.5, "--backward-input", 1.2,
+            "--backward-weight", 0.9, "--comm", 0.1, "-o", "cli.pb", cwd=tmp_path)
+    assert (tmp_path / "python.pb").read_bytes() == (tmp_path / "cli.pb").read_bytes()
+
+
+def test_the_same_request_gives_identical_plans(tmp_path):
+    for name in ("a.pb", "b.pb"):
+        pipeplan.plan("zbv", ranks=4, microbatches=16, forward=1, backward=2).save(tmp_path / name)
+    assert (tmp_path / "a.pb").read_bytes() == (tmp_path / "b.pb").read_bytes()
+
+
+def test_to_torch_csv_is_the_export(tmp_path):
+    plan = pipeplan.plan("interleaved-1f1b", ranks=2, microbatches=4, stages_per_rank=2)
+    plan.save(tmp_path / "plan.pb")
+    for comms, fmt in ((True, "torch-csv-comms"), (False, "torch-csv")):
+        exported = run_cli("export", "plan.pb", "--format", fmt, cwd=tmp_path, text=False).stdout
+        assert plan.to_torch_csv(comms=comms).encode() == exported
+    rows = plan.to_torch_csv().split("\r\n")
+    assert rows[0].split(",") == plan.actions(0)
+
+
+def test_auto_fits_the_memory_limit_and_says_how_it_chose():
+    unlimited = pipeplan.plan("auto", ranks=4, microbatches=8, forward=1, backward=2)
+    assert unlimited.notes and unlimited.notes[0].startswith("auto chose")
+    limited = pipeplan.plan("auto", ranks=4, microbatches=8, forward=1, backward=2,
+                            memory_limit=2)
+    assert max(pipeplan.simulate(limited).peak_memory) <= 2
+    with pytest.raises(pipeplan.Error, match="above the memory limit 1"):
+        pipeplan.plan("1f1b", ranks=4, microbatches=8, memory_limit=1)
+
+
+def test_runtime_torch_plans_only_what_torch_runs():
+    with pytest.raises(pipeplan.Error, match="dualpipe"):
+        pipeplan.plan("dualpipe", ranks=4, microbatches=8, runtime="torch")
+    plan = pipeplan.plan("auto", ranks=4, microbatches=8, runtime="torch")
+    assert plan.strategy != "dualpipe"
+
+
+# --- simulate, compare --------------------------------------------------------------------
+
+
+def test_simulate_matches_the_command_line(tmp_path):
+    plan = pipeplan.plan("zbv", ranks=4, microbatches=8, forward=1, backward=2, comm=0.25)
+    plan.save(tmp_path / "plan.pb")
+    metrics = json.loads(run_cli("simulate", "plan.pb", "--json", cwd=tmp_path).stdout)
+    timeline = pipeplan.simulate(plan)
+    assert timeline.makespan == metrics["makespan"]
+    assert timeline.metrics["zb_bubble_rate"] == metrics["zb_bubble_rate"]
+
+
+def test_simulate_under_other_costs_scales_the_step(tmp_path):
+    plan = pipeplan.plan("1f1b", ranks=4, microbatches=8, forward=1, backward=2)
+    doubled = pipeplan.plan("1f1b", ranks=4, microbatches=8, forward=2, backward=4)
+    # A cost file from the doubled plan's simulation: profile, calibrate (1 unit = 1 ms).
+    costs = pipeplan.calibrate(pipeplan.profile([pipeplan.simulate(doubled)], time_scale=1e-3),
+                               unit="ms")
+    costs.save(tmp_path / "costs.json")
+    assert pipeplan.simulate(plan, costs).makespan == pytest.approx(66.0)
+    assert pipeplan.simulate(plan, tmp_path / "costs.json").makespan == pytest.approx(66.0)
+    assert pipeplan.simulate(plan).makespan == 33.0  # the plan itself is unchanged
+
+
+def test_compare_has_every_strategy_of_the_command_line(tmp_path):
+    rows = pipeplan.compare(ranks=4, microbatches=8, forward=1, backward=2)
+    table = run_cli("compare", "--ranks", 4, "--microbatches", 8, "--forward", 1,
+                    "--backward", 2, cwd=tmp_path).stdout
+    for row in rows:
+        assert row["strategy"] in table
+    by_name = {row["strategy"]: row for row in rows}
+    assert by_name["1f1b"]["makespan"] == 33.0
+    assert by_name["gpipe"]["peak_memory"] == 8.0
+    best = min(row["makespan"] for row in rows if row["makespan"] is not None)
+    assert all(row["best"] == (row["makespan"] == best) for row in rows)
+
+
+# --- files --------------------------------------------------------------------------------
+
+
+def test_files_round_trip_between_python_and_the_command_line(tmp_path):
+    # Python -> CLI: a plan saved here simulates there.
+    plan = pipeplan.plan("zb-h2", ranks=4, microbatches=8, backward_input=1, backward_weight=1)
+    plan.save(tmp_path / "py.json")
+    metrics = json.loads(run_cli("simulate", "py.json", "--json",
+                                 "--timeline", "cli_timeline.pb", cwd=tmp_path).stdout)
+    assert metrics["makespan"] == pipeplan.simulate(plan).makespan
+    # CLI -> Python: its plan and timeline load here, by the kind they record.
+    run_cli("plan", "--strategy", "zbv", "--ranks", 2, "--microbatches", 4, "-o", "cli.textproto",
+            cwd=tmp_path)
+    loaded = pipeplan.load(tmp_path / "cli.textproto")
+    assert isinstance(loaded, pipeplan.Plan) and loaded.strategy == "zbv"
+    timeline = pipeplan.load(tmp_path / "cli_timeline.pb")
+    assert isinstance(timeline, pipeplan.Timeline)
+    assert timeline.makespan == metrics["makespan"] and timeline.plan.strategy == "zb-h2"
+    # A profile saved here calibrates there, and the cost file it writes loads here.
+    pipeplan.profile([timeline], time_scale=1e-6).save(tmp_path / "profile.pb")
+    run_cli("calibrate", "profile.pb", "-o", "costs.json", cwd=tmp_path)
+    costs = pipeplan.load(tmp_path / "costs.json")
+    assert isinstance(costs, pipeplan.CostModel) and costs.time_unit == "us"
+    replanned = pipeplan.plan("zb-h2", ranks=4, microbatches=8, costs=costs)
+    assert pipeplan.simulate(replanned).makespan == pytest.approx(metrics["makespan"])
+
+
+def test_a_hand_written_cost_file_plans(tmp_path):
+    (tmp_path / "costs.json").write_text(
+        json.dumps({"stages": [{"forward": 2, "backward": 4}], "time_unit": "ms"}))
+    plan = pipeplan.plan("1f1b", ranks=4, microbatches=8, costs=tmp_path / "costs.json")
+    assert pipeplan.simulate(plan).makespan == 66.0
+
+
+# --- errors name the argument -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        (dict(ranks=0), "ranks must be >= 1"),
+        (dict(microbatches=-3), "microbatches must be >= 1"),
+        (dict(stages_per_rank=0), "stages_per_rank"),
+        (dict(forward=-1.0), "forward"),
+        (dict(comm=float("nan")), "comm"),
+        (dict(memory_limit="12 parsecs"), "memory_limit"),
+        (dict(memory_limit=-1), "memory_limit"),
+        (dict(costs="/nonexistent/costs.json"), "/nonexistent/costs.json"),
+        (dict(costs="/tmp", forward=1.0), "costs"),
+        (dict(time_limit=5), "time_limit"),
+        (dict(runtime="jax"), "runtime"),
+        (dict(ranks="4"), "ranks must be an int, got str"),
+        (dict(ranks=4.0), "ranks must be an int, got float"),
+        (dict(microbatches=True), "microbatches must be an int, got bool"),
+        (dict(forward="fast"), "forward must be a number"),
+        (dict(post_validation="yes"), "post_validation must be a bool"),
+        (dict(costs=42), "costs must be a path"),
+    ],
+)
+def test_bad_arguments_raise_errors_naming_them(kwargs, named):
+    request = dict(ranks=4, microbatches=8)
+    request.update(kwargs)
+    with pytest.raises(pipeplan.Error, match=named.replace("(", r"\(")) as caught:
+        pipeplan.plan("1f1b", **request)
+    assert isinstance(caught.value, ValueError)
+    assert "--" not in str(caught.value), "names a flag, not the keyword argument"
+
+
+def test_unknown_strategy_lists_the_known_ones():
+    with pytest.raises(pipeplan.Error, match=r"unknown strategy 'zb-h9' \(known: gpipe, 1f1b"):
+        pipeplan.plan("zb-h9", ranks=4, microbatches=8)
+    with pytest.raises(pipeplan.Error, match="strategy must be a str"):
+        pipeplan.plan(None, ranks=4, microbatches=8)
+
+
+def test_files_of_the_wrong_kind_are_named(tmp_path):
+    plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
+    plan.save(tmp_path / "plan.pb")
+    with pytest.raises(pipeplan.Error, match="costs: Plan file, not a cost model"):
+        pipeplan.simulate(plan, tmp_path / "plan.pb")
+    with pytest.raises(pipeplan.Error, match="plan.pb.*plan file"):
+        pipeplan.plan("1f1b", ranks=2, microbatches=2, costs=tmp_path / "plan.pb")
+    (tmp_path / "schedule.csv").write_text(plan.to_torch_csv())
+    with pytest.raises(pipeplan.Error, match="torch pipelining CSV"):
+        pipeplan.load(tmp_path / "schedule.csv")
+    (tmp_path / "empty.pb").write_bytes(b"")
+    with pytest.raises(pipeplan.Error, match="empty"):
+        pipeplan.load(tmp_path / "empty.pb")
+    with pytest.raises(pipeplan.Error, match="missing.pb"):
+        pipeplan.load(tmp_path / "missing.pb")
+
+
+def test_rank_out_of_range_and_bad_objects():
+    plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
+    with pytest.raises(pipeplan.Error, match=r"rank: 2 is not a rank of the plan \(0..1\)"):
+        plan.actions(2)
+    with pytest.raises(pipeplan.Error, match="rank: -1"):
+        plan.stage_indices(-1)
+    with pytest.raises(pipeplan.Error, match="plan must be a pipeplan.Plan"):
+        pipeplan.simulate("plan.pb")
+    with pytest.raises(pipeplan.Error, match="profile must be a pipeplan.Profile"):
+        pipeplan.calibrate({})
+    with pytest.raises(pipeplan.Error, match="time scale"):
+        pipeplan.profile([pipeplan.simulate(plan)])
+    profile = pipeplan.profile([pipeplan.simulate(plan)], time_scale=1.0)
+    with pytest.raises(pipeplan.Error, match="unit: unknown unit 'fortnights'"):
+        pipeplan.calibrate(profile, unit="fortnights")
+
+
+def test_a_failed_save_leaves_nothing(tmp_path):
+    plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
+    with pytest.raises(pipeplan.Error, match="missing_dir"):
+        plan.save(tmp_path / "missing_dir" / "plan.pb")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def test_python_m_pipeplan_is_the_command(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "pipeplan", "--help"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0 and result.stdout.startswith("usage: pipeplan <command>")
+    bad = subprocess.run([sys.executable, "-m", "pipeplan", "plan", "--ranks", "x"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--ranks" in bad.stderr
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "pipeplan"
+    if not script.exists():
+        pytest.skip("no pipeplan console script beside this Python (a build-tree run)")
+    result = subprocess.run([str(script), "--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.startswith("pipeplan ")
+
+
+def test_help_shows_the_docstrings():
+    assert "memory_limit" in pipeplan.plan.__doc__
+    assert "torch pipelining tokens" in pipeplan.Plan.actions.__doc__
+    assert pipeplan.__version__ == pipeplan._core.__version__
