@@ -36,7 +36,7 @@ def python_ms(runs: int) -> list[float]:
 
 def cpp_ms(bench: str) -> float:
     out = subprocess.run(
-        [bench, "--benchmark_filter=BM_Budget", "--benchmark_min_time=1s",
+        [bench, "--benchmark_filter=BM_Budget", "--benchmark_min_time=1",
          "--benchmark_format=json"], check=True, capture_output=True, text=True).stdout
     return json.loads(out)["benchmarks"][0]["ms"]
 

@@ -9,10 +9,10 @@
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/cli/trace_import.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/planner/planner.h"
-#include "trace_import.h"
 
 namespace pipeplan::cli {
 namespace {

@@ -1,7 +1,8 @@
-#include "trace_import.h"
+#include "pipeplan/cli/trace_import.h"
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -18,8 +19,6 @@
 
 namespace pipeplan::cli {
 namespace {
-
-constexpr double kMicroseconds = 1e-6;  // a trace's time unit
 
 StatusOr<std::vector<TraceFile>> ReadTraces(const std::vector<std::string>& paths,
                                             uint64_t max_bytes) {
@@ -114,7 +113,7 @@ StatusOr<Profile> ProfileOfEveryStep(const Plan& plan, const TraceImport& import
                                      const TraceImportOptions& options) {
   std::vector<Timeline> steps;
   ProfileOptions profile_options;
-  profile_options.seconds_per_unit = kMicroseconds;
+  profile_options.seconds_per_unit = kTraceSecondsPerUnit;
   profile_options.source = "measured";
   for (const ImportedStep& step : imported.steps) {
     steps.push_back(step.timeline);
@@ -126,28 +125,39 @@ StatusOr<Profile> ProfileOfEveryStep(const Plan& plan, const TraceImport& import
 
 }  // namespace
 
-Status ExecuteTraceImport(const TraceImportOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<TraceFile> ranks,
-                            ReadTraces(options.traces, options.max_trace_bytes));
-  Plan plan;
-  if (options.plan.has_value()) {
-    PIPEPLAN_ASSIGN_OR_RETURN(plan, app::LoadPlanFile(*options.plan));
+StatusOr<ImportedTraces> ImportTraces(const TraceImportOptions& options, std::optional<Plan> plan) {
+  ImportedTraces out;
+  PIPEPLAN_ASSIGN_OR_RETURN(out.ranks, ReadTraces(options.traces, options.max_trace_bytes));
+  if (plan.has_value()) {
+    out.plan = *std::move(plan);
   } else {
-    PIPEPLAN_ASSIGN_OR_RETURN(plan, PlanOfExecutedOrder(ranks, options));
-    app::PrintNote(
+    PIPEPLAN_ASSIGN_OR_RETURN(out.plan, PlanOfExecutedOrder(out.ranks, options));
+    out.notes.emplace_back(
         "no --plan: the plan is the order the traces' job ran, torch's transfers where torch "
         "put them");
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const TraceImport imported,
-                            ImportTorchTraces(plan, ranks, options.step));
-  for (const std::string& note : imported.notes) app::PrintNote(note);
+  PIPEPLAN_ASSIGN_OR_RETURN(out.imported, ImportTorchTraces(out.plan, out.ranks, options.step));
+  out.notes.insert(out.notes.end(), out.imported.notes.begin(), out.imported.notes.end());
+  return out;
+}
+
+Status ExecuteTraceImport(const TraceImportOptions& options) {
+  std::optional<Plan> given;
+  if (options.plan.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(given, app::LoadPlanFile(*options.plan));
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const ImportedTraces traces, ImportTraces(options, std::move(given)));
+  for (const std::string& note : traces.notes) app::PrintNote(note);
+  const Plan& plan = traces.plan;
+  const TraceImport& imported = traces.imported;
+  const std::vector<TraceFile>& ranks = traces.ranks;
 
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =
       to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
   PIPEPLAN_ASSIGN_OR_RETURN(
       const std::string data,
-      SerializeTimelineFile({imported.steps[imported.chosen].timeline, plan, kMicroseconds},
+      SerializeTimelineFile({imported.steps[imported.chosen].timeline, plan, kTraceSecondsPerUnit},
                             format));
   std::vector<app::OutputFile> files;
   if (options.plan_output.has_value()) {

@@ -25,16 +25,19 @@ from numbers import Integral as _Integral, Real as _Real
 from typing import Any, Optional, Sequence, Union
 
 from . import _core
-from ._core import CostModel, Error, Plan, Profile, Timeline
+from ._core import CostModel, Diff, Error, Plan, Profile, Timeline
 
 __all__ = [
     "CostModel",
+    "Diff",
     "Error",
     "Plan",
     "Profile",
     "Timeline",
     "calibrate",
     "compare",
+    "diff",
+    "import_torch_traces",
     "load",
     "plan",
     "profile",
@@ -305,6 +308,32 @@ def calibrate(profile: Profile, unit: str = "us") -> CostModel:
     if not isinstance(profile, Profile):
         raise Error(f"profile must be a pipeplan.Profile, got {type(profile).__name__}")
     return _core.calibrate(profile, _text("unit", unit))
+
+
+def import_torch_traces(
+    paths: Union[PathLike, Sequence[PathLike]], plan: Optional[Plan] = None,
+    step: Optional[int] = None,
+) -> Timeline:
+    """The measured timeline of a torch pipelining job from its torch.profiler traces (one per
+    rank, ``.json`` or ``.json.gz``, as ``pipeplan.torch.profile_steps`` writes them), as
+    ``pipeplan import --format torch-trace`` reads them: matched to ``plan`` (the plan the job
+    ran), else to the order the job ran, torch's transfers included (``timeline.plan``).
+    ``step``: the ProfilerStep number (default: the median step). Times in microseconds."""
+    if isinstance(paths, (str, _os.PathLike)):
+        paths = [paths]
+    names = [_path(f"paths[{i}]", path) for i, path in enumerate(paths)]
+    if plan is not None and not isinstance(plan, Plan):
+        raise Error(f"plan must be a pipeplan.Plan, got {type(plan).__name__}")
+    return _core.import_torch_traces(names, plan, _count("step", step))
+
+
+def diff(expected: Timeline, measured: Timeline) -> Diff:
+    """Two timelines of one plan side by side, as ``pipeplan diff`` compares them:
+    ``makespan_error`` is measured / expected - 1, ``peak_memory_error`` the same per rank."""
+    for name, value in (("expected", expected), ("measured", measured)):
+        if not isinstance(value, Timeline):
+            raise Error(f"{name} must be a pipeplan.Timeline, got {type(value).__name__}")
+    return _core.diff(expected, measured)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -11,6 +11,7 @@
 #include "pipeplan/app/proto_file.h"
 #include "pipeplan/checks/validator.h"
 #include "pipeplan/cli/comparison.h"
+#include "pipeplan/cli/trace_import.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/measurement/build_profile.h"
@@ -316,6 +317,38 @@ StatusOr<CostModel> CalibrateProfile(const Profile& profile, const std::string& 
     return InvalidArgument("unit: unknown unit '" + unit + "' (s, ms, us or ns)");
   }
   return Calibrate(profile, CalibrateOptions{.unit = *parsed});
+}
+
+StatusOr<TimelineHandle> ImportTorchTraces(const std::vector<std::string>& paths,
+                                           const std::optional<PlanHandle>& plan,
+                                           std::optional<int> step) {
+  if (paths.empty()) return InvalidArgument("paths: no trace given (one per rank)");
+  cli::TraceImportOptions options;
+  options.traces = paths;
+  options.step = step;
+  std::optional<Plan> given;
+  if (plan.has_value()) given = plan->plan;
+  PIPEPLAN_ASSIGN_OR_RETURN(cli::ImportedTraces traces,
+                            cli::ImportTraces(options, std::move(given)));
+  std::vector<ImportedStep>& steps = traces.imported.steps;
+  return TimelineHandle{.timeline = std::move(steps[traces.imported.chosen].timeline),
+                        .plan = std::move(traces.plan),
+                        .notes = std::move(traces.notes),
+                        .seconds_per_unit = cli::kTraceSecondsPerUnit};
+}
+
+StatusOr<TimelineDiff> DiffOf(const TimelineHandle& expected, const TimelineHandle& measured) {
+  const std::optional<Plan>& plan = expected.plan.has_value() ? expected.plan : measured.plan;
+  if (!plan.has_value()) {
+    return InvalidArgument("neither timeline carries its plan (simulate(plan) and "
+                           "import_torch_traces(paths, plan) give timelines that do)");
+  }
+  if (expected.plan.has_value() && measured.plan.has_value() &&
+      expected.plan->programs != measured.plan->programs) {
+    return InvalidArgument("expected and measured are timelines of different plans (their "
+                           "action lists differ)");
+  }
+  return DiffTimelines(*plan, expected.timeline, measured.timeline);
 }
 
 }  // namespace pipeplan::python

@@ -17,6 +17,7 @@
 #include "pipeplan/model/profile.h"
 #include "pipeplan/model/status.h"
 #include "pipeplan/model/timeline.h"
+#include "pipeplan/simulation/timeline_diff.h"
 
 namespace pipeplan::python {
 
@@ -88,6 +89,16 @@ StatusOr<Profile> ProfileOf(const std::vector<TimelineHandle>& timelines,
                             std::optional<double> time_scale);
 // A profile to a cost model in `unit` ("s", "ms", "us", "ns": `pipeplan calibrate --unit`).
 StatusOr<CostModel> CalibrateProfile(const Profile& profile, const std::string& unit);
+
+// torch.profiler traces of a torch pipelining job, one per rank, matched to `plan` (else to the
+// order the job ran): the measured timeline of `step` (else the median step), in microseconds,
+// with its plan and the import's notes (`pipeplan import --format torch-trace`).
+StatusOr<TimelineHandle> ImportTorchTraces(const std::vector<std::string>& paths,
+                                           const std::optional<PlanHandle>& plan,
+                                           std::optional<int> step);
+
+// Two timelines of one plan side by side (`pipeplan diff`): `measured` against `expected`.
+StatusOr<TimelineDiff> DiffOf(const TimelineHandle& expected, const TimelineHandle& measured);
 
 // A message in the Python API's terms: the flags the shared checks name become the keyword
 // arguments ("--stages-per-rank" -> "stages_per_rank").

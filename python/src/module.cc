@@ -237,6 +237,30 @@ void BindFigures(nb::module_& m) {
           "_save",
           [](const CostModel& c, const std::string& path) { OkOr(SaveCostModel(c, path)); },
           nb::arg("path"), "Writes the cost file, as 'pipeplan calibrate -o' does.");
+  nb::class_<TimelineDiff>(m, "Diff",
+                           "Two timelines of one plan side by side (pipeplan.diff): step time, "
+                           "per-rank busy time and peak memory, start errors.")
+      .def_ro("expected_makespan", &TimelineDiff::step_expected, "The expected step.")
+      .def_ro("measured_makespan", &TimelineDiff::step_actual, "The measured step.")
+      .def_ro("makespan_error", &TimelineDiff::relative_error,
+              "measured / expected - 1: +0.05 is a step 5% longer than expected.")
+      .def_ro("mean_abs_start_error", &TimelineDiff::mean_abs_start_error,
+              "The mean |measured - expected| start of the compute actions.")
+      .def_prop_ro(
+          "peak_memory_error",
+          [](const TimelineDiff& d) {
+            std::vector<double> out;
+            for (const RankDiff& rank : d.ranks) {
+              out.push_back(rank.peak_memory_expected > 0
+                                ? rank.peak_memory_actual / rank.peak_memory_expected - 1
+                                : 0.0);
+            }
+            return out;
+          },
+          "Per rank, measured / expected peak memory - 1 (meaningful where both count bytes: "
+          "memory_in_bytes).")
+      .def_ro("memory_in_bytes", &TimelineDiff::memory_in_bytes,
+              "Whether both timelines count memory in bytes.");
   nb::class_<Profile>(m, "Profile",
                       "Per stage and kind the spread of measured durations, per boundary the "
                       "transfer times (pipeplan.profile).")
@@ -292,6 +316,20 @@ void BindFunctions(nb::module_& m) {
         return ValueOr(CalibrateProfile(profile, unit));
       },
       nb::arg("profile"), nb::arg("unit"));
+  m.def(
+      "import_torch_traces",
+      [](const std::vector<std::string>& paths, const std::optional<PlanHandle>& plan,
+         std::optional<int> step) {
+        nb::gil_scoped_release unlocked;
+        return ValueOr(ImportTorchTraces(paths, plan, step));
+      },
+      nb::arg("paths"), nb::arg("plan").none(), nb::arg("step").none());
+  m.def(
+      "diff",
+      [](const TimelineHandle& expected, const TimelineHandle& measured) {
+        return ValueOr(DiffOf(expected, measured));
+      },
+      nb::arg("expected"), nb::arg("measured"));
   m.def(
       "main", [](const std::vector<std::string>& words) { return cli::Main(words); },
       nb::arg("words"), "Runs the pipeplan command with these words (argv[1:]).");

@@ -3,8 +3,13 @@ split into stages, run by 2 local Gloo processes, either through pipeplan.torch.
 strategy) or through torch's own Schedule1F1B (the reference). Each rank saves its layers'
 gradients after the first step and the last stage's loss of every step to OUT/rank<r>.pt.
 
-    python torch_job.py --out DIR [--strategy zbv | --torch-1f1b] [--steps 3]
+    python torch_job.py --out DIR [--strategy zbv | --torch-1f1b] [--steps 3] [--traces DIR]
+
+--traces: the steps after the first are profiled with pipeplan.torch.profile_steps (the traces
+pipeplan.import_torch_traces reads).
 """
+
+import contextlib
 
 import argparse
 import datetime
@@ -22,9 +27,9 @@ import pipeplan.torch
 
 RANKS = 2
 LAYERS = 4  # P * V for V = 2; torch's Schedule1F1B holds two per rank
-WIDTH = 8
+WIDTH = 32
 MICROBATCHES = 4
-ROWS = 3  # per microbatch
+ROWS = 16  # per microbatch
 
 
 def layer(index):
@@ -60,17 +65,22 @@ def run(rank, args):
         optimizer = torch.optim.SGD([p for m in layers.values() for p in m.parameters()], lr=0.1)
         inputs, targets = batch()
         grads, losses_per_step = {}, []
-        for step in range(args.steps):
-            optimizer.zero_grad()
-            losses = []
-            schedule.step(*((inputs,) if first else ()),
-                          **({"target": targets, "losses": losses} if last else {}))
-            if step == 0:
-                grads = {index: [p.grad.clone() for p in m.parameters()]
-                         for index, m in layers.items()}
-            if last:
-                losses_per_step.append(torch.stack(losses).mean().item())
-            optimizer.step()
+        profiling = (pipeplan.torch.profile_steps(args.traces, warmup=1, active=args.steps - 1,
+                                                  quiet=True)
+                     if args.traces else contextlib.nullcontext(lambda: None))
+        with profiling as next_step:
+            for step in range(args.steps):
+                optimizer.zero_grad()
+                losses = []
+                schedule.step(*((inputs,) if first else ()),
+                              **({"target": targets, "losses": losses} if last else {}))
+                if step == 0:
+                    grads = {index: [p.grad.clone() for p in m.parameters()]
+                             for index, m in layers.items()}
+                if last:
+                    losses_per_step.append(torch.stack(losses).mean().item())
+                optimizer.step()
+                next_step()
         torch.save({"grads": grads, "losses": losses_per_step},
                    os.path.join(args.out, f"rank{rank}.pt"))
     finally:
@@ -83,6 +93,7 @@ def main():
     parser.add_argument("--strategy", default="zbv")
     parser.add_argument("--torch-1f1b", action="store_true")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--traces", help="profile the steps after the first into this directory")
     args = parser.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/measurement/import_trace.h"
+#include "pipeplan/model/plan.h"
 #include "pipeplan/model/status.h"
 
 namespace pipeplan::cli {
@@ -28,6 +30,21 @@ struct TraceImportOptions {
   uint64_t max_trace_bytes = kDefaultMaxTraceBytes;  // per trace, once inflated
 };
 
+// A trace's time unit, in seconds: the imported timeline's times are microseconds.
+inline constexpr double kTraceSecondsPerUnit = 1e-6;
+
+// The traces read (options.traces, options.max_trace_bytes) and matched to `plan`, or without
+// one to the order they ran (built with options.costs): what ExecuteTraceImport writes, in
+// memory (pipeplan.import_torch_traces). `notes` say what the import estimated or left out.
+struct ImportedTraces {
+  Plan plan;
+  std::vector<TraceFile> ranks;  // in rank order
+  TraceImport imported;          // every step; `chosen` is options.step's or the median
+  std::vector<std::string> notes;
+};
+StatusOr<ImportedTraces> ImportTraces(const TraceImportOptions& options, std::optional<Plan> plan);
+
+// Reads the traces and writes the timeline (and the plan, the profile) the options name.
 Status ExecuteTraceImport(const TraceImportOptions& options);
 
 }  // namespace pipeplan::cli
