@@ -31,17 +31,27 @@ if [[ -n "$foreign" ]]; then
   exit 1
 fi
 
+# Where a Python keeps its packages.
+site_of() { "$1" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"; }
+
 # pipeplan.torch's tests need torch: the venv sees the one scripts/setup_torch.sh installed
 # (a .pth line; the venv's own packages come first), rather than a second few-GB copy.
 torch_venv=${PIPEPLAN_TORCH_VENV:-$HOME/.cache/pipeplan/venv-torch-${PIPEPLAN_TORCH_VERSION:-2.11.0}}
 if [[ "${PIPEPLAN_TORCH:-AUTO}" != "OFF" && -x "$torch_venv/bin/python" ]]; then
-  site_of() { "$1" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"; }
   site_of "$torch_venv/bin/python" > "$(site_of "$scratch/venv/bin/python")/setup-torch.pth"
 else
   echo "test_python: no torch (scripts/setup_torch.sh): pipeplan.torch's tests are skipped"
 fi
 
+# As `pip install "pipeplan[solver]"` would: ortools importable in the venv (the one
+# scripts/setup_solver.sh installed), so the solver-made strategies run in this Python.
+solver_venv=${PIPEPLAN_SOLVER_VENV:-$HOME/.cache/pipeplan/venv-solver-ortools-9.15.6755}
+if [[ -x "$solver_venv/bin/python" ]]; then
+  site_of "$solver_venv/bin/python" > "$(site_of "$scratch/venv/bin/python")/setup-solver.pth"
+fi
+
 cd "$scratch"
 "$scratch/venv/bin/pipeplan" --version
+"$scratch/venv/bin/pipeplan" --help > /dev/null
 "$scratch/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/tests/python"
 echo "test_python: passed"

@@ -34,8 +34,9 @@ namespace pipeplan::app {
 namespace {
 
 constexpr std::string_view kInstall =
-    "bash scripts/setup_solver.sh installs it, or set PIPEPLAN_SOLVER_PYTHON to a Python with "
-    "the ortools package";
+    "pip install 'pipeplan[solver]' installs it with the Python package, bash "
+    "scripts/setup_solver.sh for a build from source, or set PIPEPLAN_SOLVER_PYTHON to a Python "
+    "with the ortools package";
 // The solver script's exit codes when ortools is missing, and when it is there but its import
 // fails (a mismatched protobuf, a broken install).
 constexpr int kNoOrtools = 3;

@@ -410,9 +410,10 @@ TEST(CliTest, OptimalWithoutTheSolverNamesTheInstallStep) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err,
             "pipeplan plan: error: the optimal strategies need OR-Tools' CP-SAT solver, and no "
-            "Python with it is known (/nonexistent/python3 is missing): bash "
-            "scripts/setup_solver.sh installs it, or set PIPEPLAN_SOLVER_PYTHON to a Python "
-            "with the ortools package\n");
+            "Python with it is known (/nonexistent/python3 is missing): pip install "
+            "'pipeplan[solver]' installs it with the Python package, bash "
+            "scripts/setup_solver.sh for a build from source, or set PIPEPLAN_SOLVER_PYTHON to "
+            "a Python with the ortools package\n");
   EXPECT_FALSE(dir.Exists("p.pb"));
 }
 

@@ -291,3 +291,21 @@ def test_help_shows_the_docstrings():
     assert "memory_limit" in pipeplan.plan.__doc__
     assert "torch pipelining tokens" in pipeplan.Plan.actions.__doc__
     assert pipeplan.__version__ == pipeplan._core.__version__
+
+
+def test_the_solver_runs_where_ortools_is_or_says_how_to_get_it():
+    import importlib.util
+
+    try:
+        plan = pipeplan.plan("optimal", ranks=2, microbatches=4, time_limit=30)
+    except pipeplan.Error as error:
+        # Only where no Python with ortools is known: this one has none (pipeplan[solver] not
+        # installed) and the build named none.
+        assert importlib.util.find_spec("ortools") is None, error
+        assert "pip install 'pipeplan[solver]'" in str(error)
+        return
+    assert plan.strategy == "optimal" and any("CP-SAT" in note or "optimal" in note
+                                              for note in plan.notes), plan.notes
+    # The solver starts from the catalogue's best: never slower than a heuristic's order.
+    heuristic = pipeplan.plan("zb-h1", ranks=2, microbatches=4)
+    assert pipeplan.simulate(plan).makespan <= pipeplan.simulate(heuristic).makespan
