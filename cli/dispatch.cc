@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
 #include "pipeplan/cli/main.h"
 #include "pipeplan/planner/planner.h"
 
@@ -62,6 +63,9 @@ void PrintUsage(std::ostream& out) {
 }  // namespace
 
 int Main(const std::vector<std::string>& words) {
+  // In a process that runs several commands (the Python package), a file an earlier one read
+  // is not this one's input.
+  app::ForgetInputFiles();
   if (words.empty()) {
     std::cerr << "pipeplan: error: missing command\n";
     PrintUsage(std::cerr);

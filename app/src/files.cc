@@ -132,6 +132,10 @@ class InputFiles {
     const std::lock_guard lock(mutex_);
     return read_.contains({info.st_dev, info.st_ino});
   }
+  void Clear() {
+    const std::lock_guard lock(mutex_);
+    read_.clear();
+  }
 
  private:
   std::mutex mutex_;
@@ -141,6 +145,8 @@ class InputFiles {
 }  // namespace
 
 bool WasReadByThisProcess(const std::string& path) { return InputFiles::Get().Contains(path); }
+
+void ForgetInputFiles() { InputFiles::Get().Clear(); }
 
 StatusOr<std::string> ReadFile(const std::string& path) {
   if (path == "-") {

@@ -25,7 +25,7 @@ from numbers import Integral as _Integral, Real as _Real
 from typing import Any, Optional, Sequence, Union
 
 from . import _core
-from ._core import CostModel, Diff, Error, Plan, Profile, Timeline
+from ._core import CostModel, Diff, Error, Plan, Profile, Request, Timeline
 
 __all__ = [
     "CostModel",
@@ -33,6 +33,7 @@ __all__ = [
     "Error",
     "Plan",
     "Profile",
+    "Request",
     "Timeline",
     "calibrate",
     "compare",
@@ -117,10 +118,17 @@ def _save(self: Any, path: PathLike) -> None:
     self._save(_path("path", path))
 
 
+def _request_plan(self: Request, time_limit: Optional[float] = None) -> Plan:
+    """The request's plan, as ``pipeplan plan --request FILE`` makes it; ``time_limit``: the
+    solver's seconds (solver-made strategies only)."""
+    return self._plan(_number("time_limit", time_limit))
+
+
 Plan.actions = _plan_actions
 Plan.stage_indices = _plan_stage_indices
 Plan.to_torch_csv = _plan_to_torch_csv
-for _kind in (Plan, Timeline, CostModel, Profile):
+Request.plan = _request_plan
+for _kind in (Plan, Timeline, CostModel, Profile, Request):
     _kind.save = _save
 
 
@@ -283,9 +291,10 @@ def compare(
     )
 
 
-def load(path: PathLike) -> Union[Plan, Timeline, CostModel, Profile]:
+def load(path: PathLike) -> Union[Plan, Timeline, CostModel, Profile, Request]:
     """Reads any pipeplan file (binary, text or JSON) by the kind it records: a plan, a
-    timeline, a cost model or a profile. Plans are validated as ``pipeplan simulate`` does."""
+    timeline, a cost model, a profile or a request (``request.plan()`` plans it). Plans are
+    validated as ``pipeplan simulate`` does."""
     return _core.load(_path("path", path))
 
 

@@ -33,6 +33,16 @@ constexpr std::array<std::string_view, 17> kKeywordFlags = {
     "costs",            "forward",              "backward",         "overlap",
     "comm"};
 
+// Each call of the API is a command of its own: the files it read are its inputs, not the
+// next call's (app::WasReadByThisProcess), so a plan loaded from a file may be saved over it.
+class CallScope {
+ public:
+  CallScope() = default;
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  ~CallScope() { app::ForgetInputFiles(); }
+};
+
 // A request's values checked as the flags are, then in the Python API's terms.
 StatusOr<app::RequestFlags> CheckCall(const PlanCall& call, app::StrategyFlag strategy_flag) {
   app::RequestValues values = call.values;
@@ -42,11 +52,31 @@ StatusOr<app::RequestFlags> CheckCall(const PlanCall& call, app::StrategyFlag st
     values.memory_limit = amount.value;
     values.memory_limit_in_bytes = amount.bytes;
   }
-  if (call.time_limit_s.has_value() && !(*call.time_limit_s > 0)) {
-    return InvalidArgument("time_limit must be a number of seconds > 0, got " +
-                           FormatCompact(*call.time_limit_s));
-  }
   return app::CheckRequestValues(values, strategy_flag);
+}
+
+// The request planned through the one way in, the solver given `time_limit_s` (which applies
+// to the solver-made strategies only).
+StatusOr<Evaluated> PlanWithin(const PlanRequest& request, std::optional<double> time_limit_s) {
+  PlanOptions options{.solve = app::RunCpSat};
+  if (time_limit_s.has_value()) {
+    if (!(*time_limit_s > 0)) {
+      return InvalidArgument("time_limit must be a number of seconds > 0, got " +
+                             FormatCompact(*time_limit_s));
+    }
+    if (FindOptimalStrategy(request.strategy) == nullptr) {
+      return InvalidArgument(
+          "time_limit applies to optimal, optimal-v and optimal-fb only, not " + request.strategy);
+    }
+    options.solver.time_limit_s = *time_limit_s;
+  }
+  return MakePlan(request, options);
+}
+
+PlanHandle HandleOf(Evaluated made) {
+  return PlanHandle{.plan = std::move(made.plan),
+                    .timeline = std::move(made.timeline),
+                    .notes = std::move(made.notes)};
 }
 
 Status KeywordStatus(const Status& status) {
@@ -85,9 +115,12 @@ StatusOr<Loaded> ParseUnrecorded(const std::string& path, const app::ProtoFile& 
   if (StatusOr<Profile> profile = ParseProfile(file.content, file.format); profile.ok()) {
     return Loaded(*std::move(profile));
   }
+  if (StatusOr<PlanRequest> request = ParseRequest(file.content, file.format); request.ok()) {
+    return Loaded(*std::move(request));
+  }
   return InvalidArgument(path +
                          ": not a pipeplan file (it records no kind and reads as none of cost "
-                         "model, plan, timeline and profile)");
+                         "model, plan, timeline, profile and request)");
 }
 
 template <typename T>
@@ -123,22 +156,20 @@ std::string InKeywordTerms(std::string_view message) {
 }
 
 StatusOr<PlanHandle> MakePlanFor(const PlanCall& call) {
+  const CallScope call_scope;
   StatusOr<app::RequestFlags> flags = CheckCall(call, app::StrategyFlag::kRequired);
   if (!flags.ok()) return KeywordStatus(flags.status());
-  const bool solver_made = FindOptimalStrategy(flags->strategy) != nullptr;
-  if (call.time_limit_s.has_value() && !solver_made) {
-    return InvalidArgument("time_limit applies to optimal, optimal-v and optimal-fb only, not " +
-                           flags->strategy);
-  }
   StatusOr<PlanRequest> request = app::LoadRequest(*flags);
   if (!request.ok()) return KeywordStatus(app::InFlagTerms(request.status(), *flags));
-  PlanOptions options{.solve = app::RunCpSat};
-  if (call.time_limit_s.has_value()) options.solver.time_limit_s = *call.time_limit_s;
-  StatusOr<Evaluated> made = MakePlan(*request, options);
+  StatusOr<Evaluated> made = PlanWithin(*request, call.time_limit_s);
   if (!made.ok()) return KeywordStatus(app::InFlagTerms(made.status(), *flags));
-  return PlanHandle{.plan = std::move(made->plan),
-                    .timeline = std::move(made->timeline),
-                    .notes = std::move(made->notes)};
+  return HandleOf(*std::move(made));
+}
+
+StatusOr<PlanHandle> MakePlanFromRequest(const PlanRequest& request,
+                                         std::optional<double> time_limit_s) {
+  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated made, PlanWithin(request, time_limit_s));
+  return HandleOf(std::move(made));
 }
 
 StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan,
@@ -158,6 +189,7 @@ StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan,
 }
 
 StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call) {
+  const CallScope call_scope;
   StatusOr<app::RequestFlags> flags = CheckCall(call, app::StrategyFlag::kNone);
   if (!flags.ok()) return KeywordStatus(flags.status());
   StatusOr<PlanRequest> base = app::LoadRequest(*flags);
@@ -205,6 +237,7 @@ StatusOr<std::string> TorchCsv(const Plan& plan, bool comms) {
 }
 
 StatusOr<Loaded> LoadFile(const std::string& path) {
+  const CallScope call_scope;
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string content, app::ReadFile(path));
   if (content.empty()) return InvalidArgument(path + ": the file is empty");
   if (LooksLikeTorchCsv(content)) {
@@ -245,10 +278,11 @@ StatusOr<Loaded> LoadFile(const std::string& path) {
       if (!profile.ok()) return explained(profile.status());
       return Loaded(*std::move(profile));
     }
-    case FileKind::kRequest:
-      return InvalidArgument(path +
-                             ": a request file; plan it with 'pipeplan plan --request " + path +
-                             "' (the Python API takes a request's values as arguments)");
+    case FileKind::kRequest: {
+      StatusOr<PlanRequest> request = ParseRequest(file.content, file.format);
+      if (!request.ok()) return explained(request.status());
+      return Loaded(*std::move(request));
+    }
   }
   return InvalidArgument(path + ": unknown file kind");
 }
@@ -270,6 +304,10 @@ Status SaveCostModel(const CostModel& costs, const std::string& path) {
 
 Status SaveProfile(const Profile& profile, const std::string& path) {
   return SaveAs(path, profile, SerializeProfile);
+}
+
+Status SaveRequest(const PlanRequest& request, const std::string& path) {
+  return SaveAs(path, request, SerializeRequest);
 }
 
 StatusOr<Profile> ProfileOf(const std::vector<TimelineHandle>& timelines,
@@ -322,6 +360,7 @@ StatusOr<CostModel> CalibrateProfile(const Profile& profile, const std::string& 
 StatusOr<TimelineHandle> ImportTorchTraces(const std::vector<std::string>& paths,
                                            const std::optional<PlanHandle>& plan,
                                            std::optional<int> step) {
+  const CallScope call_scope;
   if (paths.empty()) return InvalidArgument("paths: no trace given (one per rank)");
   cli::TraceImportOptions options;
   options.traces = paths;

@@ -71,9 +71,13 @@ StatusOr<std::vector<std::string>> ActionTokens(const Plan& plan, int rank, bool
 StatusOr<std::vector<int>> StageIndices(const Plan& plan, int rank);
 StatusOr<std::string> TorchCsv(const Plan& plan, bool comms);
 
+// A request file's plan (`pipeplan plan --request FILE`): errors name the file's fields.
+StatusOr<PlanHandle> MakePlanFromRequest(const PlanRequest& request,
+                                         std::optional<double> time_limit_s);
+
 // Any pipeplan file, by what it records it holds; a file that records no kind (written by
-// hand) is read as the first of cost model, plan, timeline and profile it parses as.
-using Loaded = std::variant<PlanHandle, TimelineHandle, CostModel, Profile>;
+// hand) is read as the first of cost model, plan, timeline, profile and request it parses as.
+using Loaded = std::variant<PlanHandle, TimelineHandle, CostModel, Profile, PlanRequest>;
 StatusOr<Loaded> LoadFile(const std::string& path);
 
 // Written atomically in the format the name says (.json, .textproto/.txtpb/.pbtxt, else
@@ -82,6 +86,7 @@ Status SavePlan(const Plan& plan, const std::string& path);
 Status SaveTimeline(const TimelineHandle& timeline, const std::string& path);
 Status SaveCostModel(const CostModel& costs, const std::string& path);
 Status SaveProfile(const Profile& profile, const std::string& path);
+Status SaveRequest(const PlanRequest& request, const std::string& path);
 
 // The profile of timelines of one plan and time scale (`pipeplan profile`); `time_scale` (s per
 // unit) for those that record none.

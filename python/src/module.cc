@@ -261,6 +261,29 @@ void BindFigures(nb::module_& m) {
           "memory_in_bytes).")
       .def_ro("memory_in_bytes", &TimelineDiff::memory_in_bytes,
               "Whether both timelines count memory in bytes.");
+  nb::class_<PlanRequest>(m, "Request",
+                          "A request file's request: strategy, topology, costs, memory "
+                          "(pipeplan.load of a file 'pipeplan plan --request' reads).")
+      .def_ro("strategy", &PlanRequest::strategy, "The strategy it asks for.")
+      .def_prop_ro(
+          "ranks", [](const PlanRequest& r) { return r.topology.ranks; }, "Pipeline ranks P.")
+      .def_prop_ro(
+          "stages_per_rank", [](const PlanRequest& r) { return r.topology.stages_per_rank; },
+          "V (0: the strategy's own).")
+      .def_prop_ro(
+          "microbatches", [](const PlanRequest& r) { return r.topology.microbatches; },
+          "Microbatches per step, M.")
+      .def(
+          "_plan",
+          [](const PlanRequest& r, std::optional<double> time_limit) {
+            nb::gil_scoped_release unlocked;
+            return ValueOr(MakePlanFromRequest(r, time_limit));
+          },
+          nb::arg("time_limit").none())
+      .def(
+          "_save",
+          [](const PlanRequest& r, const std::string& path) { OkOr(SaveRequest(r, path)); },
+          nb::arg("path"));
   nb::class_<Profile>(m, "Profile",
                       "Per stage and kind the spread of measured durations, per boundary the "
                       "transfer times (pipeplan.profile).")

@@ -178,6 +178,24 @@ def test_files_round_trip_between_python_and_the_command_line(tmp_path):
     assert pipeplan.simulate(replanned).makespan == pytest.approx(metrics["makespan"])
 
 
+def test_a_request_file_plans_as_the_command_plans_it(tmp_path):
+    (tmp_path / "request.textproto").write_text(
+        'topology { ranks: 4 stages_per_rank: 2 microbatches: 8 }\n'
+        'strategy: "interleaved-1f1b"\n'
+        'costs { stages { forward: 1 backward: 2 } }\n')
+    request = pipeplan.load(tmp_path / "request.textproto")
+    assert isinstance(request, pipeplan.Request)
+    assert (request.strategy, request.ranks, request.stages_per_rank, request.microbatches) == (
+        "interleaved-1f1b", 4, 2, 8)
+    request.plan().save(tmp_path / "python.pb")
+    run_cli("plan", "--request", "request.textproto", "-o", "cli.pb", cwd=tmp_path)
+    assert (tmp_path / "python.pb").read_bytes() == (tmp_path / "cli.pb").read_bytes()
+    request.save(tmp_path / "copy.json")
+    assert pipeplan.load(tmp_path / "copy.json").plan().actions(1) == request.plan().actions(1)
+    with pytest.raises(pipeplan.Error, match="time_limit applies to optimal"):
+        request.plan(time_limit=5)
+
+
 def test_a_hand_written_cost_file_plans(tmp_path):
     (tmp_path / "costs.json").write_text(
         json.dumps({"stages": [{"forward": 2, "backward": 4}], "time_unit": "ms"}))
@@ -258,6 +276,20 @@ def test_rank_out_of_range_and_bad_objects():
     profile = pipeplan.profile([pipeplan.simulate(plan)], time_scale=1.0)
     with pytest.raises(pipeplan.Error, match="unit: unknown unit 'fortnights'"):
         pipeplan.calibrate(profile, unit="fortnights")
+
+
+def test_a_loaded_file_may_be_saved_over(tmp_path, capfd):
+    pipeplan.plan("1f1b", ranks=2, microbatches=2).save(tmp_path / "plan.pb")
+    loaded = pipeplan.load(tmp_path / "plan.pb")
+    pipeplan.plan("zbv", ranks=2, microbatches=2).save(tmp_path / "plan.pb")
+    loaded.save(tmp_path / "plan.pb")
+    assert pipeplan.load(tmp_path / "plan.pb").strategy == "1f1b"
+    # The command run in process still refuses to write over its own input.
+    capfd.readouterr()
+    assert pipeplan.main(["export", str(tmp_path / "plan.pb"), "--format", "json", "-o",
+                          str(tmp_path / "plan.pb")]) == 1
+    assert "it is an input of this command" in capfd.readouterr().err
+    assert pipeplan.load(tmp_path / "plan.pb").strategy == "1f1b"
 
 
 def test_a_failed_save_leaves_nothing(tmp_path):

@@ -28,6 +28,10 @@ StatusOr<std::string> Gunzip(std::string_view data, const std::string& path, uin
 // Whether `path` names a regular file this process has read with ReadFile: the same file by
 // device and inode, whatever path named it. Outputs may not replace one (atomic_write.h).
 bool WasReadByThisProcess(const std::string& path);
+// Forgets every file read so far: they no longer count as inputs. For a front end that runs
+// several commands in one process (the Python package, after each call), so that a file one
+// call read may be written by the next.
+void ForgetInputFiles();
 
 // Writes to `path` atomically, or to standard output when there is no path or it is "-".
 Status WriteOutput(const std::optional<std::string>& path, std::string_view content);
