@@ -204,11 +204,6 @@ class AutoSearcher {
     return 0;
   }
 
-  static std::string Name(const AutoCandidate& candidate) {
-    return candidate.request.strategy +
-           " (V=" + std::to_string(candidate.request.topology.stages_per_rank) + ")";
-  }
-
   // What to profile so that the assumed figures become measured ones.
   static std::string WhatToProfile(const AutoCandidate& candidate) {
     const auto assumes = [&](const char* what) {
@@ -239,13 +234,15 @@ class AutoSearcher {
     const AutoCandidate& picked = sorted[pick];
     if (!picked.assumes.empty()) {
       return {"every candidate's step rests on figures no run measured (" + picked.assumes + "); " +
-              Name(picked) + " is fastest only as far as they hold: " + WhatToProfile(picked)};
+              StrategyAtV(picked.request) +
+              " is fastest only as far as they hold: " + WhatToProfile(picked)};
     }
     if (pick == 0) return {};
     const AutoCandidate& fastest = sorted.front();
     const double faster = 1.0 - fastest.makespan / picked.makespan;
-    return {Name(fastest) + " simulates " + FormatNumber(std::round(faster * 1000) / 10) +
-            "% faster than " + Name(picked) + " only if " + fastest.assumes +
+    return {StrategyAtV(fastest.request) + " simulates " +
+            FormatNumber(std::round(faster * 1000) / 10) + "% faster than " +
+            StrategyAtV(picked.request) + " only if " + fastest.assumes +
             " (assumed: no run measured it), so it is not picked; " + WhatToProfile(fastest)};
   }
 
@@ -322,6 +319,10 @@ PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, P
   request.costs = SplitShareCosts(share.costs, ChunksPerShare(request.topology));
   request.memory = SplitShareMemory(share.memory, ChunksPerShare(request.topology));
   return request;
+}
+
+std::string StrategyAtV(const PlanRequest& request) {
+  return request.strategy + " (V=" + std::to_string(request.topology.stages_per_rank) + ")";
 }
 
 StatusOr<AutoResult> AutoSearch(const PlanRequest& request) {

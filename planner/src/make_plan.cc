@@ -10,18 +10,12 @@
 namespace pipeplan {
 namespace {
 
-// "zbv (V=2)": a plan's strategy and V, as the notes name a pick.
-std::string StrategyAndV(const Plan& plan) {
-  return plan.request.strategy + " (V=" + std::to_string(plan.request.topology.stages_per_rank) +
-         ")";
-}
-
 // What auto picked, with its simulated figures, then what the pick rests on where a figure
 // was assumed, then what was estimated for it.
 Evaluated FromAutoSearch(AutoResult result) {
   Evaluated made = std::move(result.best);
   const AutoCandidate& pick = result.candidates[result.pick];
-  std::string line = "auto chose " + StrategyAndV(made.plan);
+  std::string line = "auto chose " + StrategyAtV(made.plan.request);
   if (made.plan.request.runtime != Runtime::kAny) {
     line += " among what " + std::string(RuntimeName(made.plan.request.runtime)) + " runs";
   }
@@ -54,13 +48,13 @@ Evaluated FromAutoWithSolver(AutoOptimalResult result) {
   Evaluated made = std::move(result.best);
   const double makespan = made.timeline.metrics.makespan;
   std::string line =
-      "auto chose " + StrategyAndV(made.plan) + ": makespan " + FormatCompact(makespan);
+      "auto chose " + StrategyAtV(made.plan.request) + ": makespan " + FormatCompact(makespan);
   if (!made.plan.provenance.solver_status.empty()) {
     line += ", " + made.plan.provenance.solver_status;
   }
   const std::string solved = std::to_string(result.solved) + " solver-made candidates";
   if (makespan < result.heuristic_makespan) {
-    line += "; the catalogue's best: " + StrategyAndV(result.heuristic) + ": " +
+    line += "; the catalogue's best: " + StrategyAtV(result.heuristic.request) + ": " +
             FormatCompact(result.heuristic_makespan) + "; " + solved;
   } else {
     line += "; none of " + solved + " was faster";

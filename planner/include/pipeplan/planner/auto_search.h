@@ -25,6 +25,9 @@ struct AutoCandidate {
   std::vector<std::string> notes = {};
 };
 
+// "zbv (V=2)": how notes name a candidate or a pick.
+std::string StrategyAtV(const PlanRequest& request);
+
 struct AutoResult {
   Evaluated best;  // the pick, its timeline and its notes
   // Every candidate: feasible ones fastest first (ties: less memory, then catalogue order),
