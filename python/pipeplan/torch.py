@@ -97,6 +97,9 @@ def schedule(
     if not callable(loss_fn):
         raise Error(f"loss_fn must be callable, got {type(loss_fn).__name__}")
     comms = _flag("comms", comms)
+    if plan.placement == "dual":
+        raise Error(f"plan: {plan.strategy} places two model copies (dual placement), and torch's "
+                    "schedules run one chain of stages; dualpipe-v is its V-shaped form")
     if not dist.is_initialized():
         raise Error("torch.distributed is not initialized: call "
                     "torch.distributed.init_process_group first (torchrun sets the rank)")

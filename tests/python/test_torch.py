@@ -93,6 +93,9 @@ def test_schedule_refuses_what_does_not_fit(tmp_path):
     plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
     with pytest.raises(pipeplan.Error, match="torch.distributed is not initialized"):
         pipeplan.torch.schedule(plan, [torch.nn.Linear(2, 2)] * 2, loss_fn=torch.nn.MSELoss())
+    dualpipe = pipeplan.plan("dualpipe", ranks=2, microbatches=4)
+    with pytest.raises(pipeplan.Error, match="dual placement.*dualpipe-v"):
+        pipeplan.torch.schedule(dualpipe, [torch.nn.Linear(2, 2)] * 4, loss_fn=torch.nn.MSELoss())
     with pytest.raises(pipeplan.Error, match="plan must be a pipeplan.Plan"):
         pipeplan.torch.schedule("plan.pb", [], loss_fn=torch.nn.MSELoss())
     assert callable(pipeplan.torch.profile_steps)
