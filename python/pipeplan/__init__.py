@@ -94,44 +94,6 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
-# The methods that take arguments check them here, as the functions do.
-def _plan_actions(self: Plan, rank: int, comms: bool = True) -> list[str]:
-    """The rank's actions as torch pipelining tokens, in order: '0F0', '1SEND_F0', ... With
-    comms=False only the compute actions, for torch's own lowering to add the transfers."""
-    return self._actions(_count("rank", rank, required=True), _flag("comms", comms))
-
-
-def _plan_stage_indices(self: Plan, rank: int) -> list[int]:
-    """The stages the rank holds, in its local order (what to build on it)."""
-    return self._stage_indices(_count("rank", rank, required=True))
-
-
-def _plan_to_torch_csv(self: Plan, comms: bool = True) -> str:
-    """The plan as torch's _PipelineScheduleRuntime._load_csv reads it: ``pipeplan export
-    --format torch-csv-comms``, or ``torch-csv`` with comms=False."""
-    return self._to_torch_csv(_flag("comms", comms))
-
-
-def _save(self: Any, path: PathLike) -> None:
-    """Writes the file atomically, binary, text or JSON by the name's extension (.pb,
-    .textproto, .json), as the command line writes it; the command line reads it back."""
-    self._save(_path("path", path))
-
-
-def _request_plan(self: Request, time_limit: Optional[float] = None) -> Plan:
-    """The request's plan, as ``pipeplan plan --request FILE`` makes it; ``time_limit``: the
-    solver's seconds (solver-made strategies only)."""
-    return self._plan(_number("time_limit", time_limit))
-
-
-Plan.actions = _plan_actions
-Plan.stage_indices = _plan_stage_indices
-Plan.to_torch_csv = _plan_to_torch_csv
-Request.plan = _request_plan
-for _kind in (Plan, Timeline, CostModel, Profile, Request):
-    _kind.save = _save
-
-
 def _request(
     strategy: Optional[str],
     ranks: Any,

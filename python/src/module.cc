@@ -38,6 +38,62 @@ void OkOr(const Status& status) {
   if (!status.ok()) throw Error(status.message());
 }
 
+// The methods' arguments, checked as python/pipeplan/__init__.py checks the functions': a
+// wrong type is a pipeplan.Error naming the argument (not nanobind's TypeError); nb::sig gives
+// the stub and help() the types.
+std::string Described(nb::handle value) {
+  return std::string(nb::type_name(value.type()).c_str()) + " " + nb::repr(value).c_str();
+}
+
+int IntArg(const char* name, nb::handle value) {
+  int out = 0;
+  if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value)) {
+    throw Error(std::string(name) + " must be an int, got " + Described(value));
+  }
+  if (!nb::try_cast(value, out)) {
+    throw Error(std::string(name) + ": " + Described(value) + " is out of range");
+  }
+  return out;
+}
+
+bool BoolArg(const char* name, nb::handle value) {
+  if (!nb::isinstance<nb::bool_>(value)) {
+    throw Error(std::string(name) + " must be a bool, got " + Described(value));
+  }
+  return nb::cast<bool>(value);
+}
+
+std::optional<double> NumberArg(const char* name, nb::handle value) {
+  if (value.is_none()) return std::nullopt;
+  const bool number = nb::isinstance<nb::int_>(value) || nb::isinstance<nb::float_>(value);
+  if (!number || nb::isinstance<nb::bool_>(value)) {
+    throw Error(std::string(name) + " must be a number, got " + Described(value));
+  }
+  return nb::cast<double>(value);
+}
+
+// A str or an os.PathLike, as os.fspath takes it.
+std::string PathArg(nb::handle value) {
+  if (nb::isinstance<nb::str>(value)) return nb::cast<std::string>(value);
+  const nb::module_ os = nb::module_::import_("os");
+  if (!nb::isinstance(value, os.attr("PathLike"))) {
+    throw Error("path must be a path (str or os.PathLike), got " + Described(value));
+  }
+  return nb::cast<std::string>(os.attr("fspath")(value));
+}
+
+// save(path), as every kind of file the package reads has it.
+template <typename T, Status (*kSave)(const T&, const std::string&)>
+void DefSave(nb::class_<T>& kind, const char* doc) {
+  kind.def(
+      "save", [](const T& value, nb::handle path) { OkOr(kSave(value, PathArg(path))); },
+      nb::arg("path"), nb::sig("def save(self, path: str | os.PathLike[str]) -> None"), doc);
+}
+
+Status SavePlanOf(const PlanHandle& plan, const std::string& path) {
+  return SavePlan(plan.plan, path);
+}
+
 std::string StrategyName(const Plan& plan) {
   return plan.provenance.strategy.empty() ? plan.request.strategy : plan.provenance.strategy;
 }
@@ -96,17 +152,18 @@ nb::dict RowDict(const CompareRow& row) {
 }
 
 void BindPlan(nb::module_& m) {
-  nb::class_<PlanHandle>(m, "Plan",
-                         "A validated plan: per rank the ordered actions, with SEND/RECV "
-                         "inserted. Made by pipeplan.plan or read by pipeplan.load.")
-      .def_prop_ro(
+  nb::class_<PlanHandle> plan(m, "Plan",
+                              "A validated plan: per rank the ordered actions, with SEND/RECV "
+                              "inserted. Made by pipeplan.plan or read by pipeplan.load.");
+  plan.def_prop_ro(
           "strategy", [](const PlanHandle& p) { return StrategyName(p.plan); },
           "The strategy that made it ('1f1b', 'zbv', ...).")
       .def_prop_ro(
           "ranks", [](const PlanHandle& p) { return p.plan.request.topology.ranks; },
           "Pipeline ranks P.")
       .def_prop_ro(
-          "stages_per_rank", [](const PlanHandle& p) { return p.plan.request.topology.stages_per_rank; },
+          "stages_per_rank",
+          [](const PlanHandle& p) { return p.plan.request.topology.stages_per_rank; },
           "Stages each rank holds, V.")
       .def_prop_ro(
           "microbatches", [](const PlanHandle& p) { return p.plan.request.topology.microbatches; },
@@ -120,41 +177,45 @@ void BindPlan(nb::module_& m) {
       .def_ro("notes", &PlanHandle::notes,
               "How the plan was chosen and what the planner estimated for it.")
       .def(
-          "_actions",
-          [](const PlanHandle& p, int rank, bool comms) {
-            return ValueOr(ActionTokens(p.plan, rank, comms));
+          "actions",
+          [](const PlanHandle& p, nb::handle rank, nb::handle comms) {
+            return ValueOr(ActionTokens(p.plan, IntArg("rank", rank), BoolArg("comms", comms)));
           },
           nb::arg("rank"), nb::arg("comms") = true,
+          nb::sig("def actions(self, rank: int, comms: bool = True) -> list[str]"),
           "The rank's actions as torch pipelining tokens, in order: '0F0', '1SEND_F0', ... "
           "(comms=False: compute only, as torch's own lowering adds the transfers).")
       .def(
-          "_stage_indices",
-          [](const PlanHandle& p, int rank) { return ValueOr(StageIndices(p.plan, rank)); },
-          nb::arg("rank"), "The stages the rank holds, in its local order.")
+          "stage_indices",
+          [](const PlanHandle& p, nb::handle rank) {
+            return ValueOr(StageIndices(p.plan, IntArg("rank", rank)));
+          },
+          nb::arg("rank"), nb::sig("def stage_indices(self, rank: int) -> list[int]"),
+          "The stages the rank holds, in its local order (what to build on it).")
       .def(
-          "_to_torch_csv",
-          [](const PlanHandle& p, bool comms) { return ValueOr(TorchCsv(p.plan, comms)); },
-          nb::arg("comms") = true,
+          "to_torch_csv",
+          [](const PlanHandle& p, nb::handle comms) {
+            return ValueOr(TorchCsv(p.plan, BoolArg("comms", comms)));
+          },
+          nb::arg("comms") = true, nb::sig("def to_torch_csv(self, comms: bool = True) -> str"),
           "The plan as torch's _PipelineScheduleRuntime._load_csv reads it "
           "(pipeplan export --format torch-csv-comms, or torch-csv with comms=False).")
-      .def(
-          "_save", [](const PlanHandle& p, const std::string& path) { OkOr(SavePlan(p.plan, path)); },
-          nb::arg("path"),
-          "Writes the plan file (atomically; .json, .textproto or binary by the name), as "
-          "'pipeplan plan -o' does.")
       .def("__repr__", [](const PlanHandle& p) {
         const Topology& t = p.plan.request.topology;
         return "<pipeplan.Plan " + StrategyName(p.plan) + " P=" + std::to_string(t.ranks) +
                " V=" + std::to_string(t.stages_per_rank) + " M=" +
                std::to_string(t.microbatches) + ">";
       });
+  DefSave<PlanHandle, SavePlanOf>(plan,
+                                  "Writes the plan file (atomically; .json, .textproto or "
+                                  "binary by the name), as 'pipeplan plan -o' does.");
 }
 
 void BindTimeline(nb::module_& m) {
-  nb::class_<TimelineHandle>(m, "Timeline",
-                             "When every action of a plan ran, simulated or measured, with "
-                             "per-rank busy time and peak memory.")
-      .def_prop_ro(
+  nb::class_<TimelineHandle> timeline(m, "Timeline",
+                                      "When every action of a plan ran, simulated or measured, "
+                                      "with per-rank busy time and peak memory.");
+  timeline.def_prop_ro(
           "makespan", [](const TimelineHandle& t) { return t.timeline.metrics.makespan; },
           "The step time, in the costs' unit.")
       .def_prop_ro(
@@ -209,34 +270,29 @@ void BindTimeline(nb::module_& m) {
           "The plan it is a timeline of, where it carries one.")
       .def_ro("notes", &TimelineHandle::notes,
               "What fitting the costs to the plan's stages estimated.")
-      .def(
-          "_save",
-          [](const TimelineHandle& t, const std::string& path) { OkOr(SaveTimeline(t, path)); },
-          nb::arg("path"),
-          "Writes the timeline file with its plan, as 'pipeplan simulate --timeline' does.")
       .def("__repr__", [](const TimelineHandle& t) {
         return std::string("<pipeplan.Timeline ") +
                (t.timeline.source == TimelineSource::kMeasured ? "measured" : "simulated") +
                " makespan=" + std::to_string(t.timeline.metrics.makespan) + ">";
       });
+  DefSave<TimelineHandle, SaveTimeline>(
+      timeline, "Writes the timeline file with its plan, as 'pipeplan simulate --timeline' does.");
 }
 
 void BindFigures(nb::module_& m) {
-  nb::class_<CostModel>(m, "CostModel",
-                        "Durations per stage (F, B, I, W, overlap), transfer latencies per "
-                        "boundary, and a memory model where measured. From pipeplan.load or "
-                        "pipeplan.calibrate; pipeplan.plan(costs=...) takes it.")
-      .def_prop_ro(
+  nb::class_<CostModel> costs(m, "CostModel",
+                              "Durations per stage (F, B, I, W, overlap), transfer latencies "
+                              "per boundary, and a memory model where measured. From "
+                              "pipeplan.load or pipeplan.calibrate; pipeplan.plan(costs=...) "
+                              "takes it.");
+  costs.def_prop_ro(
           "stages", [](const CostModel& c) { return c.stages.size(); },
           "Per-stage entries (1: the same for every stage).")
       .def_ro("time_unit", &CostModel::time_unit, "The durations' unit ('us', ...), if stated.")
       .def_prop_ro(
           "has_memory", [](const CostModel& c) { return c.memory.has_value(); },
-          "Whether it brings a memory model (calibrated from a run that counted bytes).")
-      .def(
-          "_save",
-          [](const CostModel& c, const std::string& path) { OkOr(SaveCostModel(c, path)); },
-          nb::arg("path"), "Writes the cost file, as 'pipeplan calibrate -o' does.");
+          "Whether it brings a memory model (calibrated from a run that counted bytes).");
+  DefSave<CostModel, SaveCostModel>(costs, "Writes the cost file, as 'pipeplan calibrate -o' does.");
   nb::class_<TimelineDiff>(m, "Diff",
                            "Two timelines of one plan side by side (pipeplan.diff): step time, "
                            "per-rank busy time and peak memory, start errors.")
@@ -261,10 +317,10 @@ void BindFigures(nb::module_& m) {
           "memory_in_bytes).")
       .def_ro("memory_in_bytes", &TimelineDiff::memory_in_bytes,
               "Whether both timelines count memory in bytes.");
-  nb::class_<PlanRequest>(m, "Request",
-                          "A request file's request: strategy, topology, costs, memory "
-                          "(pipeplan.load of a file 'pipeplan plan --request' reads).")
-      .def_ro("strategy", &PlanRequest::strategy, "The strategy it asks for.")
+  nb::class_<PlanRequest> request(m, "Request",
+                                  "A request file's request: strategy, topology, costs, memory "
+                                  "(pipeplan.load of a file 'pipeplan plan --request' reads).");
+  request.def_ro("strategy", &PlanRequest::strategy, "The strategy it asks for.")
       .def_prop_ro(
           "ranks", [](const PlanRequest& r) { return r.topology.ranks; }, "Pipeline ranks P.")
       .def_prop_ro(
@@ -274,26 +330,26 @@ void BindFigures(nb::module_& m) {
           "microbatches", [](const PlanRequest& r) { return r.topology.microbatches; },
           "Microbatches per step, M.")
       .def(
-          "_plan",
-          [](const PlanRequest& r, std::optional<double> time_limit) {
+          "plan",
+          [](const PlanRequest& r, nb::handle time_limit) {
+            const std::optional<double> seconds = NumberArg("time_limit", time_limit);
             nb::gil_scoped_release unlocked;
-            return ValueOr(MakePlanFromRequest(r, time_limit));
+            return ValueOr(MakePlanFromRequest(r, seconds));
           },
-          nb::arg("time_limit").none())
-      .def(
-          "_save",
-          [](const PlanRequest& r, const std::string& path) { OkOr(SaveRequest(r, path)); },
-          nb::arg("path"));
-  nb::class_<Profile>(m, "Profile",
-                      "Per stage and kind the spread of measured durations, per boundary the "
-                      "transfer times (pipeplan.profile).")
-      .def_ro("steps", &Profile::steps, "Steps profiled.")
+          nb::arg("time_limit") = nb::none(),
+          nb::sig("def plan(self, time_limit: float | None = None) -> Plan"),
+          "The request's plan, as 'pipeplan plan --request FILE' makes it; time_limit: the "
+          "solver's seconds (solver-made strategies only).");
+  DefSave<PlanRequest, SaveRequest>(request,
+                                    "Writes the request file 'pipeplan plan --request' reads.");
+  nb::class_<Profile> profile(m, "Profile",
+                              "Per stage and kind the spread of measured durations, per "
+                              "boundary the transfer times (pipeplan.profile).");
+  profile.def_ro("steps", &Profile::steps, "Steps profiled.")
       .def_ro("source", &Profile::source, "'measured' or 'simulated'.")
       .def_prop_ro(
-          "stages", [](const Profile& p) { return p.stages.size(); }, "Stages profiled.")
-      .def(
-          "_save", [](const Profile& p, const std::string& path) { OkOr(SaveProfile(p, path)); },
-          nb::arg("path"), "Writes the profile file, as 'pipeplan profile -o' does.");
+          "stages", [](const Profile& p) { return p.stages.size(); }, "Stages profiled.");
+  DefSave<Profile, SaveProfile>(profile, "Writes the profile file, as 'pipeplan profile -o' does.");
 }
 
 void BindFunctions(nb::module_& m) {

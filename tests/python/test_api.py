@@ -267,6 +267,16 @@ def test_rank_out_of_range_and_bad_objects():
         plan.actions(2)
     with pytest.raises(pipeplan.Error, match="rank: -1"):
         plan.stage_indices(-1)
+    with pytest.raises(pipeplan.Error, match="rank must be an int, got str '0'"):
+        plan.actions("0")
+    with pytest.raises(pipeplan.Error, match="rank must be an int, got bool"):
+        plan.stage_indices(True)
+    with pytest.raises(pipeplan.Error, match="rank: int 4294967296 is out of range"):
+        plan.actions(2**32)
+    with pytest.raises(pipeplan.Error, match="comms must be a bool, got int 1"):
+        plan.to_torch_csv(comms=1)
+    with pytest.raises(pipeplan.Error, match="path must be a path .str or os.PathLike., got int"):
+        plan.save(42)
     with pytest.raises(pipeplan.Error, match="plan must be a pipeplan.Plan"):
         pipeplan.simulate("plan.pb")
     with pytest.raises(pipeplan.Error, match="profile must be a pipeplan.Profile"):
