@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Style and static checks: clang-format (dry run, fails on any difference) over every C++
 # file in the tree, then clang-tidy over the planner, runtime and CLI sources (and the torch
-# extension's, when the build has it) using the build's compile_commands.json. Needs a
+# extension's and the Python module's, when the build has them) using the build's
+# compile_commands.json. Needs a
 # configured build (scripts/build.sh) for clang-tidy.
 #   --format-only   skip clang-tidy
 #   --fix           apply clang-format in place instead of checking
@@ -24,7 +25,7 @@ for arg in "$@"; do
 done
 
 cd "$repo"
-mapfile -t sources < <(find planner app cli runtime torch_ext tests bench examples fuzz \
+mapfile -t sources < <(find planner app cli python runtime torch_ext tests bench examples fuzz \
   -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) 2>/dev/null | sort)
 
 if [[ $fix -eq 1 ]]; then
@@ -49,6 +50,10 @@ if [[ $tidy -eq 1 ]]; then
     cmake --build "$build_dir" --target pipeplan_proto -j "$jobs" >/dev/null
   fi
   tidy_dirs=(planner app/src runtime/src cli)
+  # The Python package's module when this build has it (nanobind found).
+  if grep -q '/python/src/' "$build_dir/compile_commands.json"; then
+    tidy_dirs+=(python/src)
+  fi
   # The torch extension when this build has it (its units parse LibTorch: ~45 s each).
   if grep -q '/torch_ext/src/' "$build_dir/compile_commands.json"; then
     tidy_dirs+=(torch_ext/src torch_ext/tools)

@@ -26,12 +26,23 @@ namespace pipeplan::python {
 namespace {
 
 // The flags the shared request checks name, each a keyword argument of the same name.
-constexpr std::array<std::string_view, 17> kKeywordFlags = {
-    "stages-per-rank", "microbatch-group-size", "memory-limit",     "post-validation",
-    "receive-overhead", "backward-input",       "backward-weight",  "time-limit",
-    "microbatches",     "strategy",             "ranks",            "runtime",
-    "costs",            "forward",              "backward",         "overlap",
-    "comm"};
+constexpr std::array<std::string_view, 17> kKeywordFlags = {"stages-per-rank",
+                                                            "microbatch-group-size",
+                                                            "memory-limit",
+                                                            "post-validation",
+                                                            "receive-overhead",
+                                                            "backward-input",
+                                                            "backward-weight",
+                                                            "time-limit",
+                                                            "microbatches",
+                                                            "strategy",
+                                                            "ranks",
+                                                            "runtime",
+                                                            "costs",
+                                                            "forward",
+                                                            "backward",
+                                                            "overlap",
+                                                            "comm"};
 
 // Each call of the API is a command of its own: the files it read are its inputs, not the
 // next call's (app::WasReadByThisProcess), so a plan loaded from a file may be saved over it.
@@ -65,8 +76,8 @@ StatusOr<Evaluated> PlanWithin(const PlanRequest& request, std::optional<double>
                              FormatCompact(*time_limit_s));
     }
     if (FindOptimalStrategy(request.strategy) == nullptr) {
-      return InvalidArgument(
-          "time_limit applies to optimal, optimal-v and optimal-fb only, not " + request.strategy);
+      return InvalidArgument("time_limit applies to optimal, optimal-v and optimal-fb only, not " +
+                             request.strategy);
     }
     options.solver.time_limit_s = *time_limit_s;
   }
@@ -126,8 +137,7 @@ StatusOr<Loaded> ParseUnrecorded(const std::string& path, const app::ProtoFile& 
 template <typename T>
 Status SaveAs(const std::string& path, const T& value,
               StatusOr<std::string> (*serialize)(const T&, ProtoFormat)) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data,
-                            serialize(value, DetectProtoFormat(path, "")));
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, serialize(value, DetectProtoFormat(path, "")));
   return app::WriteFileAtomic(path, data);
 }
 
@@ -379,13 +389,15 @@ StatusOr<TimelineHandle> ImportTorchTraces(const std::vector<std::string>& paths
 StatusOr<TimelineDiff> DiffOf(const TimelineHandle& expected, const TimelineHandle& measured) {
   const std::optional<Plan>& plan = expected.plan.has_value() ? expected.plan : measured.plan;
   if (!plan.has_value()) {
-    return InvalidArgument("neither timeline carries its plan (simulate(plan) and "
-                           "import_torch_traces(paths, plan) give timelines that do)");
+    return InvalidArgument(
+        "neither timeline carries its plan (simulate(plan) and "
+        "import_torch_traces(paths, plan) give timelines that do)");
   }
   if (expected.plan.has_value() && measured.plan.has_value() &&
       expected.plan->programs != measured.plan->programs) {
-    return InvalidArgument("expected and measured are timelines of different plans (their "
-                           "action lists differ)");
+    return InvalidArgument(
+        "expected and measured are timelines of different plans (their "
+        "action lists differ)");
   }
   return DiffTimelines(*plan, expected.timeline, measured.timeline);
 }

@@ -49,7 +49,8 @@ StatusOr<PlanHandle> MakePlanFor(const PlanCall& call);
 
 // The plan's simulation: the one made with it under its own costs, or under `costs` (fitted to
 // its stages as `pipeplan simulate PLAN --costs FILE` fits them).
-StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan, const std::optional<CostModel>& costs);
+StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan,
+                                      const std::optional<CostModel>& costs);
 
 // One row of pipeplan.compare: `error` set where the strategy could not plan.
 struct CompareRow {

@@ -203,8 +203,8 @@ void BindPlan(nb::module_& m) {
       .def("__repr__", [](const PlanHandle& p) {
         const Topology& t = p.plan.request.topology;
         return "<pipeplan.Plan " + StrategyName(p.plan) + " P=" + std::to_string(t.ranks) +
-               " V=" + std::to_string(t.stages_per_rank) + " M=" +
-               std::to_string(t.microbatches) + ">";
+               " V=" + std::to_string(t.stages_per_rank) + " M=" + std::to_string(t.microbatches) +
+               ">";
       });
   DefSave<PlanHandle, SavePlanOf>(plan,
                                   "Writes the plan file (atomically; .json, .textproto or "
@@ -215,7 +215,8 @@ void BindTimeline(nb::module_& m) {
   nb::class_<TimelineHandle> timeline(m, "Timeline",
                                       "When every action of a plan ran, simulated or measured, "
                                       "with per-rank busy time and peak memory.");
-  timeline.def_prop_ro(
+  timeline
+      .def_prop_ro(
           "makespan", [](const TimelineHandle& t) { return t.timeline.metrics.makespan; },
           "The step time, in the costs' unit.")
       .def_prop_ro(
@@ -285,14 +286,16 @@ void BindFigures(nb::module_& m) {
                               "per boundary, and a memory model where measured. From "
                               "pipeplan.load or pipeplan.calibrate; pipeplan.plan(costs=...) "
                               "takes it.");
-  costs.def_prop_ro(
+  costs
+      .def_prop_ro(
           "stages", [](const CostModel& c) { return c.stages.size(); },
           "Per-stage entries (1: the same for every stage).")
       .def_ro("time_unit", &CostModel::time_unit, "The durations' unit ('us', ...), if stated.")
       .def_prop_ro(
           "has_memory", [](const CostModel& c) { return c.memory.has_value(); },
           "Whether it brings a memory model (calibrated from a run that counted bytes).");
-  DefSave<CostModel, SaveCostModel>(costs, "Writes the cost file, as 'pipeplan calibrate -o' does.");
+  DefSave<CostModel, SaveCostModel>(costs,
+                                    "Writes the cost file, as 'pipeplan calibrate -o' does.");
   nb::class_<TimelineDiff>(m, "Diff",
                            "Two timelines of one plan side by side (pipeplan.diff): step time, "
                            "per-rank busy time and peak memory, start errors.")
