@@ -160,7 +160,6 @@ StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format)
 
 std::vector<std::vector<std::string>> TorchCsvRows(std::string_view csv) {
   std::vector<std::vector<std::string>> rows;
-  constexpr std::string_view kRowEnd = "\r\n";
   while (!csv.empty()) {
     const size_t end = csv.find(kRowEnd);
     std::string_view row = csv.substr(0, end);
