@@ -130,16 +130,13 @@ StatusOr<CompareOptions> ParseCompareOptions(const app::Flags& flags) {
 }
 
 Status ExecuteCompare(const CompareOptions& options) {
-  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest base, app::LoadRequest(options.request));
-  int multi_stage_v = options.request.stages_per_rank.value_or(2);
-  if (options.request.request_file.has_value()) {
-    multi_stage_v = std::max(2, base.topology.stages_per_rank);
-  }
-  base.topology.stages_per_rank = 1;
+  PIPEPLAN_ASSIGN_OR_RETURN(const ComparisonRequest request,
+                            LoadComparisonRequest(options.request));
+  const PlanRequest& base = request.base;
   PlanOptions optimal{.solve = app::RunCpSat};
   if (options.time_limit_s.has_value()) optimal.solver.time_limit_s = *options.time_limit_s;
   std::vector<ComparisonRow> rows =
-      RunComparison(base, multi_stage_v, options.with_optimal ? &optimal : nullptr);
+      RunComparison(base, request.multi_stage_v, options.with_optimal ? &optimal : nullptr);
   for (ComparisonRow& row : rows) row.error = app::InFlagTerms(row.error, options.request);
   const std::string description = DescribeRequest(base);
   std::cout << description << "\n\n" << RenderComparisonTable(rows);

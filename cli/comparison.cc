@@ -6,6 +6,7 @@
 
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/plan_summary.h"
+#include "pipeplan/app/request_flags.h"
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/planner/planner.h"
@@ -108,6 +109,14 @@ std::string VerdictCell(const ComparisonRow& row) {
 }
 
 }  // namespace
+
+StatusOr<ComparisonRequest> LoadComparisonRequest(const app::RequestFlags& flags) {
+  PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest base, app::LoadRequest(flags));
+  int multi_stage_v = flags.stages_per_rank.value_or(2);
+  if (flags.request_file.has_value()) multi_stage_v = std::max(2, base.topology.stages_per_rank);
+  base.topology.stages_per_rank = 1;
+  return ComparisonRequest{.base = std::move(base), .multi_stage_v = multi_stage_v};
+}
 
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
                                          const PlanOptions* optimal) {

@@ -14,6 +14,7 @@
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/proto_file.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/measurement/timeline_set.h"
 #include "pipeplan/simulation/timeline_diff.h"
 
 namespace pipeplan::cli {
@@ -57,19 +58,8 @@ StatusOr<TimelineFile> LoadTimelineFile(const std::string& path) {
   return app::LoadProtoFile(path, FileKind::kTimeline, ParseTimelineFile);
 }
 
-// The plan both timelines are of: they must carry one, and the same order if both do.
-StatusOr<Plan> CommonPlan(const DiffOptions& options, const TimelineFile& expected,
-                          const TimelineFile& actual) {
-  if (!expected.plan && !actual.plan) {
-    return InvalidArgument(
-        "neither timeline file carries its plan; write them with 'pipeplan simulate PLAN "
-        "--timeline FILE' and 'pipeplan run PLAN --timeline FILE'");
-  }
-  if (expected.plan && actual.plan && expected.plan->programs != actual.plan->programs) {
-    return InvalidArgument(options.expected_path + " and " + options.actual_path +
-                           " are timelines of different plans (their action lists differ)");
-  }
-  return expected.plan ? *expected.plan : *actual.plan;
+NamedTimeline NamedOf(const std::string& path, const TimelineFile& file) {
+  return {.name = path, .timeline = &file.timeline, .plan = &file.plan, .seconds_per_unit = {}};
 }
 
 // Each timeline says whether it was simulated or measured: a measured one given first is
@@ -101,7 +91,11 @@ Status ExecuteDiff(const DiffOptions& given) {
   PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile actual, LoadTimelineFile(options.actual_path));
   std::string note;
   const DiffLabels labels = OrderBySource(options, expected, actual, note);
-  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, CommonPlan(options, expected, actual));
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      const Plan plan,
+      PlanOfBoth(NamedOf(options.expected_path, expected), NamedOf(options.actual_path, actual),
+                 "write them with 'pipeplan simulate PLAN --timeline FILE' and 'pipeplan run "
+                 "PLAN --timeline FILE'"));
   if (!note.empty()) app::PrintNote(note);
   PIPEPLAN_ASSIGN_OR_RETURN(const TimelineDiff diff,
                             DiffTimelines(plan, expected.timeline, actual.timeline));

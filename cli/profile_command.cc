@@ -11,7 +11,7 @@
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/proto_file.h"
 #include "pipeplan/formats/proto_io.h"
-#include "pipeplan/measurement/build_profile.h"
+#include "pipeplan/measurement/timeline_set.h"
 #include "profile_table.h"
 
 namespace pipeplan::cli {
@@ -76,82 +76,27 @@ StatusOr<ProfileCommandOptions> ParseProfileOptions(const app::Flags& flags) {
   return options;
 }
 
-struct LoadedTimeline {
-  std::string path;
-  TimelineFile file;
-  double seconds_per_unit = 0.0;
-};
-
-StatusOr<LoadedTimeline> LoadTimeline(const std::string& path,
-                                      const std::optional<double>& time_scale) {
-  StatusOr<TimelineFile> file = app::LoadProtoFile(path, FileKind::kTimeline, ParseTimelineFile);
-  if (!file.ok()) return file.status();
-  if (!file->plan) {
-    return InvalidArgument(path +
-                           ": the timeline carries no plan; write it with 'pipeplan run PLAN "
-                           "--timeline FILE'");
-  }
-  const std::optional<double> scale = file->seconds_per_unit ? file->seconds_per_unit : time_scale;
-  if (!scale) {
-    return InvalidArgument(path +
-                           ": the timeline records no time scale (a simulated timeline is in "
-                           "the plan's cost unit); give --time-scale S, the seconds per unit");
-  }
-  return LoadedTimeline{path, *std::move(file), *scale};
-}
-
-// Every file must be of the first one's plan and time scale.
-Status CheckSamePlanAndScale(const std::vector<LoadedTimeline>& loaded) {
-  const LoadedTimeline& first = loaded.front();
-  for (const LoadedTimeline& other : loaded) {
-    if (other.file.plan->programs != first.file.plan->programs) {
-      return InvalidArgument(first.path + " and " + other.path +
-                             " are timelines of different plans (their action lists differ)");
-    }
-    if (other.seconds_per_unit != first.seconds_per_unit) {
-      return InvalidArgument(first.path + " and " + other.path + " have different time scales (" +
-                             FormatNumber(first.seconds_per_unit) + " and " +
-                             FormatNumber(other.seconds_per_unit) +
-                             " s per unit): profile the runs of one time scale together");
-    }
-  }
-  return Status::Ok();
-}
-
-std::string DefaultSource(const std::vector<LoadedTimeline>& loaded) {
-  bool measured = false;
-  bool simulated = false;
-  for (const LoadedTimeline& timeline : loaded) {
-    switch (timeline.file.timeline.source) {
-      case TimelineSource::kMeasured:
-        measured = true;
-        break;
-      case TimelineSource::kSimulated:
-        simulated = true;
-        break;
-    }
-  }
-  if (measured && simulated) return "measured and simulated";
-  return measured ? "measured" : "simulated";
-}
+constexpr std::string_view kHowToCarryPlan = "write it with 'pipeplan run PLAN --timeline FILE'";
 
 Status ExecuteProfile(const ProfileCommandOptions& options) {
-  std::vector<LoadedTimeline> loaded;
+  std::vector<TimelineFile> files;
   for (const std::string& path : options.timelines) {
-    PIPEPLAN_ASSIGN_OR_RETURN(LoadedTimeline timeline, LoadTimeline(path, options.time_scale));
-    loaded.push_back(std::move(timeline));
+    PIPEPLAN_ASSIGN_OR_RETURN(TimelineFile file,
+                              app::LoadProtoFile(path, FileKind::kTimeline, ParseTimelineFile));
+    files.push_back(std::move(file));
   }
-  PIPEPLAN_RETURN_IF_ERROR(CheckSamePlanAndScale(loaded));
-  std::vector<Timeline> steps;
-  ProfileOptions profile_options;
-  profile_options.seconds_per_unit = loaded.front().seconds_per_unit;
-  profile_options.source = options.source.value_or(DefaultSource(loaded));
-  for (const LoadedTimeline& timeline : loaded) {
-    steps.push_back(timeline.file.timeline);
-    profile_options.step_names.push_back(timeline.path);
+  std::vector<NamedTimeline> named;
+  for (size_t i = 0; i < files.size(); ++i) {
+    named.push_back({.name = options.timelines[i],
+                     .timeline = &files[i].timeline,
+                     .plan = &files[i].plan,
+                     .seconds_per_unit = files[i].seconds_per_unit});
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile,
-                            BuildProfile(*loaded.front().file.plan, steps, profile_options));
+                            ProfileTimelines(named, {.how_to_carry_plan = kHowToCarryPlan,
+                                                     .time_scale = options.time_scale,
+                                                     .time_scale_name = "--time-scale S",
+                                                     .source = options.source}));
 
   const bool to_stdout = !options.output.has_value() || *options.output == "-";
   const ProtoFormat format =

@@ -117,8 +117,8 @@ def schedule(
              for index in plan.stage_indices(rank)]
     runtime = _PipelineScheduleRuntime(built, plan.microbatches, loss_fn=loss_fn,
                                        scale_grads=scale_grads)
-    actions = {r: [_Action.from_str(token) for token in plan.actions(r, comms=comms)]
-               for r in range(plan.ranks)}
+    actions = {r: [_Action.from_str(token) for token in tokens]
+               for r, tokens in enumerate(plan.action_table(comms=comms))}
     if comms:
         runtime._prepare_schedule_with_comms(actions, format="compute_comms")
     else:

@@ -14,8 +14,8 @@
 #include "pipeplan/cli/trace_import.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/torch_csv.h"
-#include "pipeplan/measurement/build_profile.h"
 #include "pipeplan/measurement/calibrate.h"
+#include "pipeplan/measurement/timeline_set.h"
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/planner/make_plan.h"
 #include "pipeplan/planner/normalize.h"
@@ -202,13 +202,10 @@ StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call) {
   const CallScope call_scope;
   StatusOr<app::RequestFlags> flags = CheckCall(call, app::StrategyFlag::kNone);
   if (!flags.ok()) return KeywordStatus(flags.status());
-  StatusOr<PlanRequest> base = app::LoadRequest(*flags);
-  if (!base.ok()) return KeywordStatus(app::InFlagTerms(base.status(), *flags));
-  // As `pipeplan compare`: the multi-stage strategies at --stages-per-rank (2 by default).
-  const int multi_stage_v = flags->stages_per_rank.value_or(2);
-  base->topology.stages_per_rank = 1;
+  StatusOr<cli::ComparisonRequest> request = cli::LoadComparisonRequest(*flags);
+  if (!request.ok()) return KeywordStatus(app::InFlagTerms(request.status(), *flags));
   std::vector<CompareRow> rows;
-  for (cli::ComparisonRow& row : cli::RunComparison(*base, multi_stage_v)) {
+  for (cli::ComparisonRow& row : cli::RunComparison(request->base, request->multi_stage_v)) {
     CompareRow& out = rows.emplace_back();
     out.strategy = row.strategy;
     out.stages_per_rank = row.stages_per_rank;
@@ -225,11 +222,17 @@ StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call) {
   return rows;
 }
 
-StatusOr<std::vector<std::string>> ActionTokens(const Plan& plan, int rank, bool comms) {
-  PIPEPLAN_RETURN_IF_ERROR(CheckRank(plan, rank).status());
+StatusOr<std::vector<std::vector<std::string>>> ActionTable(const Plan& plan, bool comms) {
   PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, CsvFormat(comms)));
   std::vector<std::vector<std::string>> rows = TorchCsvRows(exported.csv);
-  if (static_cast<size_t>(rank) >= rows.size()) return std::vector<std::string>{};
+  // A rank with no actions has no row at the end of the file.
+  rows.resize(static_cast<size_t>(plan.request.topology.ranks));
+  return rows;
+}
+
+StatusOr<std::vector<std::string>> ActionTokens(const Plan& plan, int rank, bool comms) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckRank(plan, rank).status());
+  PIPEPLAN_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> rows, ActionTable(plan, comms));
   return std::move(rows[static_cast<size_t>(rank)]);
 }
 
@@ -320,6 +323,20 @@ Status SaveRequest(const PlanRequest& request, const std::string& path) {
   return SaveAs(path, request, SerializeRequest);
 }
 
+namespace {
+
+NamedTimeline NamedOf(std::string name, const TimelineHandle& timeline) {
+  return {.name = std::move(name),
+          .timeline = &timeline.timeline,
+          .plan = &timeline.plan,
+          .seconds_per_unit = timeline.seconds_per_unit};
+}
+
+constexpr std::string_view kHowToCarryPlan =
+    "simulate(plan) and import_torch_traces(paths, plan) give timelines that do";
+
+}  // namespace
+
 StatusOr<Profile> ProfileOf(const std::vector<TimelineHandle>& timelines,
                             std::optional<double> time_scale) {
   if (timelines.empty()) return InvalidArgument("timelines: none given");
@@ -327,36 +344,14 @@ StatusOr<Profile> ProfileOf(const std::vector<TimelineHandle>& timelines,
     return InvalidArgument("time_scale must be > 0 (seconds per unit), got " +
                            FormatCompact(*time_scale));
   }
-  const TimelineHandle& first = timelines.front();
-  ProfileOptions options;
-  std::vector<Timeline> steps;
-  bool measured = false;
+  std::vector<NamedTimeline> named;
   for (size_t i = 0; i < timelines.size(); ++i) {
-    const TimelineHandle& timeline = timelines[i];
-    const std::string name = "timelines[" + std::to_string(i) + "]";
-    if (!timeline.plan.has_value()) {
-      return InvalidArgument(name + ": the timeline carries no plan");
-    }
-    if (timeline.plan->programs != first.plan->programs) {
-      return InvalidArgument(name + ": a timeline of another plan than timelines[0]");
-    }
-    const std::optional<double> scale =
-        timeline.seconds_per_unit.has_value() ? timeline.seconds_per_unit : time_scale;
-    if (!scale.has_value()) {
-      return InvalidArgument(name +
-                             ": the timeline records no time scale (a simulated timeline is "
-                             "in the plan's cost unit); give time_scale, the seconds per unit");
-    }
-    if (i > 0 && *scale != options.seconds_per_unit) {
-      return InvalidArgument(name + ": another time scale than timelines[0]");
-    }
-    options.seconds_per_unit = *scale;
-    options.step_names.push_back(name);
-    measured = measured || timeline.timeline.source == TimelineSource::kMeasured;
-    steps.push_back(timeline.timeline);
+    named.push_back(NamedOf("timelines[" + std::to_string(i) + "]", timelines[i]));
   }
-  options.source = measured ? "measured" : "simulated";
-  return BuildProfile(*first.plan, std::span<const Timeline>(steps), options);
+  return ProfileTimelines(named, {.how_to_carry_plan = kHowToCarryPlan,
+                                  .time_scale = time_scale,
+                                  .time_scale_name = "time_scale",
+                                  .source = std::nullopt});
 }
 
 StatusOr<CostModel> CalibrateProfile(const Profile& profile, const std::string& unit) {
@@ -387,19 +382,10 @@ StatusOr<TimelineHandle> ImportTorchTraces(const std::vector<std::string>& paths
 }
 
 StatusOr<TimelineDiff> DiffOf(const TimelineHandle& expected, const TimelineHandle& measured) {
-  const std::optional<Plan>& plan = expected.plan.has_value() ? expected.plan : measured.plan;
-  if (!plan.has_value()) {
-    return InvalidArgument(
-        "neither timeline carries its plan (simulate(plan) and "
-        "import_torch_traces(paths, plan) give timelines that do)");
-  }
-  if (expected.plan.has_value() && measured.plan.has_value() &&
-      expected.plan->programs != measured.plan->programs) {
-    return InvalidArgument(
-        "expected and measured are timelines of different plans (their "
-        "action lists differ)");
-  }
-  return DiffTimelines(*plan, expected.timeline, measured.timeline);
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      const Plan plan,
+      PlanOfBoth(NamedOf("expected", expected), NamedOf("measured", measured), kHowToCarryPlan));
+  return DiffTimelines(plan, expected.timeline, measured.timeline);
 }
 
 }  // namespace pipeplan::python

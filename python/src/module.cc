@@ -186,6 +186,14 @@ void BindPlan(nb::module_& m) {
           "The rank's actions as torch pipelining tokens, in order: '0F0', '1SEND_F0', ... "
           "(comms=False: compute only, as torch's own lowering adds the transfers).")
       .def(
+          "action_table",
+          [](const PlanHandle& p, nb::handle comms) {
+            return ValueOr(ActionTable(p.plan, BoolArg("comms", comms)));
+          },
+          nb::arg("comms") = true,
+          nb::sig("def action_table(self, comms: bool = True) -> list[list[str]]"),
+          "Every rank's actions(rank, comms), in rank order: torch's pipeline_order.")
+      .def(
           "stage_indices",
           [](const PlanHandle& p, nb::handle rank) {
             return ValueOr(StageIndices(p.plan, IntArg("rank", rank)));

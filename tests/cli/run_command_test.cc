@@ -145,7 +145,10 @@ TEST(CliDiff, RefusesTimelinesOfDifferentPlansOrWithoutOne) {
   dir.Write("bare.txtpb", "source: SIMULATED\n");
   const RunResult bare = RunPipeplan({"diff", "bare.txtpb", "bare.txtpb"}, dir.path());
   EXPECT_EQ(bare.exit_code, 1);
-  EXPECT_NE(bare.err.find("neither timeline file carries its plan"), std::string::npos);
+  EXPECT_EQ(bare.err,
+            "pipeplan diff: error: neither bare.txtpb nor bare.txtpb carries its plan; write "
+            "them with 'pipeplan simulate PLAN --timeline FILE' and 'pipeplan run PLAN "
+            "--timeline FILE'\n");
   const RunResult one = RunPipeplan({"diff", "a.tl"}, dir.path());
   EXPECT_EQ(one.exit_code, 2);
 }

@@ -59,6 +59,8 @@ def test_actions_are_torch_tokens_of_the_rank():
     assert plan.actions(0) == ["0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0",
                                "0RECV_B1", "0B1", "0REDUCE_GRAD"]
     assert plan.actions(1, comms=False) == ["1F0", "1B0", "1F1", "1B1"]
+    assert plan.action_table(comms=False) == [plan.actions(0, comms=False),
+                                              ["1F0", "1B0", "1F1", "1B1"]]
 
 
 def test_stage_indices_follow_the_placement():
@@ -281,8 +283,16 @@ def test_rank_out_of_range_and_bad_objects():
         pipeplan.simulate("plan.pb")
     with pytest.raises(pipeplan.Error, match="profile must be a pipeplan.Profile"):
         pipeplan.calibrate({})
-    with pytest.raises(pipeplan.Error, match="time scale"):
+    with pytest.raises(pipeplan.Error, match=r"timelines\[0\]: the timeline records no time "
+                                             r"scale .*; give time_scale, the seconds per unit"):
         pipeplan.profile([pipeplan.simulate(plan)])
+    other = pipeplan.simulate(pipeplan.plan("gpipe", ranks=2, microbatches=2))
+    with pytest.raises(pipeplan.Error, match=r"timelines\[0\] and timelines\[1\] are timelines "
+                                             "of different plans"):
+        pipeplan.profile([pipeplan.simulate(plan), other], time_scale=1.0)
+    with pytest.raises(pipeplan.Error, match="expected and measured are timelines of different "
+                                             "plans"):
+        pipeplan.diff(pipeplan.simulate(plan), other)
     profile = pipeplan.profile([pipeplan.simulate(plan)], time_scale=1.0)
     with pytest.raises(pipeplan.Error, match="unit: unknown unit 'fortnights'"):
         pipeplan.calibrate(profile, unit="fortnights")

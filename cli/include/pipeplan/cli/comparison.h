@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/app/request_flags.h"
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/planner/auto_search.h"
@@ -28,6 +29,15 @@ struct ComparisonRow {
   // What its simulated step rests on that no run measured ("I + W = B"); empty: nothing.
   std::string assumes;
 };
+
+// What `pipeplan compare` runs on: the flags' request at V = 1, and the V of the strategies
+// that need several stages per rank (--stages-per-rank, else a request file's V if it is at
+// least 2, else 2). Errors are the request's, in the flags' terms (app::LoadRequest).
+struct ComparisonRequest {
+  PlanRequest base;
+  int multi_stage_v = 2;
+};
+StatusOr<ComparisonRequest> LoadComparisonRequest(const app::RequestFlags& flags);
 
 // `base` gives P, M, options, memory and the costs of one rank's share of the model. Each
 // strategy that accepts V = 1 runs at V = 1; the others run at `multi_stage_v`. Every stage's
