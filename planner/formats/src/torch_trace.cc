@@ -45,6 +45,7 @@ struct Event {
   std::optional<double> total_allocated;
   double bytes = 0.0;
   std::optional<int64_t> device_type;
+  std::optional<int64_t> address;
 };
 
 // A "PP:" range before its host and device halves are joined.
@@ -178,6 +179,8 @@ Status ReadArgs(od::value value, Event* event) {
                                 NumberOf("args.Total Allocated", field.value()));
     } else if (key == "Bytes") {
       PIPEPLAN_ASSIGN_OR_RETURN(event->bytes, NumberOf("args.Bytes", field.value()));
+    } else if (key == "Addr") {
+      PIPEPLAN_ASSIGN_OR_RETURN(event->address, IdOf("args.Addr", field.value()));
     } else if (key == "Device Type") {
       PIPEPLAN_ASSIGN_OR_RETURN(event->device_type, IdOf("args.Device Type", field.value()));
     }
@@ -253,7 +256,11 @@ Status Keep(const Event& e, int64_t index, Collected* out) {
     }
     out->steps.push_back({number, ts, ts + e.dur});
   } else if (e.name == "[memory]" && e.total_allocated.has_value()) {
-    out->memory.push_back({ts, *e.total_allocated, e.bytes, e.device_type.value_or(0) == 1});
+    out->memory.push_back({.time = ts,
+                           .allocated = *e.total_allocated,
+                           .bytes = e.bytes,
+                           .device = e.device_type.value_or(0) == 1,
+                           .address = e.address});
   }
   return Status::Ok();
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "pipeplan/simulation/clock_alignment.h"
@@ -181,21 +182,60 @@ double AllocatedAt(const std::vector<const TraceMemory*>& memory, double time) {
   return (*std::prev(after))->allocated;
 }
 
-// `untracked`: what the process held that the allocator's total leaves out (UntrackedBytes).
-ActionMemory MemoryOf(const std::vector<const TraceMemory*>& memory, double start, double end,
-                      double untracked) {
-  ActionMemory result;
-  result.start = AllocatedAt(memory, start);
-  result.end = AllocatedAt(memory, end);
-  result.peak = std::max(result.start, result.end);
-  const auto first = std::upper_bound(memory.begin(), memory.end(), start,
-                                      [](double t, const TraceMemory* m) { return t < m->time; });
-  for (auto it = first; it != memory.end() && (*it)->time <= end; ++it) {
-    result.peak = std::max(result.peak, (*it)->allocated);
+// A rank's allocator events as one step's import reads them.
+struct RankMemory {
+  std::vector<const TraceMemory*> events;  // in time order
+  // events[i] frees memory allocated before the step began (FreedFromBefore).
+  std::vector<bool> freed_from_before;
+  double untracked = 0.0;  // UntrackedBytes
+};
+
+// Torch's runtime may hold a tensor of one step until the next step overwrites it (a stage's
+// output kept as the input of a stage on the same rank): its free then falls inside the next
+// step's F, which would net what it keeps less that tensor. A free whose allocation (paired by
+// address) came before `step_start` is such a free.
+std::vector<bool> FreedFromBefore(const std::vector<const TraceMemory*>& events,
+                                  double step_start) {
+  std::vector<bool> out(events.size(), false);
+  std::unordered_map<int64_t, double> allocated_at;  // address -> when its live block came
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TraceMemory& m = *events[i];
+    if (!m.address.has_value() || *m.address == 0) continue;
+    if (m.bytes > 0) {
+      allocated_at[*m.address] = m.time;
+      continue;
+    }
+    const auto block = allocated_at.find(*m.address);
+    if (m.bytes >= 0 || block == allocated_at.end()) continue;
+    out[i] = block->second < step_start && m.time >= step_start;
+    allocated_at.erase(block);
   }
-  result.start += untracked;
-  result.end += untracked;
-  result.peak += untracked;
+  return out;
+}
+
+// The action's memory over [start, end]. Frees of memory older than the step count as made
+// at its start: the bytes it keeps are its own.
+ActionMemory MemoryOf(const RankMemory& memory, double start, double end) {
+  const std::vector<const TraceMemory*>& events = memory.events;
+  const auto by_time = [](double t, const TraceMemory* m) { return t < m->time; };
+  const size_t first =
+      std::upper_bound(events.begin(), events.end(), start, by_time) - events.begin();
+  const size_t last = std::upper_bound(events.begin(), events.end(), end, by_time) - events.begin();
+  double held_over = 0.0;
+  for (size_t i = first; i < last; ++i) {
+    if (memory.freed_from_before[i]) held_over -= events[i]->bytes;
+  }
+  ActionMemory result;
+  result.start = AllocatedAt(events, start) - held_over;
+  result.end = AllocatedAt(events, end);
+  result.peak = std::max(result.start, result.end);
+  for (size_t i = first; i < last; ++i) {
+    if (memory.freed_from_before[i]) held_over += events[i]->bytes;
+    result.peak = std::max(result.peak, events[i]->allocated - held_over);
+  }
+  result.start += memory.untracked;
+  result.end += memory.untracked;
+  result.peak += memory.untracked;
   return result;
 }
 
@@ -217,8 +257,7 @@ double UntrackedBytes(const TorchTrace& trace, const std::vector<const TraceMemo
 // One rank's timings of one step, in microseconds on the traces' common base (`offset` moves
 // this rank's trace onto it), with its memory in bytes.
 RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
-                        const std::vector<const TraceMemory*>& memory, double untracked,
-                        double offset, OpClock clock) {
+                        const RankMemory& memory, double offset, OpClock clock) {
   RankTimeline rank;
   rank.rank = program.rank;
   rank.clock = clock;
@@ -258,7 +297,7 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
                        .end = spans[i].end + offset,
                        .thread = IsCompute(program.actions[i].kind) ? kComputeThread : kCommThread};
   }
-  if (memory.empty()) return rank;
+  if (memory.events.empty()) return rank;
   rank.memory_unit = MemoryUnit::kBytes;
   rank.action_memory.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -269,7 +308,7 @@ RankTimeline RankTiming(const RankProgram& program, const MatchedStep& matched,
     const bool forward = program.actions[i].kind == ActionKind::kForward;
     const double until =
         forward && i + 1 < n ? std::max(traced.end, matched.by_index[i + 1]->start) : traced.end;
-    rank.action_memory[i] = MemoryOf(memory, traced.start, until, untracked);
+    rank.action_memory[i] = MemoryOf(memory, traced.start, until);
   }
   // The curve on the actions' own clock (a GPU's kernels run well after the host allocated
   // for them).
@@ -322,6 +361,17 @@ std::vector<const TraceMemory*> MemoryEvents(const TorchTrace& trace, bool devic
     if (m.device == device) events.push_back(&m);
   }
   return events;
+}
+
+RankMemory MemoryOfStep(const TorchTrace& trace, bool device, int step) {
+  RankMemory memory{.events = MemoryEvents(trace, device), .freed_from_before = {}, .untracked = 0};
+  const auto range = std::find_if(trace.steps.begin(), trace.steps.end(),
+                                  [&](const TraceStep& s) { return s.number == step; });
+  memory.freed_from_before = FreedFromBefore(
+      memory.events,
+      range != trace.steps.end() ? range->start : -std::numeric_limits<double>::infinity());
+  if (!device) memory.untracked = UntrackedBytes(trace, memory.events, step);
+  return memory;
 }
 
 bool HasDeviceSpans(const std::vector<TraceFile>& ranks) {
@@ -520,11 +570,10 @@ StatusOr<TraceImport> ImportTorchTraces(const Plan& plan, const std::vector<Trac
     }
     std::vector<RankTimeline> timings;
     for (size_t r = 0; r < ranks.size(); ++r) {
-      const std::vector<const TraceMemory*> memory = MemoryEvents(ranks[r].trace, device);
-      const double untracked = device ? 0.0 : UntrackedBytes(ranks[r].trace, memory, number);
-      timings.push_back(RankTiming(plan.programs[r], matched[r].at(number), memory, untracked,
-                                   offsets[r], result.clock));
-      if (!memory.empty()) {
+      const RankMemory memory = MemoryOfStep(ranks[r].trace, device, number);
+      timings.push_back(
+          RankTiming(plan.programs[r], matched[r].at(number), memory, offsets[r], result.clock));
+      if (!memory.events.empty()) {
         PIPEPLAN_ASSIGN_OR_RETURN(timings.back().stage_static,
                                   StageParameters(ranks[r], r, StageMap(plan.request.topology)));
       }

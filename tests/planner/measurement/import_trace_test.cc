@@ -36,6 +36,9 @@ struct TraceWriter {
   std::optional<int> rank_info = std::nullopt;  // distributedInfo.rank (else none)
   int world_size = 0;
   bool memory = false;  // a [memory] event at each compute action's start and end
+  // With memory: the rank's last F of each step also allocates 40 bytes that the next step's
+  // first F frees (as torch holds a local stage's input until the next step overwrites it).
+  bool held_over = false;
   std::vector<std::string> metadata = {};  // per rank: top-level members, as pipeplan_profiler's
 
   std::string Write(int rank) const {
@@ -56,7 +59,12 @@ struct TraceWriter {
     for (int s = 0; s < steps; ++s) {
       const double base = 100.0 + s * period;
       event(Range("ProfilerStep#" + std::to_string(s + 1), base - 50.0, period - 100.0));
-      double allocated = 1000.0;
+      const auto forwards = [&](size_t from, size_t to) {
+        return std::count_if(program.actions.begin() + from, program.actions.begin() + to,
+                             [](const Action& a) { return a.kind == ActionKind::kForward; });
+      };
+      const bool held = held_over && memory;
+      double allocated = 1000.0 + (held && s > 0 ? 40.0 : 0.0);
       for (size_t i = 0; i < program.actions.size(); ++i) {
         const Action& action = program.actions[i];
         const ActionTiming& t = timeline.ranks[rank].actions[i];
@@ -70,10 +78,18 @@ struct TraceWriter {
         if (memory && IsCompute(action.kind)) {
           // Each F keeps 100 bytes and peaks 50 above that inside; each B frees its 100.
           const bool forward = action.kind == ActionKind::kForward;
+          if (held && forward && s > 0 && forwards(0, i) == 0) {
+            allocated -= 40.0;
+            event(Memory(start + 0.25, allocated, -40.0, 7000 + s - 1));
+          }
           const double peak = allocated + (forward ? 150.0 : 20.0);
           event(Memory(start + 0.5, peak, peak - allocated));
           allocated += forward ? 100.0 : -100.0;
           event(Memory(start + duration - 0.5, allocated, allocated - peak));
+          if (held && forward && forwards(i + 1, program.actions.size()) == 0) {
+            allocated += 40.0;
+            event(Memory(start + duration - 0.25, allocated, 40.0, 7000 + s));
+          }
         }
       }
     }
@@ -95,12 +111,15 @@ struct TraceWriter {
       << ", \"dur\": " << dur << "}";
     return e.str();
   }
-  static std::string Memory(double ts, double allocated, double bytes) {
+  static std::string Memory(double ts, double allocated, double bytes,
+                            std::optional<int> address = std::nullopt) {
     std::ostringstream e;
     e.precision(17);
     e << R"({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 5, )"
       << R"("tid": 5, "ts": )" << ts << R"(, "args": {"Total Allocated": )" << allocated
-      << R"(, "Bytes": )" << bytes << R"(, "Device Type": 0}})";
+      << R"(, "Bytes": )" << bytes;
+    if (address.has_value()) e << R"(, "Addr": )" << *address;
+    e << R"(, "Device Type": 0}})";
     return e.str();
   }
 };
@@ -435,6 +454,38 @@ TEST(ImportTrace, MemoryPerActionAddsUpToThePeak) {
         }
       }
       EXPECT_EQ(held, 1000.0);  // every F's bytes freed by its B
+    }
+  }
+}
+
+// A block allocated in one step and freed in the next step's first F (torch's runtime holding
+// a local stage's input until it is overwritten) is not that F's: every F keeps its own 100
+// bytes; the step's last F keeps the held block too.
+TEST(ImportTrace, AFreeOfTheLastStepsMemoryIsNotTheForwardsOwn) {
+  KnownRun run;
+  auto& [plan, known, writer] = run;
+  writer.memory = true;
+  writer.held_over = true;
+  const StatusOr<TraceImport> imported = ImportTorchTraces(plan, Parse(writer, 2), std::nullopt);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  ASSERT_EQ(imported->steps.size(), 2u);
+  for (const ImportedStep& step : imported->steps) {
+    for (size_t r = 0; r < 2; ++r) {
+      const RankProgram& program = plan.programs[r];
+      const RankTimeline& rank = step.timeline.ranks[r];
+      ASSERT_EQ(rank.action_memory.size(), program.actions.size());
+      size_t last_forward = 0;
+      for (size_t i = 0; i < program.actions.size(); ++i) {
+        if (program.actions[i].kind == ActionKind::kForward) last_forward = i;
+      }
+      for (size_t i = 0; i < program.actions.size(); ++i) {
+        if (program.actions[i].kind != ActionKind::kForward) continue;
+        SCOPED_TRACE("step " + std::to_string(step.number) + ", " +
+                     Where(static_cast<int>(r), i, program.actions[i]));
+        const ActionMemory& m = rank.action_memory[i];
+        EXPECT_EQ(m.end - m.start, i == last_forward ? 140.0 : 100.0);
+        EXPECT_EQ(m.peak, m.start + 150.0);
+      }
     }
   }
 }

@@ -50,9 +50,10 @@ struct TraceStep {
 // A "[memory]" event: the allocator's total after an allocation or a free.
 struct TraceMemory {
   double time = 0.0;
-  double allocated = 0.0;  // bytes ("Total Allocated")
-  double bytes = 0.0;      // what this event allocated (< 0: freed), "Bytes"
-  bool device = false;     // a GPU allocator's (device type 1), else the CPU's
+  double allocated = 0.0;          // bytes ("Total Allocated")
+  double bytes = 0.0;              // what this event allocated (< 0: freed), "Bytes"
+  bool device = false;             // a GPU allocator's (device type 1), else the CPU's
+  std::optional<int64_t> address;  // "Addr": pairs a free with its allocation
 };
 
 // "pipeplan_stages" metadata (python/pipeplan_profiler.py given the schedule): a stage the
