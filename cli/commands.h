@@ -17,5 +17,6 @@ int RunRunCommand(const std::vector<std::string>& args);
 int RunDiffCommand(const std::vector<std::string>& args);
 int RunProfileCommand(const std::vector<std::string>& args);
 int RunCalibrateCommand(const std::vector<std::string>& args);
+int RunPartitionCommand(const std::vector<std::string>& args);
 
 }  // namespace pipeplan::cli

@@ -28,6 +28,8 @@ constexpr Subcommand kSubcommands[] = {
     {"export", "convert a plan to torch CSV, text or JSON", RunExportCommand},
     {"import", "turn a torch CSV schedule into a validated plan", RunImportCommand},
     {"compare", "every strategy side by side on one request", RunCompareCommand},
+    {"partition", "choose each stage's layers with the strategy, from per-layer costs",
+     RunPartitionCommand},
     {"run", "execute a plan, time every action, compare with the simulation", RunRunCommand},
     {"diff", "compare two timelines of a plan (simulated vs measured)", RunDiffCommand},
     {"profile", "per stage and kind the spread of measured durations, from timelines",

@@ -24,6 +24,8 @@ std::string_view HowToWrite(FileKind kind) {
     case FileKind::kProfile:
       return "with 'pipeplan profile TIMELINE... -o FILE' or 'pipeplan-torch profile ... -o "
              "FILE'";
+    case FileKind::kLayerCosts:
+      return "by hand: a LayerCosts in text or JSON (docs/planning.md, 'Layer costs')";
   }
   return "";
 }

@@ -18,17 +18,6 @@
 namespace pipeplan {
 namespace {
 
-// V values worth trying for a strategy.
-std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
-  std::vector<int> options;
-  for (const int v : {1, 2, 4}) {
-    if (v < strategy.min_stages_per_rank) continue;
-    if (strategy.max_stages_per_rank > 0 && v > strategy.max_stages_per_rank) continue;
-    options.push_back(v);
-  }
-  return options;
-}
-
 class AutoSearcher {
  public:
   explicit AutoSearcher(PlanRequest request) : request_(std::move(request)) {
@@ -319,6 +308,16 @@ PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, P
   request.costs = SplitShareCosts(share.costs, ChunksPerShare(request.topology));
   request.memory = SplitShareMemory(share.memory, ChunksPerShare(request.topology));
   return request;
+}
+
+std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
+  std::vector<int> options;
+  for (const int v : {1, 2, 4}) {
+    if (v < strategy.min_stages_per_rank) continue;
+    if (strategy.max_stages_per_rank > 0 && v > strategy.max_stages_per_rank) continue;
+    options.push_back(v);
+  }
+  return options;
 }
 
 std::string StrategyAtV(const PlanRequest& request) {

@@ -286,6 +286,10 @@ StatusOr<Loaded> LoadFile(const std::string& path) {
       if (!costs.ok()) return explained(costs.status());
       return Loaded(*std::move(costs));
     }
+    case FileKind::kLayerCosts:
+      return InvalidArgument(path +
+                             ": a layer costs file; 'pipeplan partition --layers' reads it (the "
+                             "package does not yet)");
     case FileKind::kProfile: {
       StatusOr<Profile> profile = ParseProfile(file.content, file.format);
       if (!profile.ok()) return explained(profile.status());

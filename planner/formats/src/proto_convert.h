@@ -97,12 +97,13 @@ constexpr EnumTable<MemoryUnit, v1::MemoryUnit, 2> kMemoryUnits = {{{
     {MemoryUnit::kBytes, v1::MEMORY_UNIT_BYTES},
 }}};
 
-constexpr EnumTable<FileKind, v1::FileKind, 5> kFileKinds = {{{
+constexpr EnumTable<FileKind, v1::FileKind, 6> kFileKinds = {{{
     {FileKind::kPlan, v1::PLAN},
     {FileKind::kRequest, v1::PLAN_REQUEST},
     {FileKind::kCostModel, v1::COST_MODEL},
     {FileKind::kTimeline, v1::TIMELINE},
     {FileKind::kProfile, v1::PROFILE},
+    {FileKind::kLayerCosts, v1::LAYER_COSTS},
 }}};
 
 // Field paths for error messages: "programs[2].actions[17].kind".

@@ -364,6 +364,8 @@ std::string_view FileKindName(FileKind kind) {
       return "timeline";
     case FileKind::kProfile:
       return "profile";
+    case FileKind::kLayerCosts:
+      return "layer costs";
   }
   return "unknown";
 }

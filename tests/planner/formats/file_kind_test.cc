@@ -30,6 +30,31 @@ const Evaluated& Planned() {
   return planned;
 }
 
+LayerCosts TwoLayers() {
+  LayerCosts layers;
+  layers.time_unit = "us";
+  layers.layers.resize(2);
+  layers.layers[0] = {.name = "embed",
+                      .forward = 1.5,
+                      .backward = 3,
+                      .backward_input = std::nullopt,
+                      .backward_weight = std::nullopt,
+                      .activation = 64,
+                      .freed_by_input = 0,
+                      .parameter_bytes = 1024,
+                      .output_bytes = 32};
+  layers.layers[1] = {.name = "head",
+                      .forward = 2,
+                      .backward = std::nullopt,
+                      .backward_input = 2.5,
+                      .backward_weight = 1.5,
+                      .activation = 0,
+                      .freed_by_input = 0,
+                      .parameter_bytes = 0,
+                      .output_bytes = 0};
+  return layers;
+}
+
 Profile OneStageProfile() {
   Profile profile;
   profile.source = "test";
@@ -57,6 +82,8 @@ std::vector<KindCase> Kinds() {
        [](std::string_view d, ProtoFormat f) { return ParseTimelineFile(d, f).status(); }},
       {FileKind::kProfile, [](ProtoFormat f) { return SerializeProfile(OneStageProfile(), f); },
        [](std::string_view d, ProtoFormat f) { return ParseProfile(d, f).status(); }},
+      {FileKind::kLayerCosts, [](ProtoFormat f) { return SerializeLayerCosts(TwoLayers(), f); },
+       [](std::string_view d, ProtoFormat f) { return ParseLayerCosts(d, f).status(); }},
   };
 }
 
@@ -68,6 +95,7 @@ TEST(FileKindTest, NamesAreDistinct) {
   EXPECT_EQ(FileKindName(FileKind::kCostModel), "cost model");
   EXPECT_EQ(FileKindName(FileKind::kTimeline), "timeline");
   EXPECT_EQ(FileKindName(FileKind::kProfile), "profile");
+  EXPECT_EQ(FileKindName(FileKind::kLayerCosts), "layer costs");
 }
 
 TEST(FileKindTest, EveryFileRecordsItsKindAndVersionAndReadsBack) {
@@ -138,6 +166,35 @@ TEST(FileKindTest, HandWrittenTextAndJsonWithoutKindAreRead) {
   EXPECT_TRUE(
       ParseRequest("strategy: \"1f1b\" topology { ranks: 2 microbatches: 4 }\n", ProtoFormat::kText)
           .ok());
+}
+
+// The layer costs file of the partition issue, as a user writes it: JSON without a header,
+// figures left out are unknown (not 0), and read back in every format.
+TEST(FileKindTest, AHandWrittenLayerCostsFileIsReadAndRoundTrips) {
+  const StatusOr<LayerCosts> read = ParseLayerCosts(
+      R"({"layers": [{"name": "embed", "forward": 1.5, "backward": 3, "activation": 64,
+                      "parameter_bytes": 1024, "output_bytes": 32},
+                     {"name": "head", "forward": 2, "backward_input": 2.5,
+                      "backward_weight": 1.5}],
+          "time_unit": "us"})",
+      ProtoFormat::kJson);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, TwoLayers());
+  for (const ProtoFormat format : kFormats) {
+    const StatusOr<std::string> written = SerializeLayerCosts(*read, format);
+    ASSERT_TRUE(written.ok());
+    const StatusOr<LayerCosts> back = ParseLayerCosts(*written, format);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(*back, *read);
+  }
+  const StatusOr<LayerCosts> bad = ParseLayerCosts(
+      R"({"layers": [{"name": "x", "forward": -1, "backward": 1}]})", ProtoFormat::kJson);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "layer costs file: layers[0] (x).forward: must be a finite number >= 0, got -1");
+  const StatusOr<LayerCosts> none = ParseLayerCosts(R"({"layers": []})", ProtoFormat::kJson);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "layer costs file: layers: none given");
 }
 
 TEST(FileKindTest, AHandWrittenKindIsChecked) {

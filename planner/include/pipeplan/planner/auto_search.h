@@ -25,6 +25,9 @@ struct AutoCandidate {
   std::vector<std::string> notes = {};
 };
 
+// The V values auto tries for `strategy`: 1, 2 and 4 within its V range.
+std::vector<int> StagesPerRankOptions(const Strategy& strategy);
+
 // "zbv (V=2)": how notes name a candidate or a pick.
 std::string StrategyAtV(const PlanRequest& request);
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "pipeplan/model/layer_costs.h"
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/profile.h"
 #include "pipeplan/model/timeline.h"
@@ -19,9 +20,9 @@ enum class ProtoFormat : uint8_t { kBinary, kText, kJson };
 // version), and every Parse* checks it: the wrong kind, or a binary file that records none, is
 // refused, also where the file's fields would not parse as the kind expected. Text and JSON
 // without a kind (written by hand) are read.
-enum class FileKind : uint8_t { kPlan, kRequest, kCostModel, kTimeline, kProfile };
+enum class FileKind : uint8_t { kPlan, kRequest, kCostModel, kTimeline, kProfile, kLayerCosts };
 
-// "plan", "request", "cost model", "timeline", "profile".
+// "plan", "request", "cost model", "timeline", "profile", "layer costs".
 std::string_view FileKindName(FileKind kind);
 
 // The format version written into every file; files of a newer version are refused.
@@ -71,5 +72,10 @@ StatusOr<TimelineFile> ParseTimelineFile(std::string_view data, ProtoFormat form
 // Parsing checks the result with ValidateProfile.
 StatusOr<std::string> SerializeProfile(const Profile& profile, ProtoFormat format);
 StatusOr<Profile> ParseProfile(std::string_view data, ProtoFormat format);
+
+// Parsing checks the result with ValidateLayerCosts. A hand-written JSON file needs no header:
+// {"layers": [{"name": "layers.0", "forward": 1.2, "backward": 2.5}], "time_unit": "ms"}.
+StatusOr<std::string> SerializeLayerCosts(const LayerCosts& layers, ProtoFormat format);
+StatusOr<LayerCosts> ParseLayerCosts(std::string_view data, ProtoFormat format);
 
 }  // namespace pipeplan

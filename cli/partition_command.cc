@@ -1,0 +1,376 @@
+// pipeplan partition: which layers each stage holds, with the strategy and V, from per-layer
+// figures (a LayerCosts file), for the smallest simulated step that fits the memory limit.
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.h"
+#include "pipeplan/app/atomic_write.h"
+#include "pipeplan/app/command.h"
+#include "pipeplan/app/files.h"
+#include "pipeplan/app/format.h"
+#include "pipeplan/app/proto_file.h"
+#include "pipeplan/app/request_flags.h"
+#include "pipeplan/formats/proto_io.h"
+#include "pipeplan/planner/partition.h"
+
+namespace pipeplan::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(usage: pipeplan partition --layers FILE --ranks P --microbatches M [--strategy NAME|auto]
+                           [--stages-per-rank V] [--memory-limit X] [--comm T]
+                           [--runtime NAME] [-o PLAN] [--split FILE] [--json]
+
+Chooses which layers each stage holds (contiguous, in model order), together with the
+strategy and V, for the smallest simulated step whose every rank fits the memory limit.
+Every split weighed is a real plan (the strategy's order, transfers and bytes), simulated.
+
+The layers file (LayerCosts; binary, text or JSON protobuf) lists the model's layers in
+order, each with its name (the module's FQN), its forward and its backward (backward, or
+backward_input and backward_weight, or all three) in the file's time_unit, and optionally
+its bytes: activation (kept per microbatch until its backward), freed_by_input,
+parameter_bytes (static memory: times 1 + optimizer_multiple) and output_bytes (the message
+to the next stage). For example:
+  {"layers": [{"name": "tok_embeddings", "forward": 0.4, "backward": 0.8},
+              {"name": "layers.0", "forward": 1.1, "backward_input": 1.2,
+               "backward_weight": 1.0}, ...],
+   "time_unit": "ms"}
+A layer without I and W has them at B / 2 each, one without B has it at I + W: both are
+marked assumed, and a pick that rests on them says so (the fastest candidate resting on
+given figures alone is picked).
+
+The search (docs/planning.md): per strategy and V, the even split and the split whose
+largest stage (F + B) is smallest (exact), then steepest descent over the boundaries. With
+auto, every strategy and V (1, 2, 4) the runtime runs is weighed at those two splits and the
+three best are searched. Printed: each stage's layers and figures, the step and each rank's
+peak, and beside them the even split (torchtitan's default) with the same strategy and with
+the best strategy on it.
+
+Options:
+  --layers FILE         the per-layer figures (required)
+  --ranks P             pipeline ranks (required)
+  --microbatches M      microbatches per step (required)
+  --strategy NAME       a catalogue strategy, or auto (default): every one
+  --stages-per-rank V   only this V (default: 1, 2 and 4 where the strategy takes them)
+  --memory-limit X      bytes per rank: 70GiB, 512MiB or a number of bytes; needs the
+                        layers' memory figures
+  --comm T              latency of each transfer between stages, in the file's unit
+                        (default 0); the message's output_bytes ride on it
+  --runtime NAME        only what this runtime executes: pipeplan-torch, torch,
+                        torchtitan, megatron
+  -o, --output PLAN     write the chosen plan (.pb binary, .json JSON, else text format)
+  --split FILE          write the split as JSON for the runtimes: torchtitan's
+                        module_fqns_per_model_part (a list per stage, in stage order) and
+                        Megatron's pipeline_model_parallel_layout (E for a layer whose name
+                        holds "emb", L for "norm", "output", "head" or "loss" after the
+                        last other layer, t otherwise; null where the split puts E past
+                        the first stage or L before the last)
+  --json                print one JSON object instead of the tables
+  -h, --help            show this help
+
+Examples:
+  pipeplan partition --layers layers.json --ranks 4 --microbatches 8
+  pipeplan partition --layers layers.json --ranks 4 --microbatches 16 --strategy zbv \
+      --memory-limit 40GiB -o plan.pb --split split.json
+)";
+
+struct PartitionOptions {
+  std::string layers_path;
+  PartitionRequest request;
+  std::optional<std::string> output;
+  std::optional<std::string> split_output;
+  bool json = false;
+};
+
+StatusOr<int> RequiredInt(const app::Flags& flags, std::string_view name) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<int> value, flags.GetInt(name, 1));
+  if (!value.has_value()) {
+    return InvalidArgument("missing --" + std::string(name) + " (see --help)");
+  }
+  return *value;
+}
+
+StatusOr<PartitionOptions> ParsePartitionOptions(const app::Flags& flags) {
+  PartitionOptions options;
+  const std::optional<std::string> layers = flags.GetString("layers");
+  if (!layers.has_value()) return InvalidArgument("missing --layers FILE (see --help)");
+  options.layers_path = *layers;
+  PartitionRequest& request = options.request;
+  PIPEPLAN_ASSIGN_OR_RETURN(request.ranks, RequiredInt(flags, "ranks"));
+  PIPEPLAN_ASSIGN_OR_RETURN(request.microbatches, RequiredInt(flags, "microbatches"));
+  request.strategy = flags.GetString("strategy").value_or("auto");
+  PIPEPLAN_ASSIGN_OR_RETURN(request.stages_per_rank, flags.GetInt("stages-per-rank", 1));
+  if (const std::optional<std::string> limit = flags.GetString("memory-limit")) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
+                              app::ParseMemoryAmount(*limit, "--memory-limit"));
+    if (!(amount.value > 0)) {
+      return InvalidArgument("--memory-limit must be > 0 bytes, got '" + *limit + "'");
+    }
+    request.memory_limit = amount.value;
+  }
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> comm, flags.GetNonNegativeDouble("comm"));
+  request.link.latency = comm.value_or(0.0);
+  if (const std::optional<std::string> runtime = flags.GetString("runtime")) {
+    const std::optional<Runtime> parsed = RuntimeFromName(*runtime);
+    if (!parsed.has_value()) {
+      return InvalidArgument("--runtime: unknown runtime '" + *runtime + "' (one of " +
+                             std::string(RuntimeNames()) + ")");
+    }
+    request.runtime = *parsed;
+  }
+  options.output = flags.GetString("output");
+  options.split_output = flags.GetString("split");
+  options.json = flags.GetBool("json");
+  return options;
+}
+
+int StageEnd(const LayerSplit& split, size_t k, size_t layers) {
+  return static_cast<int>(k + 1 < split.size() ? static_cast<size_t>(split[k + 1]) : layers);
+}
+
+std::vector<std::vector<std::string>> StageNames(const LayerCosts& layers,
+                                                 const LayerSplit& split) {
+  std::vector<std::vector<std::string>> out;
+  for (size_t k = 0; k < split.size(); ++k) {
+    std::vector<std::string>& names = out.emplace_back();
+    for (int i = split[k]; i < StageEnd(split, k, layers.layers.size()); ++i) {
+      names.push_back(layers.layers[static_cast<size_t>(i)].name);
+    }
+  }
+  return out;
+}
+
+bool Holds(const std::string& name, std::string_view word) {
+  return name.find(word) != std::string::npos;
+}
+
+bool IsHead(const std::string& name) {
+  return Holds(name, "output") || Holds(name, "head") || Holds(name, "loss");
+}
+
+// Megatron's layout letter of layer i (see --help).
+char LayoutLetter(const LayerCosts& layers, size_t i) {
+  const std::string& name = layers.layers[i].name;
+  if (Holds(name, "emb")) return 'E';
+  if (IsHead(name)) return 'L';
+  if (!Holds(name, "norm")) return 't';
+  for (size_t j = i + 1; j < layers.layers.size(); ++j) {
+    const std::string& later = layers.layers[j].name;
+    if (!IsHead(later) && !Holds(later, "norm")) return 't';
+  }
+  return 'L';  // the final norm, which Megatron's L holds with the head
+}
+
+// "Et*2|t*3|t*2L": per stage its letters, runs of t counted, one L per stage.
+std::string MegatronLayout(const LayerCosts& layers, const LayerSplit& split) {
+  std::string out;
+  for (size_t k = 0; k < split.size(); ++k) {
+    if (k > 0) out += '|';
+    int run = 0;
+    bool loss = false;
+    const auto flush = [&] {
+      if (run > 0) out += run == 1 ? "t" : "t*" + std::to_string(run);
+      run = 0;
+    };
+    for (int i = split[k]; i < StageEnd(split, k, layers.layers.size()); ++i) {
+      const char letter = LayoutLetter(layers, static_cast<size_t>(i));
+      if (letter == 't') {
+        ++run;
+        continue;
+      }
+      flush();
+      if (letter == 'L' && loss) continue;
+      loss = loss || letter == 'L';
+      out += letter;
+    }
+    flush();
+  }
+  return out;
+}
+
+std::string JsonNames(const std::vector<std::vector<std::string>>& stages) {
+  std::string out = "[";
+  for (size_t k = 0; k < stages.size(); ++k) {
+    out += k > 0 ? ", [" : "[";
+    for (size_t i = 0; i < stages[k].size(); ++i) {
+      out += (i > 0 ? ", " : "") + app::JsonString(stages[k][i]);
+    }
+    out += "]";
+  }
+  return out + "]";
+}
+
+std::vector<double> PeaksOf(const Timeline& timeline) {
+  std::vector<double> peaks;
+  for (const RankTimeline& rank : timeline.ranks) peaks.push_back(rank.peak_memory);
+  return peaks;
+}
+
+std::string NameOf(const Plan& plan) {
+  return plan.request.strategy + " (V=" + std::to_string(plan.request.topology.stages_per_rank) +
+         ")";
+}
+
+// Megatron's layout holds the embedding in the first stage and the final norm, head and loss
+// (L) in the last: a split that puts them elsewhere, or cuts L, has none.
+std::optional<std::string> ValidLayout(const std::string& layout) {
+  const size_t embedding = layout.find('E');
+  const size_t loss = layout.find('L');
+  const size_t first_cut = layout.find('|');
+  const size_t last_cut = layout.rfind('|');
+  if (embedding != std::string::npos && first_cut != std::string::npos && embedding > first_cut) {
+    return std::nullopt;
+  }
+  if (loss != std::string::npos && last_cut != std::string::npos && loss < last_cut) {
+    return std::nullopt;
+  }
+  return layout;
+}
+
+std::string SplitJson(const LayerCosts& layers, const LayerSplit& split) {
+  const std::optional<std::string> layout = ValidLayout(MegatronLayout(layers, split));
+  return "{\"module_fqns_per_model_part\": " + JsonNames(StageNames(layers, split)) +
+         ",\n \"pipeline_model_parallel_layout\": " +
+         (layout.has_value() ? app::JsonString(*layout)
+                             : std::string("null,\n \"layout_note\": \"Megatron keeps the "
+                                           "embedding (E) in the first stage and the final norm, "
+                                           "head and loss (L) together in the last; this split "
+                                           "does not\"")) +
+         "}\n";
+}
+
+std::string RenderJson(const PartitionOptions& options, const PartitionResult& result) {
+  const Plan& plan = result.best.planned.plan;
+  std::ostringstream out;
+  out << "{\"strategy\": " << app::JsonString(plan.request.strategy)
+      << ", \"stages_per_rank\": " << plan.request.topology.stages_per_rank
+      << ", \"stages\": " << JsonNames(StageNames(options.request.layers, result.best.split))
+      << ", \"makespan\": " << app::JsonNumber(result.best.planned.timeline.metrics.makespan)
+      << ", \"peak_memory\": " << app::JsonArray(PeaksOf(result.best.planned.timeline))
+      << ", \"time_unit\": " << app::JsonString(options.request.layers.time_unit);
+  out << ", \"even\": ";
+  if (result.even_best.has_value()) {
+    out << "{\"strategy\": " << app::JsonString(result.even_best->planned.plan.request.strategy)
+        << ", \"stages_per_rank\": "
+        << result.even_best->planned.plan.request.topology.stages_per_rank << ", \"makespan\": "
+        << app::JsonNumber(result.even_best->planned.timeline.metrics.makespan)
+        << ", \"same_strategy_makespan\": "
+        << (result.even_same.has_value()
+                ? app::JsonNumber(result.even_same->planned.timeline.metrics.makespan)
+                : "null")
+        << "}";
+  } else {
+    out << "null";
+  }
+  out << ", \"plans_simulated\": " << result.evaluations << "}\n";
+  return out.str();
+}
+
+std::string Cell(double value) { return app::FormatCompact(value); }
+
+std::string RenderTables(const PartitionOptions& options, const PartitionResult& result) {
+  const LayerCosts& layers = options.request.layers;
+  const Evaluated& best = result.best.planned;
+  const Plan& plan = best.plan;
+  const std::string unit = layers.time_unit.empty() ? "" : " " + layers.time_unit;
+  std::ostringstream out;
+  out << layers.layers.size() << " layers onto P=" << options.request.ranks
+      << ", M=" << options.request.microbatches << ": " << NameOf(plan) << ", step "
+      << Cell(best.timeline.metrics.makespan) << unit << " (" << result.evaluations
+      << " plans simulated)\n\n";
+  const bool bytes = layers.HasMemory();
+  std::vector<std::string> header = {"stage", "layers", "F", "B", "I", "W"};
+  if (bytes) {
+    header.push_back("activation");
+    header.push_back("static");
+  }
+  app::TextTable stages(header, {false, true});
+  const std::vector<std::vector<std::string>> names = StageNames(layers, result.best.split);
+  for (size_t k = 0; k < names.size(); ++k) {
+    const StageCosts& costs = plan.request.costs.stages[k];
+    std::string held = names[k].front();
+    if (names[k].size() > 1) held += " .. " + names[k].back();
+    held += " (" + std::to_string(names[k].size()) + ")";
+    std::vector<std::string> row = {std::to_string(k),          held,
+                                    Cell(costs.forward),        Cell(costs.backward),
+                                    Cell(costs.backward_input), Cell(costs.backward_weight)};
+    if (bytes) {
+      const StageMemory& memory = plan.request.memory.stages[k];
+      row.push_back(app::FormatBytes(memory.activation));
+      row.push_back(app::FormatBytes(memory.static_bytes));
+    }
+    stages.AddRow(row);
+  }
+  out << stages.Render() << "\n";
+  app::TextTable ranks({"rank", "peak memory", "busy"});
+  for (const RankTimeline& rank : best.timeline.ranks) {
+    ranks.AddRow({std::to_string(rank.rank.value),
+                  app::FormatMemory(rank.peak_memory, plan.request.memory), Cell(rank.busy)});
+  }
+  out << ranks.Render() << "\n";
+  const double step = best.timeline.metrics.makespan;
+  const auto versus = [&](const SplitPlan& even) {
+    const double other = even.planned.timeline.metrics.makespan;
+    return NameOf(even.planned.plan) + ": step " + Cell(other) + unit + " (" +
+           app::FormatPercent(other / step - 1) + " longer than this split's)";
+  };
+  out << "the even split (torchtitan's default), with the same strategy: "
+      << (result.even_same.has_value() ? versus(*result.even_same)
+                                       : std::string("does not fit or plan"))
+      << "\n";
+  out << "the even split, with its best strategy: "
+      << (result.even_best.has_value() ? versus(*result.even_best)
+                                       : std::string("nothing fits or plans"))
+      << "\n";
+  return out.str();
+}
+
+Status ExecutePartition(const PartitionOptions& given) {
+  PartitionOptions options = given;
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      options.request.layers,
+      app::LoadProtoFile(options.layers_path, FileKind::kLayerCosts, ParseLayerCosts));
+  StatusOr<PartitionResult> result = Partition(options.request);
+  if (!result.ok()) return result.status();
+  for (const std::string& note : result->notes) app::PrintNote(note);
+  std::vector<app::OutputFile> files;
+  if (options.output.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        std::string data,
+        SerializePlan(result->best.planned.plan, DetectProtoFormat(*options.output, "")));
+    files.push_back({*options.output, std::move(data)});
+  }
+  if (options.split_output.has_value()) {
+    files.push_back({*options.split_output, SplitJson(options.request.layers, result->best.split)});
+  }
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files));
+  std::cout << (options.json ? RenderJson(options, *result) : RenderTables(options, *result));
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunPartitionCommand(const std::vector<std::string>& args) {
+  static const app::CommandSpec<PartitionOptions> kSpec = {"partition",
+                                                           kHelp,
+                                                           {{"layers"},
+                                                            {"ranks"},
+                                                            {"microbatches"},
+                                                            {"strategy"},
+                                                            {"stages-per-rank"},
+                                                            {"memory-limit"},
+                                                            {"comm"},
+                                                            {"runtime"},
+                                                            {"output", app::FlagKind::kValue, 'o'},
+                                                            {"split"},
+                                                            {"json", app::FlagKind::kBool}},
+                                                           ParsePartitionOptions,
+                                                           ExecutePartition};
+  return app::RunCommand(kSpec, args);
+}
+
+}  // namespace pipeplan::cli

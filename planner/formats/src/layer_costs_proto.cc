@@ -1,0 +1,62 @@
+// LayerCosts <-> pipeplan.v1. Parsing checks the result with ValidateLayerCosts.
+#include <optional>
+#include <string>
+
+#include "pipeplan/formats/proto_io.h"
+#include "proto_convert.h"
+
+namespace pipeplan {
+namespace {
+
+void ToProto(const LayerFigures& layer, v1::Layer* out) {
+  out->set_name(layer.name);
+  if (layer.forward.has_value()) out->set_forward(*layer.forward);
+  if (layer.backward.has_value()) out->set_backward(*layer.backward);
+  if (layer.backward_input.has_value()) out->set_backward_input(*layer.backward_input);
+  if (layer.backward_weight.has_value()) out->set_backward_weight(*layer.backward_weight);
+  out->set_activation(layer.activation);
+  out->set_freed_by_input(layer.freed_by_input);
+  out->set_parameter_bytes(layer.parameter_bytes);
+  out->set_output_bytes(layer.output_bytes);
+}
+
+LayerFigures FromProto(const v1::Layer& proto) {
+  const auto optional = [](bool has, double value) {
+    return has ? std::optional<double>(value) : std::nullopt;
+  };
+  return {.name = proto.name(),
+          .forward = optional(proto.has_forward(), proto.forward()),
+          .backward = optional(proto.has_backward(), proto.backward()),
+          .backward_input = optional(proto.has_backward_input(), proto.backward_input()),
+          .backward_weight = optional(proto.has_backward_weight(), proto.backward_weight()),
+          .activation = proto.activation(),
+          .freed_by_input = proto.freed_by_input(),
+          .parameter_bytes = proto.parameter_bytes(),
+          .output_bytes = proto.output_bytes()};
+}
+
+}  // namespace
+
+StatusOr<std::string> SerializeLayerCosts(const LayerCosts& layers, ProtoFormat format) {
+  v1::LayerCosts proto;
+  for (const LayerFigures& layer : layers.layers) ToProto(layer, proto.add_layers());
+  proto.set_time_unit(layers.time_unit);
+  proto.set_optimizer_multiple(layers.optimizer_multiple);
+  proto_convert::StampFile(FileKind::kLayerCosts, &proto);
+  return proto_convert::Serialize(proto, format);
+}
+
+StatusOr<LayerCosts> ParseLayerCosts(std::string_view data, ProtoFormat format) {
+  return proto_convert::ParseAs<v1::LayerCosts>(
+      data, format, FileKind::kLayerCosts, "layer costs file",
+      [](const v1::LayerCosts& proto) -> StatusOr<LayerCosts> {
+        LayerCosts layers;
+        for (const v1::Layer& layer : proto.layers()) layers.layers.push_back(FromProto(layer));
+        layers.time_unit = proto.time_unit();
+        layers.optimizer_multiple = proto.optimizer_multiple();
+        PIPEPLAN_RETURN_IF_ERROR(ValidateLayerCosts(layers));
+        return layers;
+      });
+}
+
+}  // namespace pipeplan

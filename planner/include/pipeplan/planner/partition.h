@@ -1,0 +1,81 @@
+// `pipeplan partition`: which layers each stage holds, chosen together with the strategy and V,
+// from per-layer figures (LayerCosts), for the smallest simulated step whose every rank fits
+// the memory limit. Every split it weighs is a real plan: the strategy's order, its transfers
+// and its bytes, simulated.
+//
+// The search, per strategy and V (docs/planning.md): two starts, the even split (torchtitan's
+// default) and the split that makes the largest stage's F + B smallest (an exact dynamic
+// programme), then steepest descent over the stage boundaries: every move of one boundary by
+// one or two layers, and of two neighbouring boundaries together by one, taken while the best
+// of them shortens the step (or, while nothing fits, brings the peak nearer the limit). A local
+// search: exact only where tests enumerate every split. Under `auto`, every candidate is
+// weighed at its starts and the three best are searched.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeplan/model/layer_costs.h"
+#include "pipeplan/model/plan.h"
+#include "pipeplan/model/runtime_target.h"
+#include "pipeplan/planner/planner.h"
+
+namespace pipeplan {
+
+struct PartitionRequest {
+  LayerCosts layers;
+  int ranks = 1;
+  int microbatches = 1;
+  std::string strategy = "auto";       // a catalogue strategy, or auto: every one
+  std::optional<int> stages_per_rank;  // else every V the strategy takes (1, 2, 4)
+  std::optional<double> memory_limit;  // bytes per rank; needs memory figures
+  LinkCosts link;                      // each transfer between stages
+  Runtime runtime = Runtime::kAny;     // only the strategies it runs
+};
+
+// One strategy at one V, with the best split found for it.
+struct PartitionCandidate {
+  std::string strategy;
+  int stages_per_rank = 1;
+  Status status;  // why it has no plan (fewer layers than stages, nothing fits, ...)
+  LayerSplit split;
+  double makespan = 0.0;
+  double peak_memory = 0.0;  // the most any rank holds
+  bool fits = false;         // within the memory limit (always, without one)
+  bool searched = false;     // the local search ran (else: its starts alone)
+  // What its simulated step rests on that no figure gave ("I + W = B"); empty: nothing.
+  std::string assumes;
+};
+
+struct SplitPlan {
+  LayerSplit split;
+  Evaluated planned;
+};
+
+struct PartitionResult {
+  SplitPlan best;
+  size_t pick = 0;  // into candidates
+  // Feasible candidates fastest first, then the others, in catalogue order.
+  std::vector<PartitionCandidate> candidates;
+  // The even split with the pick's strategy and V, and the even split with the fastest
+  // strategy and V there (nullopt where nothing fits evenly).
+  std::optional<SplitPlan> even_same;
+  std::optional<SplitPlan> even_best;
+  std::vector<std::string> notes;
+  int evaluations = 0;  // plans simulated
+};
+
+// The chain's split minimising the largest stage's sum of `weights` into `stages` stages
+// (exact; ties: the earliest boundaries). `stages` must be in 1..weights.size().
+LayerSplit MinMaxSplit(const std::vector<double>& weights, int stages);
+
+// Fails on invalid layers or topology, fewer layers than any candidate's stages, a memory
+// limit without memory figures, or a limit nothing fits (naming the smallest peak found).
+StatusOr<PartitionResult> Partition(const PartitionRequest& request);
+
+// Simulates `split` with one strategy at one V (no search): what the search weighs.
+StatusOr<Evaluated> PlanSplit(const PartitionRequest& request, const std::string& strategy,
+                              int stages_per_rank, const LayerSplit& split);
+
+}  // namespace pipeplan

@@ -1,0 +1,162 @@
+#include "pipeplan/model/layer_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "pipeplan/model/text_format.h"
+
+namespace pipeplan {
+namespace {
+
+Status CheckFigure(const std::string& where, const char* field, std::optional<double> value) {
+  if (!value.has_value() || (std::isfinite(*value) && *value >= 0)) return Status::Ok();
+  return InvalidArgument(where + "." + field + ": must be a finite number >= 0, got " +
+                         FormatNumber(*value));
+}
+
+Status CheckLayer(const LayerFigures& layer, const std::string& where) {
+  const std::pair<const char*, std::optional<double>> figures[] = {
+      {"forward", layer.forward},
+      {"backward", layer.backward},
+      {"backward_input", layer.backward_input},
+      {"backward_weight", layer.backward_weight},
+      {"activation", layer.activation},
+      {"freed_by_input", layer.freed_by_input},
+      {"parameter_bytes", layer.parameter_bytes},
+      {"output_bytes", layer.output_bytes}};
+  for (const auto& [field, value] : figures) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckFigure(where, field, value));
+  }
+  if (!layer.forward.has_value()) return InvalidArgument(where + ": no forward");
+  const bool split = layer.backward_input.has_value() && layer.backward_weight.has_value();
+  if (!layer.backward.has_value() && !split) {
+    return InvalidArgument(where +
+                           ": no backward (give backward, or backward_input and "
+                           "backward_weight)");
+  }
+  if (layer.backward_input.has_value() != layer.backward_weight.has_value()) {
+    return InvalidArgument(where + ": backward_input and backward_weight go together");
+  }
+  if (layer.freed_by_input > layer.activation) {
+    return InvalidArgument(where + ".freed_by_input: " + FormatNumber(layer.freed_by_input) +
+                           " is more than the activation it frees from (" +
+                           FormatNumber(layer.activation) + ")");
+  }
+  return Status::Ok();
+}
+
+// The sums of one stage's layers, with what was assumed for them.
+struct StageSum {
+  StageCosts costs{
+      .forward = 0, .backward = 0, .backward_input = 0, .backward_weight = 0, .overlap = 0};
+  StageSources sources;
+  StageMemory memory;
+};
+
+StageSum SumOf(const LayerCosts& layers, int first, int end, double optimizer_multiple) {
+  StageSum sum;
+  const FigureSource assumed{.origin = FigureOrigin::kAssumed, .run = 0};
+  for (int i = first; i < end; ++i) {
+    const LayerFigures& layer = layers.layers[static_cast<size_t>(i)];
+    const bool split = layer.backward_input.has_value();
+    const double backward = layer.backward.value_or(layer.backward_input.value_or(0) +
+                                                    layer.backward_weight.value_or(0));
+    sum.costs.forward += *layer.forward;
+    sum.costs.backward += backward;
+    sum.costs.backward_input += split ? *layer.backward_input : backward / 2;
+    sum.costs.backward_weight += split ? *layer.backward_weight : backward / 2;
+    if (!layer.backward.has_value()) sum.sources.backward = assumed;
+    if (!split) sum.sources.backward_input = sum.sources.backward_weight = assumed;
+    sum.memory.activation += layer.activation;
+    sum.memory.freed_by_input += layer.freed_by_input;
+    sum.memory.static_bytes += layer.parameter_bytes * (1 + optimizer_multiple);
+  }
+  return sum;
+}
+
+}  // namespace
+
+bool LayerCosts::HasMemory() const {
+  return std::any_of(layers.begin(), layers.end(), [](const LayerFigures& layer) {
+    return layer.activation > 0 || layer.parameter_bytes > 0 || layer.output_bytes > 0;
+  });
+}
+
+Status ValidateLayerCosts(const LayerCosts& layers) {
+  if (layers.layers.empty()) return InvalidArgument("layers: none given");
+  if (!std::isfinite(layers.optimizer_multiple) || layers.optimizer_multiple < 0) {
+    return InvalidArgument("optimizer_multiple: must be a finite number >= 0, got " +
+                           FormatNumber(layers.optimizer_multiple));
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < layers.layers.size(); ++i) {
+    const LayerFigures& layer = layers.layers[i];
+    const std::string where =
+        "layers[" + std::to_string(i) + "]" + (layer.name.empty() ? "" : " (" + layer.name + ")");
+    if (layer.name.empty()) return InvalidArgument(where + ".name: empty");
+    if (!names.insert(layer.name).second) {
+      return InvalidArgument(where + ".name: '" + layer.name + "' is given twice");
+    }
+    PIPEPLAN_RETURN_IF_ERROR(CheckLayer(layer, where));
+  }
+  return Status::Ok();
+}
+
+LayerSplit EvenSplit(int layers, int count) {
+  LayerSplit split;
+  int start = 0;
+  for (int k = 0; k < count; ++k) {
+    split.push_back(start);
+    start += layers / count + (k < layers % count ? 1 : 0);
+  }
+  return split;
+}
+
+StageFigures FiguresOfSplit(const LayerCosts& layers, const LayerSplit& split, LinkCosts link,
+                            const Topology& topology) {
+  const int count = static_cast<int>(split.size());
+  const int total = static_cast<int>(layers.layers.size());
+  const int copies = topology.placement == Placement::kDual ? 2 : 1;
+  const bool bytes = layers.HasMemory();
+  StageFigures out;
+  out.costs.stages.clear();
+  out.costs.boundaries.clear();
+  out.costs.time_unit = layers.time_unit;
+  out.costs.chains = copies;
+  out.memory.stages.clear();
+  out.memory.chains = copies;
+  out.memory.unit = bytes ? MemoryUnit::kBytes : MemoryUnit::kModel;
+  bool any_assumed = false;
+  std::vector<StageSum> sums;
+  for (int k = 0; k < count; ++k) {
+    const int end = k + 1 < count ? split[static_cast<size_t>(k) + 1] : total;
+    sums.push_back(SumOf(layers, split[static_cast<size_t>(k)], end, layers.optimizer_multiple));
+    any_assumed = any_assumed || sums.back().sources != StageSources{};
+  }
+  // The message out of stage k: its last layer's output.
+  const auto output_of = [&](int k) {
+    const int end = k + 1 < count ? split[static_cast<size_t>(k) + 1] : total;
+    return layers.layers[static_cast<size_t>(end) - 1].output_bytes;
+  };
+  for (int copy = 0; copy < copies; ++copy) {
+    for (int k = 0; k < count; ++k) {
+      StageSum& sum = sums[static_cast<size_t>(k)];
+      out.costs.stages.push_back(sum.costs);
+      if (any_assumed) out.costs.sources.push_back(sum.sources);
+      StageMemory memory = bytes ? sum.memory : StageMemory{};
+      if (bytes && k > 0) memory.received_input = std::min(output_of(k - 1), memory.activation);
+      out.memory.stages.push_back(memory);
+      if (copy + 1 == copies && k + 1 == count) continue;
+      const double message = output_of(k);
+      out.costs.boundaries.push_back({.latency = link.latency,
+                                      .bandwidth = link.bandwidth,
+                                      .activation_bytes = message,
+                                      .receive_overhead = 0.0});
+    }
+  }
+  return out;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,428 @@
+#include "pipeplan/planner/partition.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "pipeplan/model/figure_sources.h"
+#include "pipeplan/model/text_format.h"
+#include "pipeplan/planner/auto_search.h"
+#include "pipeplan/strategies/strategy.h"
+
+namespace pipeplan {
+namespace {
+
+// How many candidates `auto` searches beyond their starts.
+constexpr size_t kSearched = 3;
+
+Topology TopologyOf(const PartitionRequest& request, const Strategy& strategy, int v) {
+  return Topology{.ranks = request.ranks,
+                  .stages_per_rank = v,
+                  .microbatches = request.microbatches,
+                  .placement = strategy.placement};
+}
+
+// The stages one model copy is cut into.
+int ChainStages(const Topology& topology) {
+  return topology.placement == Placement::kDual ? topology.ranks : topology.num_stages();
+}
+
+PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy, int v,
+                      const LayerSplit& split) {
+  PlanRequest out;
+  out.topology = TopologyOf(request, strategy, v);
+  out.strategy = std::string(strategy.name);
+  out.runtime = request.runtime;
+  StageFigures figures = FiguresOfSplit(request.layers, split, request.link, out.topology);
+  out.costs = std::move(figures.costs);
+  out.memory = std::move(figures.memory);
+  out.memory.limit = request.memory_limit;
+  return out;
+}
+
+// A split weighed: what the search compares.
+struct Score {
+  bool planned = false;  // some plan exists (else `status` says why)
+  bool fits = false;
+  double makespan = std::numeric_limits<double>::infinity();
+  double peak = std::numeric_limits<double>::infinity();
+  Status status;
+};
+
+// a ahead of b: a plan; then fitting; then (both fitting) a shorter step, then less memory;
+// (neither fitting) a smaller peak.
+bool Better(const Score& a, const Score& b) {
+  if (a.planned != b.planned) return a.planned;
+  if (a.fits != b.fits) return a.fits;
+  if (a.fits && a.makespan != b.makespan) return a.makespan < b.makespan;
+  return a.peak < b.peak;
+}
+
+std::string Assumes(const Evaluated& planned) {
+  const FigureKinds assumed =
+      Common(AssumedKinds(planned.plan.request.costs), KindsRead(planned.plan));
+  return assumed == FigureKinds{} ? std::string() : DescribeAssumption(assumed);
+}
+
+// One strategy at one V: its splits weighed (each once) and the best kept with its plan.
+class SplitSearch {
+ public:
+  SplitSearch(const PartitionRequest& request, const Strategy& strategy, int v, int* evaluations)
+      : request_(request), strategy_(strategy), v_(v), evaluations_(evaluations) {}
+
+  int chain_stages() const { return ChainStages(TopologyOf(request_, strategy_, v_)); }
+
+  // `keep`: where to keep the split's plan too (a split not weighed before).
+  const Score& Weigh(const LayerSplit& split, std::optional<SplitPlan>* keep = nullptr) {
+    const auto known = scores_.find(split);
+    if (known != scores_.end()) return known->second;
+    Score score;
+    PlanRequest planned_request = RequestOf(request_, strategy_, v_, split);
+    StatusOr<Evaluated> planned = BuildAndSimulatePlan(planned_request);
+    ++*evaluations_;
+    if (!planned.ok() && request_.memory_limit.has_value()) {
+      // Where it does not fit, its peak without the limit says how far off it is.
+      score.status = planned.status();
+      planned_request.memory.limit.reset();
+      planned = BuildAndSimulatePlan(planned_request);
+      ++*evaluations_;
+      if (planned.ok()) {
+        score.planned = true;
+        score.peak = PeakMemory(planned->timeline);
+        score.makespan = planned->timeline.metrics.makespan;
+      }
+    } else if (!planned.ok()) {
+      score.status = planned.status();
+    } else {
+      score.planned = true;
+      score.fits = true;
+      score.makespan = planned->timeline.metrics.makespan;
+      score.peak = PeakMemory(planned->timeline);
+    }
+    if (planned.ok() && keep != nullptr) *keep = SplitPlan{.split = split, .planned = *planned};
+    if (planned.ok() && (!best_.has_value() || Better(score, best_score_))) {
+      best_ = SplitPlan{.split = split, .planned = *std::move(planned)};
+      best_score_ = score;
+    }
+    return scores_.emplace(split, std::move(score)).first->second;
+  }
+
+  // Steepest descent from `start` (weighed before): to the best of its neighbours while that is
+  // better, then stop.
+  void Descend(const LayerSplit& start) {
+    searched_ = true;
+    LayerSplit at = start;
+    Score here = Weigh(at);
+    for (;;) {
+      std::optional<LayerSplit> next;
+      Score next_score = here;
+      for (LayerSplit& neighbour : Neighbours(at)) {
+        const Score& score = Weigh(neighbour);
+        if (Better(score, next_score)) {
+          next_score = score;
+          next = std::move(neighbour);
+        }
+      }
+      if (!next.has_value()) return;
+      at = *std::move(next);
+      here = next_score;
+    }
+  }
+
+  PartitionCandidate Candidate() const {
+    PartitionCandidate out{.strategy = std::string(strategy_.name),
+                           .stages_per_rank = v_,
+                           .status = Status::Ok(),
+                           .split = {},
+                           .makespan = 0,
+                           .peak_memory = 0,
+                           .fits = false,
+                           .searched = searched_,
+                           .assumes = {}};
+    if (!best_.has_value()) {
+      out.status = first_failure_.value_or(InvalidArgument("no split was weighed"));
+      return out;
+    }
+    out.split = best_->split;
+    out.makespan = best_score_.makespan;
+    out.peak_memory = best_score_.peak;
+    out.fits = best_score_.fits;
+    if (!out.fits) out.status = best_score_.status;
+    out.assumes = Assumes(best_->planned);
+    return out;
+  }
+
+  const Score& best_score() const { return best_score_; }
+  std::optional<SplitPlan>& best() { return best_; }
+
+  void NoteFailure(const Status& status) {
+    if (!first_failure_.has_value()) first_failure_ = status;
+  }
+
+ private:
+  // Every split one move away: a boundary by +-1 or +-2 layers, two neighbouring boundaries
+  // together by +-1; boundaries stay in order with every stage at least one layer.
+  std::vector<LayerSplit> Neighbours(const LayerSplit& split) const {
+    const int layers = static_cast<int>(request_.layers.layers.size());
+    const auto valid = [&](const LayerSplit& s) {
+      for (size_t k = 1; k < s.size(); ++k) {
+        if (s[k] <= s[k - 1]) return false;
+      }
+      return s.back() < layers;
+    };
+    std::vector<LayerSplit> out;
+    for (size_t k = 1; k < split.size(); ++k) {
+      // Boundary k anywhere between its neighbours.
+      const int low = split[k - 1] + 1;
+      const int high = k + 1 < split.size() ? split[k + 1] - 1 : layers - 1;
+      for (int at = low; at <= high; ++at) {
+        if (at == split[k]) continue;
+        LayerSplit next = split;
+        next[k] = at;
+        out.push_back(std::move(next));
+      }
+      // Boundaries k..j together by one: a layer moved across the stages between (how a
+      // rank's two stages under V = 2 trade work with stages far from them).
+      for (size_t j = k + 1; j < split.size(); ++j) {
+        for (const int delta : {-1, 1}) {
+          LayerSplit next = split;
+          for (size_t i = k; i <= j; ++i) next[i] += delta;
+          if (valid(next)) out.push_back(std::move(next));
+        }
+      }
+    }
+    return out;
+  }
+
+  const PartitionRequest& request_;
+  const Strategy& strategy_;
+  int v_;
+  int* evaluations_;
+  std::map<LayerSplit, Score> scores_;
+  std::optional<SplitPlan> best_;
+  Score best_score_;
+  bool searched_ = false;
+  std::optional<Status> first_failure_;
+};
+
+std::vector<double> StageWeights(const LayerCosts& layers) {
+  std::vector<double> weights;
+  for (const LayerFigures& layer : layers.layers) {
+    weights.push_back(*layer.forward + layer.backward.value_or(layer.backward_input.value_or(0) +
+                                                               layer.backward_weight.value_or(0)));
+  }
+  return weights;
+}
+
+Status CheckRequest(const PartitionRequest& request) {
+  PIPEPLAN_RETURN_IF_ERROR(ValidateLayerCosts(request.layers));
+  if (request.ranks < 1)
+    return InvalidArgument("ranks must be >= 1, got " + std::to_string(request.ranks));
+  if (request.microbatches < 1) {
+    return InvalidArgument("microbatches must be >= 1, got " +
+                           std::to_string(request.microbatches));
+  }
+  if (request.memory_limit.has_value()) {
+    if (!(*request.memory_limit > 0) || !std::isfinite(*request.memory_limit)) {
+      return InvalidArgument("memory limit must be a finite number of bytes > 0");
+    }
+    if (!request.layers.HasMemory()) {
+      return InvalidArgument(
+          "a memory limit needs the layers' memory (activation, parameter_bytes, output_bytes "
+          "in the layer costs file): none is given");
+    }
+  }
+  if (!std::isfinite(request.link.latency) || request.link.latency < 0) {
+    return InvalidArgument("comm must be a finite number >= 0");
+  }
+  if (request.strategy != "auto" && FindStrategy(request.strategy) == nullptr) {
+    return InvalidArgument("unknown strategy '" + request.strategy + "' (one of " +
+                           StrategyNames() + ")");
+  }
+  return Status::Ok();
+}
+
+// The strategies and V the request asks for, as searches.
+std::vector<SplitSearch> Searches(const PartitionRequest& request, int* evaluations,
+                                  Status* refused) {
+  PlanRequest filter;
+  filter.runtime = request.runtime;
+  std::vector<const Strategy*> strategies;
+  if (request.strategy == "auto") {
+    strategies = CandidateStrategies(filter);
+  } else {
+    strategies.push_back(FindStrategy(request.strategy));
+  }
+  std::vector<SplitSearch> out;
+  const int layers = static_cast<int>(request.layers.layers.size());
+  for (const Strategy* strategy : strategies) {
+    std::vector<int> vs = StagesPerRankOptions(*strategy);
+    if (request.stages_per_rank.has_value()) vs = {*request.stages_per_rank};
+    for (const int v : vs) {
+      const Topology topology = TopologyOf(request, *strategy, v);
+      if (Status applicable = CheckApplicable(*strategy, topology); !applicable.ok()) {
+        *refused = applicable;
+        continue;
+      }
+      if (ChainStages(topology) > layers) {
+        *refused =
+            InvalidArgument(std::to_string(layers) + " layers cannot fill the " +
+                            std::to_string(ChainStages(topology)) + " stages of " +
+                            std::string(strategy->name) + " at P=" + std::to_string(request.ranks) +
+                            ", V=" + std::to_string(v) + " (each stage needs a layer)");
+        continue;
+      }
+      out.emplace_back(request, *strategy, v, evaluations);
+    }
+  }
+  return out;
+}
+
+std::string NameOf(const PartitionCandidate& candidate) {
+  return candidate.strategy + " (V=" + std::to_string(candidate.stages_per_rank) + ")";
+}
+
+// What to measure so that `assumes` (DescribeAssumption's words) is given instead.
+std::string WhatToMeasure(const std::string& assumes) {
+  std::string out;
+  if (assumes.find("I + W = B") != std::string::npos) out = "backward_input and backward_weight";
+  if (assumes.find("B = I + W") != std::string::npos) {
+    out += (out.empty() ? "" : ", and ") + std::string("backward");
+  }
+  return "give each layer's " + (out.empty() ? assumes : out);
+}
+
+std::vector<std::string> NotesOn(const std::vector<PartitionCandidate>& sorted, size_t pick) {
+  const PartitionCandidate& picked = sorted[pick];
+  if (!picked.assumes.empty()) {
+    return {"every candidate's step rests on figures the layer costs do not give (" +
+            picked.assumes + "); " + NameOf(picked) +
+            " is fastest only as far as they hold: " + WhatToMeasure(picked.assumes)};
+  }
+  if (pick == 0) return {};
+  const PartitionCandidate& fastest = sorted.front();
+  return {NameOf(fastest) + " simulates " +
+          FormatNumber(std::round((1.0 - fastest.makespan / picked.makespan) * 1000) / 10) +
+          "% faster only if " + fastest.assumes +
+          " (the layer costs do not give it), so it is not picked; " +
+          WhatToMeasure(fastest.assumes)};
+}
+
+// Nothing fits the limit: the smallest peak a split reached, and whose.
+Status NothingFits(const PartitionRequest& request, const std::vector<PartitionCandidate>& sorted) {
+  const PartitionCandidate* smallest = nullptr;
+  for (const PartitionCandidate& candidate : sorted) {
+    if (candidate.split.empty()) continue;
+    if (smallest == nullptr || candidate.peak_memory < smallest->peak_memory) {
+      smallest = &candidate;
+    }
+  }
+  if (!request.memory_limit.has_value() || smallest == nullptr) {
+    return sorted.front().status.ok() ? InvalidArgument("no candidate could be planned")
+                                      : sorted.front().status;
+  }
+  MemoryModel bytes;
+  bytes.unit = MemoryUnit::kBytes;
+  return FailedPrecondition("no split fits memory limit " + bytes.Describe(*request.memory_limit) +
+                            "; the smallest peak found is " +
+                            bytes.Describe(smallest->peak_memory) + ", by " + NameOf(*smallest) +
+                            ": a limit of that fits");
+}
+
+}  // namespace
+
+LayerSplit MinMaxSplit(const std::vector<double>& weights, int stages) {
+  const int n = static_cast<int>(weights.size());
+  std::vector<double> prefix(weights.size() + 1, 0.0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
+  const double inf = std::numeric_limits<double>::infinity();
+  // cost[k][i]: the smallest largest stage of the first i layers in k stages.
+  std::vector<std::vector<double>> cost(stages + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(n + 1, 0));
+  cost[0][0] = 0;
+  for (int k = 1; k <= stages; ++k) {
+    for (int i = k; i <= n; ++i) {
+      for (int j = k - 1; j < i; ++j) {
+        const double worst = std::max(cost[k - 1][j], prefix[i] - prefix[j]);
+        if (worst < cost[k][i]) {
+          cost[k][i] = worst;
+          cut[k][i] = j;
+        }
+      }
+    }
+  }
+  LayerSplit split(stages, 0);
+  for (int k = stages, i = n; k >= 1; --k) {
+    split[k - 1] = cut[k][i];
+    i = cut[k][i];
+  }
+  return split;
+}
+
+StatusOr<Evaluated> PlanSplit(const PartitionRequest& request, const std::string& strategy,
+                              int stages_per_rank, const LayerSplit& split) {
+  const Strategy* found = FindStrategy(strategy);
+  if (found == nullptr) return InvalidArgument("unknown strategy '" + strategy + "'");
+  return BuildAndSimulatePlan(RequestOf(request, *found, stages_per_rank, split));
+}
+
+StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
+  PIPEPLAN_RETURN_IF_ERROR(CheckRequest(request));
+  PartitionResult result;
+  Status refused = Status::Ok();
+  std::vector<SplitSearch> searches = Searches(request, &result.evaluations, &refused);
+  if (searches.empty()) return refused;
+  const int layers = static_cast<int>(request.layers.layers.size());
+  const std::vector<double> weights = StageWeights(request.layers);
+  // Every candidate at its starts; the even split's scores kept for the comparison.
+  std::vector<Score> even(searches.size());
+  std::vector<std::optional<SplitPlan>> even_plans(searches.size());
+  for (size_t i = 0; i < searches.size(); ++i) {
+    SplitSearch& search = searches[i];
+    even[i] = search.Weigh(EvenSplit(layers, search.chain_stages()), &even_plans[i]);
+    if (!even[i].status.ok()) search.NoteFailure(even[i].status);
+    search.Weigh(MinMaxSplit(weights, search.chain_stages()));
+  }
+  std::vector<size_t> order(searches.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return Better(searches[a].best_score(), searches[b].best_score());
+  });
+  const size_t searched = request.strategy == "auto" ? kSearched : order.size();
+  for (size_t i = 0; i < order.size() && i < searched; ++i) {
+    SplitSearch& search = searches[order[i]];
+    search.Descend(EvenSplit(layers, search.chain_stages()));
+    search.Descend(MinMaxSplit(weights, search.chain_stages()));
+  }
+
+  // Candidates fastest first; the pick the fastest whose step rests on given figures alone.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return Better(searches[a].best_score(), searches[b].best_score());
+  });
+  for (const size_t i : order) result.candidates.push_back(searches[i].Candidate());
+  if (!result.candidates.front().fits) return NothingFits(request, result.candidates);
+  result.pick = 0;
+  for (size_t i = 0; i < result.candidates.size() && result.candidates[i].fits; ++i) {
+    if (result.candidates[i].assumes.empty()) {
+      result.pick = i;
+      break;
+    }
+  }
+  result.notes = NotesOn(result.candidates, result.pick);
+  SplitSearch& picked = searches[order[result.pick]];
+  result.best = *std::move(picked.best());
+  result.even_same = even_plans[order[result.pick]];
+  if (result.even_same.has_value() && !even[order[result.pick]].fits) result.even_same.reset();
+  std::optional<size_t> even_fastest;
+  for (size_t i = 0; i < searches.size(); ++i) {
+    if (even[i].fits && (!even_fastest.has_value() || Better(even[i], even[*even_fastest]))) {
+      even_fastest = i;
+    }
+  }
+  if (even_fastest.has_value()) result.even_best = std::move(even_plans[*even_fastest]);
+  return result;
+}
+
+}  // namespace pipeplan
