@@ -1,5 +1,6 @@
 // pipeplan partition: which layers each stage holds, with the strategy and V, from per-layer
 // figures (a LayerCosts file), for the smallest simulated step that fits the memory limit.
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -45,10 +46,10 @@ given figures alone is picked).
 
 The search (docs/planning.md): per strategy and V, the even split and the split whose
 largest stage (F + B) is smallest (exact), then steepest descent over the boundaries. With
-auto, every strategy and V (1, 2, 4) the runtime runs is weighed at those two splits and the
-three best are searched. Printed: each stage's layers and figures, the step and each rank's
-peak, and beside them the even split (torchtitan's default) with the same strategy and with
-the best strategy on it.
+auto, every strategy and V (1, 2, 4) the runtime runs is weighed at those two splits, and
+the three best, with any within 5% of the best, are searched. Printed: each stage's layers
+and figures, the step and each rank's peak, and beside them the even split (torchtitan's
+default) with the same strategy and with the best strategy on it.
 
 Options:
   --layers FILE         the per-layer figures (required)
@@ -195,9 +196,9 @@ std::string MegatronLayout(const LayerCosts& layers, const LayerSplit& split) {
 std::string JsonNames(const std::vector<std::vector<std::string>>& stages) {
   std::string out = "[";
   for (size_t k = 0; k < stages.size(); ++k) {
-    out += k > 0 ? ", [" : "[";
+    out += k > 0 ? ",[" : "[";
     for (size_t i = 0; i < stages[k].size(); ++i) {
-      out += (i > 0 ? ", " : "") + app::JsonString(stages[k][i]);
+      out += (i > 0 ? "," : "") + app::JsonString(stages[k][i]);
     }
     out += "]";
   }
@@ -233,10 +234,10 @@ std::optional<std::string> ValidLayout(const std::string& layout) {
 
 std::string SplitJson(const LayerCosts& layers, const LayerSplit& split) {
   const std::optional<std::string> layout = ValidLayout(MegatronLayout(layers, split));
-  return "{\"module_fqns_per_model_part\": " + JsonNames(StageNames(layers, split)) +
-         ",\n \"pipeline_model_parallel_layout\": " +
+  return "{\"module_fqns_per_model_part\":" + JsonNames(StageNames(layers, split)) +
+         ",\"pipeline_model_parallel_layout\":" +
          (layout.has_value() ? app::JsonString(*layout)
-                             : std::string("null,\n \"layout_note\": \"Megatron keeps the "
+                             : std::string("null,\"layout_note\":\"Megatron keeps the "
                                            "embedding (E) in the first stage and the final norm, "
                                            "head and loss (L) together in the last; this split "
                                            "does not\"")) +
@@ -244,21 +245,20 @@ std::string SplitJson(const LayerCosts& layers, const LayerSplit& split) {
 }
 
 std::string RenderJson(const PartitionOptions& options, const PartitionResult& result) {
-  const Plan& plan = result.best.planned.plan;
+  const Evaluated& best = result.best.planned;
   std::ostringstream out;
-  out << "{\"strategy\": " << app::JsonString(plan.request.strategy)
-      << ", \"stages_per_rank\": " << plan.request.topology.stages_per_rank
-      << ", \"stages\": " << JsonNames(StageNames(options.request.layers, result.best.split))
-      << ", \"makespan\": " << app::JsonNumber(result.best.planned.timeline.metrics.makespan)
-      << ", \"peak_memory\": " << app::JsonArray(PeaksOf(result.best.planned.timeline))
-      << ", \"time_unit\": " << app::JsonString(options.request.layers.time_unit);
-  out << ", \"even\": ";
+  out << "{\"strategy\":" << app::JsonString(best.plan.request.strategy)
+      << ",\"stages_per_rank\":" << best.plan.request.topology.stages_per_rank
+      << ",\"stages\":" << JsonNames(StageNames(options.request.layers, result.best.split))
+      << ",\"makespan\":" << app::JsonNumber(best.timeline.metrics.makespan)
+      << ",\"peak_memory\":" << app::JsonArray(PeaksOf(best.timeline))
+      << ",\"time_unit\":" << app::JsonString(options.request.layers.time_unit) << ",\"even\":";
   if (result.even_best.has_value()) {
-    out << "{\"strategy\": " << app::JsonString(result.even_best->planned.plan.request.strategy)
-        << ", \"stages_per_rank\": "
-        << result.even_best->planned.plan.request.topology.stages_per_rank << ", \"makespan\": "
-        << app::JsonNumber(result.even_best->planned.timeline.metrics.makespan)
-        << ", \"same_strategy_makespan\": "
+    const Evaluated& even = result.even_best->planned;
+    out << "{\"strategy\":" << app::JsonString(even.plan.request.strategy)
+        << ",\"stages_per_rank\":" << even.plan.request.topology.stages_per_rank
+        << ",\"makespan\":" << app::JsonNumber(even.timeline.metrics.makespan)
+        << ",\"same_strategy_makespan\":"
         << (result.even_same.has_value()
                 ? app::JsonNumber(result.even_same->planned.timeline.metrics.makespan)
                 : "null")
@@ -266,7 +266,7 @@ std::string RenderJson(const PartitionOptions& options, const PartitionResult& r
   } else {
     out << "null";
   }
-  out << ", \"plans_simulated\": " << result.evaluations << "}\n";
+  out << ",\"plans_simulated\":" << result.evaluations << "}\n";
   return out.str();
 }
 
@@ -285,8 +285,8 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
   const bool bytes = layers.HasMemory();
   std::vector<std::string> header = {"stage", "layers", "F", "B", "I", "W"};
   if (bytes) {
-    header.push_back("activation");
-    header.push_back("static");
+    header.emplace_back("activation");
+    header.emplace_back("static");
   }
   app::TextTable stages(header, {false, true});
   const std::vector<std::vector<std::string>> names = StageNames(layers, result.best.split);
@@ -316,7 +316,8 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
   const auto versus = [&](const SplitPlan& even) {
     const double other = even.planned.timeline.metrics.makespan;
     return NameOf(even.planned.plan) + ": step " + Cell(other) + unit + " (" +
-           app::FormatPercent(other / step - 1) + " longer than this split's)";
+           app::FormatPercent(std::abs(other / step - 1)) +
+           (other >= step ? " longer" : " shorter") + " than this split's)";
   };
   out << "the even split (torchtitan's default), with the same strategy: "
       << (result.even_same.has_value() ? versus(*result.even_same)

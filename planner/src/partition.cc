@@ -14,8 +14,10 @@
 namespace pipeplan {
 namespace {
 
-// How many candidates `auto` searches beyond their starts.
+// Which candidates `auto` searches beyond their starts: the three best at their starts, and
+// any other whose best start is within 5% of the best one's step.
 constexpr size_t kSearched = 3;
+constexpr double kSearchedWithin = 0.05;
 
 Topology TopologyOf(const PartitionRequest& request, const Strategy& strategy, int v) {
   return Topology{.ranks = request.ranks,
@@ -390,8 +392,13 @@ StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return Better(searches[a].best_score(), searches[b].best_score());
   });
-  const size_t searched = request.strategy == "auto" ? kSearched : order.size();
-  for (size_t i = 0; i < order.size() && i < searched; ++i) {
+  const auto worth_searching = [&](size_t i) {
+    if (request.strategy != "auto" || i < kSearched) return true;
+    const Score& best = searches[order.front()].best_score();
+    const Score& here = searches[order[i]].best_score();
+    return best.fits && here.fits && here.makespan <= best.makespan * (1 + kSearchedWithin);
+  };
+  for (size_t i = 0; i < order.size() && worth_searching(i); ++i) {
     SplitSearch& search = searches[order[i]];
     search.Descend(EvenSplit(layers, search.chain_stages()));
     search.Descend(MinMaxSplit(weights, search.chain_stages()));
@@ -415,11 +422,17 @@ StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
   result.best = *std::move(picked.best());
   result.even_same = even_plans[order[result.pick]];
   if (result.even_same.has_value() && !even[order[result.pick]].fits) result.even_same.reset();
+  // The even split's best strategy, picked as the search's pick is: given figures first.
   std::optional<size_t> even_fastest;
+  const auto even_ahead = [&](size_t a, size_t b) {
+    const bool a_assumes = !Assumes(even_plans[a]->planned).empty();
+    const bool b_assumes = !Assumes(even_plans[b]->planned).empty();
+    if (a_assumes != b_assumes) return !a_assumes;
+    return Better(even[a], even[b]);
+  };
   for (size_t i = 0; i < searches.size(); ++i) {
-    if (even[i].fits && (!even_fastest.has_value() || Better(even[i], even[*even_fastest]))) {
-      even_fastest = i;
-    }
+    if (!even[i].fits || !even_plans[i].has_value()) continue;
+    if (!even_fastest.has_value() || even_ahead(i, *even_fastest)) even_fastest = i;
   }
   if (even_fastest.has_value()) result.even_best = std::move(even_plans[*even_fastest]);
   return result;

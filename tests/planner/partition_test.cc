@@ -40,8 +40,8 @@ TEST(MinMaxSplit, IsTheBestOfEverySplit) {
   for (int trial = 0; trial < 50; ++trial) {
     const int layers = 4 + trial % 8;
     const int stages = 1 + trial % std::min(layers, 5);
-    std::vector<double> weights;
-    for (int i = 0; i < layers; ++i) weights.push_back(weight(random));
+    std::vector<double> weights(static_cast<size_t>(layers));
+    for (double& w : weights) w = weight(random);
     const auto largest = [&](const LayerSplit& split) {
       double worst = 0;
       for (size_t k = 0; k < split.size(); ++k) {

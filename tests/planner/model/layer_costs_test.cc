@@ -130,7 +130,7 @@ TEST(LayerCosts, EvenSplitGivesTheEarlierStagesTheExtraLayers) {
 }
 
 TEST(LayerCosts, ChecksNameTheLayerAndField) {
-  const auto error = [](LayerCosts layers) { return ValidateLayerCosts(layers).message(); };
+  const auto error = [](const LayerCosts& layers) { return ValidateLayerCosts(layers).message(); };
   EXPECT_EQ(error(LayerCosts{}), "layers: none given");
   LayerCosts layers = ThreeLayers();
   layers.layers[1].forward = -1;

@@ -9,7 +9,7 @@
 // one or two layers, and of two neighbouring boundaries together by one, taken while the best
 // of them shortens the step (or, while nothing fits, brings the peak nearer the limit). A local
 // search: exact only where tests enumerate every split. Under `auto`, every candidate is
-// weighed at its starts and the three best are searched.
+// weighed at its starts; the three best, and any other within 5% of the best, are searched.
 #pragma once
 
 #include <optional>
@@ -59,7 +59,7 @@ struct PartitionResult {
   // Feasible candidates fastest first, then the others, in catalogue order.
   std::vector<PartitionCandidate> candidates;
   // The even split with the pick's strategy and V, and the even split with the fastest
-  // strategy and V there (nullopt where nothing fits evenly).
+  // strategy and V there, picked as the pick is (nullopt where nothing fits evenly).
   std::optional<SplitPlan> even_same;
   std::optional<SplitPlan> even_best;
   std::vector<std::string> notes;
