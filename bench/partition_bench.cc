@@ -54,7 +54,8 @@ void BM_Budget_Partition_L64_P8_V2_M32(benchmark::State& state) {
                                  .stages_per_rank = 2,
                                  .memory_limit = std::nullopt,
                                  .link = {.latency = 0.1, .bandwidth = 0},
-                                 .runtime = Runtime::kAny};
+                                 .runtime = Runtime::kAny,
+                                 .enumerate_up_to = 2000};
   double total_s = 0;
   int plans = 0;
   std::string picked;

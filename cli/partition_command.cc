@@ -47,7 +47,8 @@ given figures alone is picked).
 The search (docs/planning.md): per strategy and V, the even split and the split whose
 largest stage (F + B) is smallest (exact), then steepest descent over the boundaries. With
 auto, every strategy and V (1, 2, 4) the runtime runs is weighed at those two splits, and
-the three best, with any within 5% of the best, are searched. Printed: each stage's layers
+the three best, with any within 5% of the best, are searched. A searched candidate with at
+most 2000 splits has every split weighed: its split is then the best there is for it. Printed: each stage's layers
 and figures, the step and each rank's peak, and beside them the even split (torchtitan's
 default) with the same strategy and with the best strategy on it.
 
@@ -266,7 +267,8 @@ std::string RenderJson(const PartitionOptions& options, const PartitionResult& r
   } else {
     out << "null";
   }
-  out << ",\"plans_simulated\":" << result.evaluations << "}\n";
+  out << ",\"plans_simulated\":" << result.evaluations
+      << ",\"exhaustive\":" << result.candidates[result.pick].exhaustive << "}\n";
   return out.str();
 }
 
@@ -278,10 +280,15 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
   const Plan& plan = best.plan;
   const std::string unit = layers.time_unit.empty() ? "" : " " + layers.time_unit;
   std::ostringstream out;
+  const PartitionCandidate& pick = result.candidates[result.pick];
   out << layers.layers.size() << " layers onto P=" << options.request.ranks
       << ", M=" << options.request.microbatches << ": " << NameOf(plan) << ", step "
       << Cell(best.timeline.metrics.makespan) << unit << " (" << result.evaluations
-      << " plans simulated)\n\n";
+      << " plans simulated";
+  if (pick.exhaustive > 0) {
+    out << "; the best of all " << pick.exhaustive << " splits for " << NameOf(plan);
+  }
+  out << ")\n\n";
   const bool bytes = layers.HasMemory();
   std::vector<std::string> header = {"stage", "layers", "F", "B", "I", "W"};
   if (bytes) {

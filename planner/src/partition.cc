@@ -142,6 +142,7 @@ class SplitSearch {
                            .peak_memory = 0,
                            .fits = false,
                            .searched = searched_,
+                           .exhaustive = exhaustive_,
                            .assumes = {}};
     if (!best_.has_value()) {
       out.status = first_failure_.value_or(InvalidArgument("no split was weighed"));
@@ -158,6 +159,29 @@ class SplitSearch {
 
   const Score& best_score() const { return best_score_; }
   std::optional<SplitPlan>& best() { return best_; }
+
+  // Weighs every split when there are at most `up_to`: the best found is then the best.
+  void Enumerate(double up_to) {
+    const int layers = static_cast<int>(request_.layers.layers.size());
+    const int stages = chain_stages();
+    // C(layers - 1, stages - 1) splits, counted in doubles (no overflow at 64 layers).
+    double count = 1;
+    for (int i = 1; i < stages; ++i) count = count * (layers - stages + i) / i;
+    if (count > up_to) return;
+    LayerSplit split(static_cast<size_t>(stages), 0);
+    const auto place = [&](const auto& self, int k, int from) -> void {
+      if (k == stages) {
+        Weigh(split);
+        return;
+      }
+      for (int start = from; start <= layers - (stages - k); ++start) {
+        split[static_cast<size_t>(k)] = start;
+        self(self, k + 1, start + 1);
+      }
+    };
+    place(place, 1, 1);
+    exhaustive_ = static_cast<int>(count);
+  }
 
   void NoteFailure(const Status& status) {
     if (!first_failure_.has_value()) first_failure_ = status;
@@ -206,6 +230,7 @@ class SplitSearch {
   std::optional<SplitPlan> best_;
   Score best_score_;
   bool searched_ = false;
+  int exhaustive_ = 0;
   std::optional<Status> first_failure_;
 };
 
@@ -402,6 +427,7 @@ StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
     SplitSearch& search = searches[order[i]];
     search.Descend(EvenSplit(layers, search.chain_stages()));
     search.Descend(MinMaxSplit(weights, search.chain_stages()));
+    search.Enumerate(request.enumerate_up_to);
   }
 
   // Candidates fastest first; the pick the fastest whose step rests on given figures alone.

@@ -111,7 +111,8 @@ TEST(Partition, FindsASplitWithinOnePercentOfTheBestInNineteenOfTwenty) {
                              .stages_per_rank = c.stages_per_rank,
                              .memory_limit = std::nullopt,
                              .link = {.latency = 0.05, .bandwidth = 0},
-                             .runtime = Runtime::kAny};
+                             .runtime = Runtime::kAny,
+                             .enumerate_up_to = 0};  // the search alone
     const bool limited = trial % 2 == 1;
     // Every split, by simulation, with and without a limit between the best's and the worst's.
     double best = std::numeric_limits<double>::infinity();
@@ -135,6 +136,13 @@ TEST(Partition, FindsASplitWithinOnePercentOfTheBestInNineteenOfTwenty) {
     ASSERT_TRUE(found.ok()) << found.status().message();
     const double makespan = found->best.planned.timeline.metrics.makespan;
     EXPECT_GE(makespan, best * (1 - 1e-12));
+    EXPECT_EQ(found->candidates[found->pick].exhaustive, 0);
+    // Where every split is weighed, the split is the best.
+    request.enumerate_up_to = 2000;
+    const StatusOr<PartitionResult> enumerated = Partition(request);
+    ASSERT_TRUE(enumerated.ok()) << enumerated.status().message();
+    EXPECT_EQ(enumerated->best.planned.timeline.metrics.makespan, best);
+    EXPECT_GT(enumerated->candidates[enumerated->pick].exhaustive, 0);
     ++instances;
     if (makespan <= best * 1.01) {
       ++within;

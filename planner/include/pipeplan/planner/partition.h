@@ -10,6 +10,8 @@
 // of them shortens the step (or, while nothing fits, brings the peak nearer the limit). A local
 // search: exact only where tests enumerate every split. Under `auto`, every candidate is
 // weighed at its starts; the three best, and any other within 5% of the best, are searched.
+// A searched candidate with at most 2000 splits then has every split weighed, which certifies
+// its split as the best there is for it.
 #pragma once
 
 #include <optional>
@@ -32,6 +34,8 @@ struct PartitionRequest {
   std::optional<double> memory_limit;  // bytes per rank; needs memory figures
   LinkCosts link;                      // each transfer between stages
   Runtime runtime = Runtime::kAny;     // only the strategies it runs
+  // A searched candidate with at most this many splits has every one weighed (0: never).
+  double enumerate_up_to = 2000;
 };
 
 // One strategy at one V, with the best split found for it.
@@ -44,6 +48,8 @@ struct PartitionCandidate {
   double peak_memory = 0.0;  // the most any rank holds
   bool fits = false;         // within the memory limit (always, without one)
   bool searched = false;     // the local search ran (else: its starts alone)
+  // Where every split was weighed (at most 2000), how many: the split is then the best.
+  int exhaustive = 0;
   // What its simulated step rests on that no figure gave ("I + W = B"); empty: nothing.
   std::string assumes;
 };
