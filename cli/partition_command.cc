@@ -16,6 +16,7 @@
 #include "pipeplan/app/proto_file.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/formats/split_layout.h"
 #include "pipeplan/planner/partition.h"
 
 namespace pipeplan::cli {
@@ -130,82 +131,6 @@ StatusOr<PartitionOptions> ParsePartitionOptions(const app::Flags& flags) {
   return options;
 }
 
-int StageEnd(const LayerSplit& split, size_t k, size_t layers) {
-  return static_cast<int>(k + 1 < split.size() ? static_cast<size_t>(split[k + 1]) : layers);
-}
-
-std::vector<std::vector<std::string>> StageNames(const LayerCosts& layers,
-                                                 const LayerSplit& split) {
-  std::vector<std::vector<std::string>> out;
-  for (size_t k = 0; k < split.size(); ++k) {
-    std::vector<std::string>& names = out.emplace_back();
-    for (int i = split[k]; i < StageEnd(split, k, layers.layers.size()); ++i) {
-      names.push_back(layers.layers[static_cast<size_t>(i)].name);
-    }
-  }
-  return out;
-}
-
-bool Holds(const std::string& name, std::string_view word) {
-  return name.find(word) != std::string::npos;
-}
-
-bool IsHead(const std::string& name) {
-  return Holds(name, "output") || Holds(name, "head") || Holds(name, "loss");
-}
-
-// Megatron's layout letter of layer i (see --help).
-char LayoutLetter(const LayerCosts& layers, size_t i) {
-  const std::string& name = layers.layers[i].name;
-  if (Holds(name, "emb")) return 'E';
-  if (IsHead(name)) return 'L';
-  if (!Holds(name, "norm")) return 't';
-  for (size_t j = i + 1; j < layers.layers.size(); ++j) {
-    const std::string& later = layers.layers[j].name;
-    if (!IsHead(later) && !Holds(later, "norm")) return 't';
-  }
-  return 'L';  // the final norm, which Megatron's L holds with the head
-}
-
-// "Et*2|t*3|t*2L": per stage its letters, runs of t counted, one L per stage.
-std::string MegatronLayout(const LayerCosts& layers, const LayerSplit& split) {
-  std::string out;
-  for (size_t k = 0; k < split.size(); ++k) {
-    if (k > 0) out += '|';
-    int run = 0;
-    bool loss = false;
-    const auto flush = [&] {
-      if (run > 0) out += run == 1 ? "t" : "t*" + std::to_string(run);
-      run = 0;
-    };
-    for (int i = split[k]; i < StageEnd(split, k, layers.layers.size()); ++i) {
-      const char letter = LayoutLetter(layers, static_cast<size_t>(i));
-      if (letter == 't') {
-        ++run;
-        continue;
-      }
-      flush();
-      if (letter == 'L' && loss) continue;
-      loss = loss || letter == 'L';
-      out += letter;
-    }
-    flush();
-  }
-  return out;
-}
-
-std::string JsonNames(const std::vector<std::vector<std::string>>& stages) {
-  std::string out = "[";
-  for (size_t k = 0; k < stages.size(); ++k) {
-    out += k > 0 ? ",[" : "[";
-    for (size_t i = 0; i < stages[k].size(); ++i) {
-      out += (i > 0 ? "," : "") + app::JsonString(stages[k][i]);
-    }
-    out += "]";
-  }
-  return out + "]";
-}
-
 std::vector<double> PeaksOf(const Timeline& timeline) {
   std::vector<double> peaks;
   for (const RankTimeline& rank : timeline.ranks) peaks.push_back(rank.peak_memory);
@@ -217,40 +142,12 @@ std::string NameOf(const Plan& plan) {
          ")";
 }
 
-// Megatron's layout holds the embedding in the first stage and the final norm, head and loss
-// (L) in the last: a split that puts them elsewhere, or cuts L, has none.
-std::optional<std::string> ValidLayout(const std::string& layout) {
-  const size_t embedding = layout.find('E');
-  const size_t loss = layout.find('L');
-  const size_t first_cut = layout.find('|');
-  const size_t last_cut = layout.rfind('|');
-  if (embedding != std::string::npos && first_cut != std::string::npos && embedding > first_cut) {
-    return std::nullopt;
-  }
-  if (loss != std::string::npos && last_cut != std::string::npos && loss < last_cut) {
-    return std::nullopt;
-  }
-  return layout;
-}
-
-std::string SplitJson(const LayerCosts& layers, const LayerSplit& split) {
-  const std::optional<std::string> layout = ValidLayout(MegatronLayout(layers, split));
-  return "{\"module_fqns_per_model_part\":" + JsonNames(StageNames(layers, split)) +
-         ",\"pipeline_model_parallel_layout\":" +
-         (layout.has_value() ? app::JsonString(*layout)
-                             : std::string("null,\"layout_note\":\"Megatron keeps the "
-                                           "embedding (E) in the first stage and the final norm, "
-                                           "head and loss (L) together in the last; this split "
-                                           "does not\"")) +
-         "}\n";
-}
-
 std::string RenderJson(const PartitionOptions& options, const PartitionResult& result) {
   const Evaluated& best = result.best.planned;
   std::ostringstream out;
   out << "{\"strategy\":" << app::JsonString(best.plan.request.strategy)
-      << ",\"stages_per_rank\":" << best.plan.request.topology.stages_per_rank
-      << ",\"stages\":" << JsonNames(StageNames(options.request.layers, result.best.split))
+      << ",\"stages_per_rank\":" << best.plan.request.topology.stages_per_rank << ",\"stages\":"
+      << LayerNamesJson(StageLayerNames(options.request.layers, result.best.split))
       << ",\"makespan\":" << app::JsonNumber(best.timeline.metrics.makespan)
       << ",\"peak_memory\":" << app::JsonArray(PeaksOf(best.timeline))
       << ",\"time_unit\":" << app::JsonString(options.request.layers.time_unit) << ",\"even\":";
@@ -296,7 +193,7 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
     header.emplace_back("static");
   }
   app::TextTable stages(header, {false, true});
-  const std::vector<std::vector<std::string>> names = StageNames(layers, result.best.split);
+  const std::vector<std::vector<std::string>> names = StageLayerNames(layers, result.best.split);
   for (size_t k = 0; k < names.size(); ++k) {
     const StageCosts& costs = plan.request.costs.stages[k];
     std::string held = names[k].front();
@@ -353,7 +250,8 @@ Status ExecutePartition(const PartitionOptions& given) {
     files.push_back({*options.output, std::move(data)});
   }
   if (options.split_output.has_value()) {
-    files.push_back({*options.split_output, SplitJson(options.request.layers, result->best.split)});
+    files.push_back(
+        {*options.split_output, SplitForRuntimesJson(options.request.layers, result->best.split)});
   }
   PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files));
   std::cout << (options.json ? RenderJson(options, *result) : RenderTables(options, *result));

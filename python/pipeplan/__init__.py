@@ -19,13 +19,14 @@ names the argument or file at fault. docs/python.md is the full reference.
 from __future__ import annotations
 
 import importlib.util as _importlib_util
+import json as _json
 import os as _os
 import sys as _sys
 from numbers import Integral as _Integral, Real as _Real
 from typing import Any, Optional, Sequence, Union
 
 from . import _core
-from ._core import CostModel, Diff, Error, Plan, Profile, Request, Timeline
+from ._core import CostModel, Diff, Error, Plan, Profile, Request, Split, Timeline
 
 __all__ = [
     "CostModel",
@@ -34,12 +35,14 @@ __all__ = [
     "Plan",
     "Profile",
     "Request",
+    "Split",
     "Timeline",
     "calibrate",
     "compare",
     "diff",
     "import_torch_traces",
     "load",
+    "partition",
     "plan",
     "profile",
     "simulate",
@@ -251,6 +254,58 @@ def compare(
             memory_limit, post_validation, None, runtime,
         )
     )
+
+
+def partition(
+    layers: Union[PathLike, dict, Sequence[dict]],
+    *,
+    ranks: int,
+    microbatches: int,
+    strategy: str = "auto",
+    stages_per_rank: Optional[int] = None,
+    memory_limit: Union[float, str, None] = None,
+    comm: float = 0.0,
+    runtime: Optional[str] = None,
+) -> Split:
+    """Chooses which layers each stage holds, with the strategy and V, as ``pipeplan
+    partition`` does: the smallest simulated step whose every rank fits ``memory_limit``.
+
+    Args:
+      layers: a layer costs file's path, a dict as such a JSON file holds (``{"layers": [...],
+        "time_unit": "ms"}``) or the list of layer dicts alone: per layer ``name``,
+        ``forward``, ``backward`` or ``backward_input`` and ``backward_weight``, optionally
+        ``activation``, ``freed_by_input``, ``parameter_bytes``, ``output_bytes`` (bytes).
+      ranks, microbatches: P and M.  strategy: a catalogue strategy or "auto".
+      stages_per_rank: only this V (default: 1, 2 and 4 where the strategy takes them).
+      memory_limit: bytes per rank, a number or a string like "70GiB".
+      comm: latency of each transfer between stages.  runtime: only what it runs ("torch").
+
+    The :class:`Split` gives ``stages`` (layer names per stage, torchtitan's
+    module_fqns_per_model_part), ``plan``, ``makespan``, ``megatron_layout`` and the even
+    split beside it. :func:`pipeplan.torch.split_model` builds a rank's stages from it.
+    """
+    args: dict = {
+        "ranks": _count("ranks", ranks, required=True),
+        "microbatches": _count("microbatches", microbatches, required=True),
+        "strategy": _text("strategy", strategy),
+        "stages_per_rank": _count("stages_per_rank", stages_per_rank),
+        "comm": _number("comm", comm),
+        "runtime": _text("runtime", runtime),
+    }
+    if isinstance(layers, (str, _os.PathLike)):
+        args["layers_path"] = _path("layers", layers)
+    elif isinstance(layers, dict):
+        args["layers_json"] = _json.dumps(layers)
+    elif isinstance(layers, (list, tuple)):
+        args["layers_json"] = _json.dumps({"layers": list(layers)})
+    else:
+        raise Error(f"layers must be a path, a dict or a list of layer dicts, got "
+                    f"{type(layers).__name__}")
+    if isinstance(memory_limit, str):
+        args["memory_limit_text"] = memory_limit
+    else:
+        args["memory_limit"] = _number("memory_limit", memory_limit)
+    return _core.partition(args)
 
 
 def load(path: PathLike) -> Union[Plan, Timeline, CostModel, Profile, Request]:

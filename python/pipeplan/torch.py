@@ -20,10 +20,10 @@ import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
-from . import Error, Plan, _count, _flag
+from . import Error, Plan, Split, _count, _flag
 from .pipeplan_profiler import profile_steps
 
-__all__ = ["profile_steps", "schedule"]
+__all__ = ["profile_steps", "schedule", "split_model"]
 
 StageModules = Union[Callable[[int], torch.nn.Module], Sequence[torch.nn.Module],
                      Mapping[int, torch.nn.Module]]
@@ -37,6 +37,55 @@ class _GlooPipelineStage(PipelineStage):
     def _get_init_p2p_neighbors_ops(self):
         return [op for op in super()._get_init_p2p_neighbors_ops()
                 if op.group_peer != self.group_rank]
+
+
+class _LayerStage(torch.nn.Module):
+    """A stage of a split: the model's own modules (its parameters, not copies), applied one
+    after the other, each to the previous one's output."""
+
+    def __init__(self, names: Sequence[str], modules: Sequence[torch.nn.Module]):
+        super().__init__()
+        self.names = list(names)
+        self.layers = torch.nn.ModuleList(modules)
+
+    def forward(self, x: Any) -> Any:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def split_model(model: torch.nn.Module, split: Split,
+                rank: Optional[int] = None) -> dict[int, torch.nn.Module]:
+    """This rank's stages of a :func:`pipeplan.partition` split: ``{stage index: module}`` for
+    every stage its plan places on the rank, each module the model's layers of that stage
+    (looked up by name, the layer costs' FQNs) applied in order, each to the previous output,
+    as a model of top-level layers runs. Hand the dict to :func:`schedule` with ``split.plan``.
+    ``rank`` defaults to this process's rank in the default group."""
+    if not isinstance(split, Split):
+        raise Error(f"split must be a pipeplan.Split, got {type(split).__name__}")
+    if not isinstance(model, torch.nn.Module):
+        raise Error(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    plan = split.plan
+    if plan.placement == "dual":
+        raise Error(f"split: {plan.strategy} places two model copies (dual placement), which "
+                    "torch's schedules cannot run")
+    if rank is None:
+        if not dist.is_initialized():
+            raise Error("rank: not given, and torch.distributed is not initialized")
+        rank = dist.get_rank()
+    rank = _count("rank", rank)
+    stages: dict[int, torch.nn.Module] = {}
+    for index in plan.stage_indices(rank):
+        names = split.stages[index]
+        modules = []
+        for name in names:
+            try:
+                modules.append(model.get_submodule(name))
+            except AttributeError:
+                raise Error(f"split: stage {index} holds layer '{name}', which the model has "
+                            "no module of") from None
+        stages[index] = _LayerStage(names, modules)
+    return stages
 
 
 def _module_of(stages: StageModules, index: int, num_stages: int) -> torch.nn.Module:

@@ -1,6 +1,7 @@
 #include "api.h"
 
 #include <array>
+#include <limits>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "pipeplan/cli/comparison.h"
 #include "pipeplan/cli/trace_import.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/formats/split_layout.h"
 #include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/measurement/calibrate.h"
 #include "pipeplan/measurement/timeline_set.h"
@@ -20,6 +22,7 @@
 #include "pipeplan/planner/make_plan.h"
 #include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/optimal.h"
+#include "pipeplan/planner/partition.h"
 #include "pipeplan/simulation/simulator.h"
 
 namespace pipeplan::python {
@@ -222,6 +225,87 @@ StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call) {
   return rows;
 }
 
+namespace {
+
+StatusOr<LayerCosts> LayersOf(const PartitionCall& call) {
+  if (call.layers_path.has_value()) {
+    StatusOr<LayerCosts> layers =
+        app::LoadProtoFile(*call.layers_path, FileKind::kLayerCosts, ParseLayerCosts);
+    if (!layers.ok()) return layers.status().WithContext("layers");
+    return layers;
+  }
+  StatusOr<LayerCosts> layers = ParseLayerCosts(call.layers_json.value_or(""), ProtoFormat::kJson);
+  if (!layers.ok()) return layers.status().WithContext("layers");
+  return layers;
+}
+
+StatusOr<int> CountArg(const char* name, std::optional<int64_t> value) {
+  if (!value.has_value()) return InvalidArgument(std::string(name) + " is required");
+  if (*value < 1 || *value > std::numeric_limits<int>::max()) {
+    return InvalidArgument(std::string(name) + " must be >= 1, got " + std::to_string(*value));
+  }
+  return static_cast<int>(*value);
+}
+
+StatusOr<PartitionRequest> PartitionRequestOf(const PartitionCall& call) {
+  PartitionRequest request;
+  PIPEPLAN_ASSIGN_OR_RETURN(request.layers, LayersOf(call));
+  PIPEPLAN_ASSIGN_OR_RETURN(request.ranks, CountArg("ranks", call.ranks));
+  PIPEPLAN_ASSIGN_OR_RETURN(request.microbatches, CountArg("microbatches", call.microbatches));
+  request.strategy = call.strategy;
+  if (call.stages_per_rank.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(request.stages_per_rank,
+                              CountArg("stages_per_rank", call.stages_per_rank));
+  }
+  request.memory_limit = call.memory_limit;
+  if (call.memory_limit_text.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
+                              app::ParseMemoryAmount(*call.memory_limit_text, "memory_limit"));
+    request.memory_limit = amount.value;
+  }
+  if (request.memory_limit.has_value() && !(*request.memory_limit > 0)) {
+    return InvalidArgument("memory_limit must be > 0 bytes, got " +
+                           FormatCompact(*request.memory_limit));
+  }
+  request.link.latency = call.comm;
+  if (call.runtime.has_value()) {
+    const std::optional<Runtime> runtime = RuntimeFromName(*call.runtime);
+    if (!runtime.has_value()) {
+      return InvalidArgument("runtime: unknown runtime '" + *call.runtime + "' (one of " +
+                             std::string(RuntimeNames()) + ")");
+    }
+    request.runtime = *runtime;
+  }
+  return request;
+}
+
+}  // namespace
+
+StatusOr<SplitHandle> PartitionFor(const PartitionCall& call) {
+  const CallScope call_scope;
+  PIPEPLAN_ASSIGN_OR_RETURN(const PartitionRequest request, PartitionRequestOf(call));
+  PIPEPLAN_ASSIGN_OR_RETURN(PartitionResult result, Partition(request));
+  SplitHandle out;
+  out.stages = StageLayerNames(request.layers, result.best.split);
+  out.megatron_layout = MegatronLayout(request.layers, result.best.split);
+  if (result.even_best.has_value()) {
+    const Plan& even = result.even_best->planned.plan;
+    out.even_strategy = even.request.strategy;
+    out.even_stages_per_rank = even.request.topology.stages_per_rank;
+    out.even_makespan = result.even_best->planned.timeline.metrics.makespan;
+  }
+  if (result.even_same.has_value()) {
+    out.even_same_strategy_makespan = result.even_same->planned.timeline.metrics.makespan;
+  }
+  out.plans_simulated = result.evaluations;
+  out.exhaustive = result.candidates[result.pick].exhaustive;
+  out.time_unit = request.layers.time_unit;
+  out.plan = PlanHandle{.plan = std::move(result.best.planned.plan),
+                        .timeline = std::move(result.best.planned.timeline),
+                        .notes = std::move(result.notes)};
+  return out;
+}
+
 StatusOr<std::vector<std::vector<std::string>>> ActionTable(const Plan& plan, bool comms) {
   PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, CsvFormat(comms)));
   std::vector<std::vector<std::string>> rows = TorchCsvRows(exported.csv);
@@ -287,9 +371,10 @@ StatusOr<Loaded> LoadFile(const std::string& path) {
       return Loaded(*std::move(costs));
     }
     case FileKind::kLayerCosts:
-      return InvalidArgument(path +
-                             ": a layer costs file; 'pipeplan partition --layers' reads it (the "
-                             "package does not yet)");
+      return InvalidArgument(
+          path +
+          ": a layer costs file; pipeplan.partition(path, ranks=..., microbatches=...) "
+          "reads it");
     case FileKind::kProfile: {
       StatusOr<Profile> profile = ParseProfile(file.content, file.format);
       if (!profile.ok()) return explained(profile.status());

@@ -6,6 +6,7 @@
 // be >= 1, got 0"), not the flags.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,35 @@ StatusOr<std::vector<std::vector<std::string>>> ActionTable(const Plan& plan, bo
 // The stages `rank` holds, in its local order (chunk 0 first).
 StatusOr<std::vector<int>> StageIndices(const Plan& plan, int rank);
 StatusOr<std::string> TorchCsv(const Plan& plan, bool comms);
+
+// pipeplan.partition's arguments: the layers as a file's path or as the JSON text of one.
+struct PartitionCall {
+  std::optional<std::string> layers_path;
+  std::optional<std::string> layers_json;
+  std::optional<int64_t> ranks;
+  std::optional<int64_t> microbatches;
+  std::string strategy = "auto";
+  std::optional<int64_t> stages_per_rank;
+  std::optional<double> memory_limit;            // bytes
+  std::optional<std::string> memory_limit_text;  // "70GiB"
+  double comm = 0.0;
+  std::optional<std::string> runtime;
+};
+
+// `pipeplan partition`'s result: the split, its plan and the even split beside it.
+struct SplitHandle {
+  PlanHandle plan;
+  std::vector<std::vector<std::string>> stages;  // the layer names per stage, in stage order
+  std::optional<std::string> megatron_layout;    // nullopt where Megatron cannot hold it
+  std::optional<std::string> even_strategy;      // the even split's best strategy and its step
+  std::optional<int> even_stages_per_rank;
+  std::optional<double> even_makespan;
+  std::optional<double> even_same_strategy_makespan;
+  int plans_simulated = 0;
+  int exhaustive = 0;  // splits weighed where every one was, else 0
+  std::string time_unit;
+};
+StatusOr<SplitHandle> PartitionFor(const PartitionCall& call);
 
 // A request file's plan (`pipeplan plan --request FILE`): errors name the file's fields.
 StatusOr<PlanHandle> MakePlanFromRequest(const PlanRequest& request,

@@ -363,7 +363,77 @@ void BindFigures(nb::module_& m) {
   DefSave<Profile, SaveProfile>(profile, "Writes the profile file, as 'pipeplan profile -o' does.");
 }
 
+PartitionCall PartitionCallOf(const nb::dict& args) {
+  PartitionCall call;
+  call.layers_path = Get<std::string>(args, "layers_path");
+  call.layers_json = Get<std::string>(args, "layers_json");
+  call.ranks = Get<int64_t>(args, "ranks");
+  call.microbatches = Get<int64_t>(args, "microbatches");
+  call.strategy = Get<std::string>(args, "strategy").value_or("auto");
+  call.stages_per_rank = Get<int64_t>(args, "stages_per_rank");
+  call.memory_limit = Get<double>(args, "memory_limit");
+  call.memory_limit_text = Get<std::string>(args, "memory_limit_text");
+  call.comm = Get<double>(args, "comm").value_or(0.0);
+  call.runtime = Get<std::string>(args, "runtime");
+  return call;
+}
+
+void BindSplit(nb::module_& m) {
+  nb::class_<SplitHandle> split(m, "Split",
+                                "Which layers each stage holds, chosen with the strategy and V "
+                                "(pipeplan.partition), and its plan.");
+  split.def_ro("plan", &SplitHandle::plan, "The plan of the split: its strategy, V, actions.")
+      .def_ro("stages", &SplitHandle::stages,
+              "The layer names each stage holds, in stage order (torchtitan's "
+              "module_fqns_per_model_part).")
+      .def_prop_ro(
+          "makespan",
+          [](const SplitHandle& s) {
+            return s.plan.timeline.has_value() ? s.plan.timeline->metrics.makespan : 0.0;
+          },
+          "The simulated step, in the layer costs' time unit.")
+      .def_prop_ro(
+          "peak_memory",
+          [](const SplitHandle& s) {
+            std::vector<double> peaks;
+            if (s.plan.timeline.has_value()) {
+              for (const RankTimeline& rank : s.plan.timeline->ranks) {
+                peaks.push_back(rank.peak_memory);
+              }
+            }
+            return peaks;
+          },
+          "Per rank the most it holds (bytes where the layers give memory).")
+      .def_ro("megatron_layout", &SplitHandle::megatron_layout,
+              "Megatron's --pipeline-model-parallel-layout, or None where it cannot hold the "
+              "split.")
+      .def_ro("even_strategy", &SplitHandle::even_strategy,
+              "The even split's best strategy (None where nothing fits evenly).")
+      .def_ro("even_stages_per_rank", &SplitHandle::even_stages_per_rank, "Its V.")
+      .def_ro("even_makespan", &SplitHandle::even_makespan, "Its simulated step.")
+      .def_ro("even_same_strategy_makespan", &SplitHandle::even_same_strategy_makespan,
+              "The even split's step with this split's strategy and V.")
+      .def_ro("plans_simulated", &SplitHandle::plans_simulated, "Plans the search simulated.")
+      .def_ro("exhaustive", &SplitHandle::exhaustive,
+              "How many splits were weighed where every one was (the split is then the best for "
+              "its strategy and V), else 0.")
+      .def_ro("time_unit", &SplitHandle::time_unit, "The layer costs' time unit.")
+      .def("__repr__", [](const SplitHandle& s) {
+        return "<pipeplan.Split " + s.plan.plan.request.strategy +
+               " V=" + std::to_string(s.plan.plan.request.topology.stages_per_rank) + " " +
+               std::to_string(s.stages.size()) + " stages>";
+      });
+}
+
 void BindFunctions(nb::module_& m) {
+  m.def(
+      "partition",
+      [](const nb::dict& args) {
+        const PartitionCall call = PartitionCallOf(args);
+        nb::gil_scoped_release unlocked;
+        return ValueOr(PartitionFor(call));
+      },
+      nb::arg("args"));
   m.def(
       "plan",
       [](const nb::dict& args) {
@@ -438,5 +508,6 @@ NB_MODULE(_core, m) {
   BindPlan(m);
   BindTimeline(m);
   BindFigures(m);
+  BindSplit(m);
   BindFunctions(m);
 }

@@ -361,3 +361,54 @@ def test_the_solver_runs_where_ortools_is_or_says_how_to_get_it():
     # The solver starts from the catalogue's best: never slower than a heuristic's order.
     heuristic = pipeplan.plan("zb-h1", ranks=2, microbatches=4)
     assert pipeplan.simulate(plan).makespan <= pipeplan.simulate(heuristic).makespan
+
+
+# The layers of tests/cli/partition_command_test.cc: the head as heavy as three blocks, so
+# that 1f1b at P = 2 balances only with the head alone on the last stage.
+LAYERS = [
+    {"name": "tok_embeddings", "forward": 1, "backward": 2, "activation": 100,
+     "parameter_bytes": 1000, "output_bytes": 10},
+    {"name": "layers.0", "forward": 1, "backward": 2, "activation": 100,
+     "parameter_bytes": 1000, "output_bytes": 10},
+    {"name": "layers.1", "forward": 1, "backward": 2, "activation": 100,
+     "parameter_bytes": 1000, "output_bytes": 10},
+    {"name": "output", "forward": 3, "backward": 6, "activation": 300, "parameter_bytes": 3000},
+]
+
+
+def test_partition_puts_the_head_alone_as_the_command_does(tmp_path):
+    split = pipeplan.partition(LAYERS, ranks=2, microbatches=4, strategy="1f1b")
+    assert split.stages == [["tok_embeddings", "layers.0", "layers.1"], ["output"]]
+    assert split.makespan == 45 and split.even_same_strategy_makespan == 54
+    assert split.plan.strategy == "1f1b" and split.plan.ranks == 2
+    assert split.megatron_layout == "Et*2|L"
+    assert len(split.peak_memory) == 2
+    assert split.exhaustive == 3  # every split of 4 layers into 2 stages was weighed
+    # A file, or the dict a file holds, gives the same split and plan as the command line.
+    (tmp_path / "layers.json").write_text(json.dumps({"layers": LAYERS, "time_unit": "ms"}))
+    from_file = pipeplan.partition(tmp_path / "layers.json", ranks=2, microbatches=4,
+                                   strategy="1f1b")
+    assert from_file.stages == split.stages and from_file.time_unit == "ms"
+    from_file.plan.save(tmp_path / "python.pb")
+    subprocess.run([sys.executable, "-m", "pipeplan", "partition", "--layers",
+                    str(tmp_path / "layers.json"), "--ranks", "2", "--microbatches", "4",
+                    "--strategy", "1f1b", "-o", str(tmp_path / "cli.pb")],
+                   check=True, capture_output=True)
+    assert (tmp_path / "python.pb").read_bytes() == (tmp_path / "cli.pb").read_bytes()
+
+
+def test_partition_errors_name_the_argument_and_the_layer():
+    with pytest.raises(pipeplan.Error, match=r"layers: layer costs file: layers\[0\] \(a\)\."
+                                             r"forward: must be a finite number >= 0, got -1"):
+        pipeplan.partition([{"name": "a", "forward": -1, "backward": 1}], ranks=1,
+                           microbatches=1)
+    with pytest.raises(pipeplan.Error, match="layers: layer costs file: layers: none given"):
+        pipeplan.partition([], ranks=1, microbatches=1)
+    with pytest.raises(pipeplan.Error, match="ranks must be >= 1, got 0"):
+        pipeplan.partition(LAYERS, ranks=0, microbatches=1)
+    with pytest.raises(pipeplan.Error, match="no split fits memory limit 100 B"):
+        pipeplan.partition(LAYERS, ranks=2, microbatches=4, memory_limit="100B")
+    with pytest.raises(pipeplan.Error, match="runtime: unknown runtime 'jax'"):
+        pipeplan.partition(LAYERS, ranks=2, microbatches=4, runtime="jax")
+    with pytest.raises(pipeplan.Error, match="layers must be a path, a dict or a list"):
+        pipeplan.partition(3, ranks=2, microbatches=4)

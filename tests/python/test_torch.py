@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed in this Python")
 
 import pipeplan  # noqa: E402
+import pipeplan.torch  # noqa: E402
 
 JOB = Path(__file__).with_name("torch_job.py")
 
@@ -87,8 +88,6 @@ def test_traces_of_the_job_import_calibrate_and_replan(tmp_path):
 
 
 def test_schedule_refuses_what_does_not_fit(tmp_path):
-    import pipeplan.torch
-
     plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
     with pytest.raises(pipeplan.Error, match="torch.distributed is not initialized"):
         pipeplan.torch.schedule(plan, [torch.nn.Linear(2, 2)] * 2, loss_fn=torch.nn.MSELoss())
@@ -98,3 +97,50 @@ def test_schedule_refuses_what_does_not_fit(tmp_path):
     with pytest.raises(pipeplan.Error, match="plan must be a pipeplan.Plan"):
         pipeplan.torch.schedule("plan.pb", [], loss_fn=torch.nn.MSELoss())
     assert callable(pipeplan.torch.profile_steps)
+
+
+class _Decoder(torch.nn.Module):
+    """A model of top-level layers: an embedding, blocks of two widths, a norm and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok_embeddings = torch.nn.Embedding(100, 16)
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(16, w), torch.nn.ReLU(), torch.nn.Linear(w, 16))
+            for w in (8, 32, 8, 32, 8, 32))
+        self.norm = torch.nn.LayerNorm(16)
+        self.output = torch.nn.Linear(16, 100)
+
+    def forward(self, tokens):
+        x = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        return self.output(self.norm(x))
+
+
+def test_split_model_builds_each_ranks_stages_from_the_partition():
+    torch.manual_seed(0)
+    model = _Decoder()
+    names = (["tok_embeddings"] + [f"layers.{i}" for i in range(6)] + ["norm", "output"])
+    layers = []
+    for name in names:
+        params = sum(p.numel() for p in model.get_submodule(name).parameters())
+        layers.append({"name": name, "forward": params / 1000, "backward_input": params / 1000,
+                       "backward_weight": params / 1000, "parameter_bytes": 4 * params})
+    split = pipeplan.partition(layers, ranks=2, microbatches=4, strategy="zbv")
+    assert [name for stage in split.stages for name in stage] == names
+    stages = {}
+    for rank in range(2):
+        built = pipeplan.torch.split_model(model, split, rank)
+        assert sorted(built) == split.plan.stage_indices(rank)
+        stages.update(built)
+    # The stages in stage order are the model: the same output, from the same parameters.
+    tokens = torch.randint(0, 100, (3, 5))
+    x = tokens
+    for index in range(len(split.stages)):
+        x = stages[index](x)
+    assert torch.equal(x, model(tokens))
+    assert stages[0].layers[0] is model.tok_embeddings
+    with pytest.raises(pipeplan.Error, match="holds layer 'tok_embeddings', which the model has "
+                                             "no module of"):
+        pipeplan.torch.split_model(torch.nn.Linear(2, 2), split, 0)
