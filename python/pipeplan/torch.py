@@ -12,6 +12,10 @@ returns it. Only this module imports torch; `import pipeplan` does not.
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -23,7 +27,7 @@ from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRun
 from . import Error, Plan, Split, _count, _flag
 from .pipeplan_profiler import profile_steps
 
-__all__ = ["profile_steps", "schedule", "split_model"]
+__all__ = ["measure_layers", "profile_steps", "schedule", "split_model"]
 
 StageModules = Union[Callable[[int], torch.nn.Module], Sequence[torch.nn.Module],
                      Mapping[int, torch.nn.Module]]
@@ -52,6 +56,145 @@ class _LayerStage(torch.nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
+
+
+def _layer_names(model: torch.nn.Module) -> list[str]:
+    """The model's top-level layers in order: its children, a ModuleList's or ModuleDict's
+    entries one by one ("layers.0", "layers.1", ...)."""
+    names = []
+    for name, child in model.named_children():
+        if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            names.extend(f"{name}.{sub}" for sub, _ in child.named_children())
+        else:
+            names.append(name)
+    return names
+
+
+class _Clock:
+    """Wall time of a piece of work on the model's device: CUDA events on a GPU (the kernels'
+    time, not the launches'), the host's clock elsewhere."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def time(self, work: Callable[[], Any]) -> tuple[float, Any]:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            result = work()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end), result
+        start_s = time.perf_counter()
+        result = work()
+        return (time.perf_counter() - start_s) * 1000.0, result
+
+
+def _nbytes(value: Any) -> int:
+    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
+
+
+def _saved_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
+    """Runs `work` (a forward) and counts the bytes autograd saved for its backward, each
+    storage once."""
+    seen: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = work()
+    return result, sum(seen.values())
+
+
+def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional[Callable] = None,
+                   *, target: Any = None, layers: Optional[Sequence[str]] = None,
+                   repeats: int = 5, warmup: int = 2, optimizer_multiple: float = 0.0,
+                   path: Union[str, "os.PathLike[str]", None] = None) -> dict:
+    """Measures each top-level layer of ``model`` on one microbatch, on the device its
+    parameters are on: forward, full backward, and the backward split into I (input gradient)
+    and W (weight gradient), medians of ``repeats`` runs after ``warmup``, in ms (CUDA events
+    on a GPU); and bytes: what its forward saves for the backward (``activation``), its
+    parameters and its output. The layers run in order, each on the previous one's output (a
+    model of top-level layers, as :func:`split_model` builds stages); ``loss_fn(output,
+    target)`` counts with the last. Returns the layer costs dict ``pipeplan.partition`` takes,
+    and writes it as JSON to ``path`` when given.
+
+    ``layers``: the names to measure, in order (default: the model's children, a ModuleList's
+    entries one by one). A layer whose input is not a float tensor (an embedding's tokens) has
+    no input gradient: its I is 0 and its W the whole backward."""
+    names = list(layers) if layers is not None else _layer_names(model)
+    if not names:
+        raise Error("layers: the model has no layers to measure")
+    repeats = _count("repeats", repeats)
+    warmup = _count("warmup", warmup)
+    if repeats < 1:
+        raise Error(f"repeats must be >= 1, got {repeats}")
+    modules = []
+    for name in names:
+        try:
+            modules.append(model.get_submodule(name))
+        except AttributeError:
+            raise Error(f"layers: the model has no module '{name}'") from None
+    parameter = next(model.parameters(), None)
+    clock = _Clock(parameter.device if parameter is not None else torch.device("cpu"))
+    measured = []
+    x = example_input
+    for index, (name, module) in enumerate(zip(names, modules)):
+        last = index == len(modules) - 1
+        floating = isinstance(x, torch.Tensor) and x.is_floating_point()
+        params = [p for p in module.parameters() if p.requires_grad]
+
+        def forward(x=x, module=module, last=last, floating=floating):
+            inp = x.detach().requires_grad_(True) if floating else x
+            out = module(inp)
+            if last and loss_fn is not None:
+                return inp, out, loss_fn(out, target)
+            return inp, out, out
+
+        times: dict[str, list[float]] = {"forward": [], "backward": [], "backward_input": [],
+                                        "backward_weight": []}
+        for run in range(warmup + repeats):
+            keep = run >= warmup
+            elapsed, (inp, out, head) = clock.time(forward)
+            grad = None if head is not out or head.dim() == 0 else torch.ones_like(head)
+            wrt = ([inp] if floating else []) + params
+            elapsed_b = 0.0
+            if wrt:
+                elapsed_b, _ = clock.time(lambda: torch.autograd.grad(
+                    head, wrt, grad, retain_graph=True, allow_unused=True))
+            elapsed_i = 0.0
+            if floating:
+                elapsed_i, _ = clock.time(lambda: torch.autograd.grad(
+                    head, [inp], grad, retain_graph=True))
+            elapsed_w = 0.0
+            if params:
+                elapsed_w, _ = clock.time(lambda: torch.autograd.grad(
+                    head, params, grad, allow_unused=True))
+            if keep:
+                times["forward"].append(elapsed)
+                times["backward"].append(elapsed_b)
+                times["backward_input"].append(elapsed_i)
+                times["backward_weight"].append(elapsed_w)
+        (_, out, _), activation = _saved_bytes(forward)
+        entry = {"name": name}
+        entry.update({kind: statistics.median(values) for kind, values in times.items()})
+        entry["activation"] = activation
+        entry["parameter_bytes"] = sum(_nbytes(p) for p in module.parameters())
+        entry["output_bytes"] = _nbytes(out)
+        measured.append(entry)
+        x = out.detach()
+    costs = {"layers": measured, "time_unit": "ms", "optimizer_multiple": optimizer_multiple}
+    if path is not None:
+        # Whole or not at all: a file half written is never left where the path points.
+        target_path = os.fspath(path)
+        partial = f"{target_path}.partial-{os.getpid()}"
+        with open(partial, "w", encoding="utf-8") as out_file:
+            json.dump(costs, out_file, indent=1)
+        os.replace(partial, target_path)
+    return costs
 
 
 def split_model(model: torch.nn.Module, split: Split,

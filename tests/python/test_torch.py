@@ -144,3 +144,32 @@ def test_split_model_builds_each_ranks_stages_from_the_partition():
     with pytest.raises(pipeplan.Error, match="holds layer 'tok_embeddings', which the model has "
                                              "no module of"):
         pipeplan.torch.split_model(torch.nn.Linear(2, 2), split, 0)
+
+
+def test_measured_layers_plan_a_split_of_the_model(tmp_path):
+    torch.manual_seed(0)
+    model = _Decoder()
+    tokens = torch.randint(0, 100, (4, 64))
+    costs = pipeplan.torch.measure_layers(
+        model, tokens, lambda out, target: torch.nn.functional.cross_entropy(
+            out.flatten(0, 1), target.flatten()), target=tokens, repeats=3, warmup=1,
+        path=tmp_path / "layers.json")
+    names = ["tok_embeddings"] + [f"layers.{i}" for i in range(6)] + ["norm", "output"]
+    assert [layer["name"] for layer in costs["layers"]] == names
+    for layer in costs["layers"]:
+        assert layer["forward"] > 0 and layer["backward"] > 0, layer
+        assert layer["backward_weight"] > 0, layer
+        assert layer["parameter_bytes"] == 4 * sum(
+            p.numel() for p in model.get_submodule(layer["name"]).parameters())
+    embedding, block, head = costs["layers"][0], costs["layers"][1], costs["layers"][-1]
+    assert embedding["backward_input"] == 0  # tokens have no gradient
+    assert block["backward_input"] > 0
+    # One microbatch's hidden state (4 x 64 x 16 floats) leaves every layer but the head.
+    assert block["output_bytes"] == 4 * 64 * 16 * 4
+    # The head keeps at least its input and its logits (4 x 64 x 100) for the backward.
+    assert head["activation"] >= 4 * 64 * 100 * 4
+    split = pipeplan.partition(tmp_path / "layers.json", ranks=2, microbatches=4,
+                               strategy="1f1b")
+    assert [name for stage in split.stages for name in stage] == names
+    with pytest.raises(pipeplan.Error, match="layers: the model has no module 'nope'"):
+        pipeplan.torch.measure_layers(model, tokens, layers=["nope"])
