@@ -1,0 +1,213 @@
+"""The partition's split and schedule against the even split with torch's own schedule classes,
+measured: a decoder of my own (an embedding and an LM head of an 8000-word vocabulary, eight
+blocks of two widths, a norm) trained by 2 Gloo processes on this machine's CPU, one thread
+each. The layer costs are measured first (pipeplan.torch.measure_layers, one process), the
+split and schedule chosen by pipeplan.partition(runtime="torch"); then every configuration runs
+--runs times for --steps steps. Per run the step time is the median over the steps after the
+first two of the slowest rank's schedule.step; printed per configuration: the median over the
+runs, its spread, and each rank's peak resident memory (ru_maxrss, the process's whole).
+
+    python bench/partition_gloo.py [--runs 5] [--steps 12] [--microbatches 8]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import resource
+import socket
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing
+from torch.distributed.pipelining import schedules as torch_schedules
+
+import pipeplan
+import pipeplan.torch
+
+RANKS = 2
+VOCAB = 8000
+HIDDEN = 256
+SEQ = 128
+ROWS = 2  # per microbatch
+WIDTHS = (512, 2048, 512, 2048, 512, 2048, 512, 2048)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up = torch.nn.Linear(HIDDEN, width)
+        self.down = torch.nn.Linear(width, HIDDEN)
+
+    def forward(self, x):
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.tok_embeddings = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.layers = torch.nn.ModuleList(Block(w) for w in WIDTHS)
+        self.norm = torch.nn.LayerNorm(HIDDEN)
+        self.output = torch.nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, tokens):
+        x = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        return self.output(self.norm(x))
+
+
+def loss_fn(logits, target):
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten())
+
+
+NAMES = ["tok_embeddings"] + [f"layers.{i}" for i in range(len(WIDTHS))] + ["norm", "output"]
+
+
+def even_stages(count):
+    """torchtitan's default: the earlier stages take the extra layers."""
+    out, start = [], 0
+    for k in range(count):
+        size = len(NAMES) // count + (1 if k < len(NAMES) % count else 0)
+        out.append(NAMES[start:start + size])
+        start += size
+    return out
+
+
+class Stage(torch.nn.Module):
+    def __init__(self, model, names):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(model.get_submodule(n) for n in names)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def torch_schedule(name, model, microbatches, rank):
+    """torch's own class on the even split: one stage per rank, or two (V = 2: loop placement;
+    ZBV's V shape)."""
+    cls = getattr(torch_schedules, name)
+    multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
+    if not multi:
+        names = even_stages(RANKS)
+        stage = pipeplan.torch._GlooPipelineStage(Stage(model, names[rank]), rank, RANKS,
+                                                  torch.device("cpu"))
+        return cls(stage, microbatches, loss_fn=loss_fn), [names[rank]]
+    names = even_stages(2 * RANKS)
+    indices = ([rank, 2 * RANKS - 1 - rank] if name == "ScheduleZBVZeroBubble"
+               else [rank, rank + RANKS])
+    # Gloo cannot send to its own rank: the V shape's turn needs the same work-around as
+    # pipeplan.torch.schedule's (torch's warm-up ops addressed to the rank itself dropped).
+    stage_type = pipeplan.torch._GlooPipelineStage
+    stages = [stage_type(Stage(model, names[i]), i, 2 * RANKS, torch.device("cpu"))
+              for i in indices]
+    return cls(stages, microbatches, loss_fn=loss_fn), [names[i] for i in indices]
+
+
+def run(rank, config, result_path):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=RANKS,
+                            timeout=datetime.timedelta(seconds=300))
+    try:
+        model = Decoder()
+        microbatches = config["microbatches"]
+        if config["kind"] == "pipeplan":
+            split = pipeplan.partition(config["layers"], ranks=RANKS, microbatches=microbatches,
+                                       runtime="torch")
+            built = pipeplan.torch.split_model(model, split, rank)
+            schedule = pipeplan.torch.schedule(split.plan, built, loss_fn=loss_fn)
+            first = 0 in built
+            last = len(split.stages) - 1 in built
+        else:
+            schedule, _ = torch_schedule(config["kind"], model, microbatches, rank)
+            count = RANKS if not isinstance(schedule, torch_schedules.PipelineScheduleMulti) \
+                else 2 * RANKS
+            held = ([rank] if count == RANKS else
+                    ([rank, 2 * RANKS - 1 - rank] if config["kind"] == "ScheduleZBVZeroBubble"
+                     else [rank, rank + RANKS]))
+            first, last = 0 in held, count - 1 in held
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        generator = torch.Generator().manual_seed(1)
+        tokens = torch.randint(0, VOCAB, (microbatches * ROWS, SEQ), generator=generator)
+        times = []
+        for _ in range(config["steps"]):
+            optimizer.zero_grad()
+            dist.barrier()
+            start = time.perf_counter()
+            losses = []
+            schedule.step(*((tokens,) if first else ()),
+                          **({"target": tokens, "losses": losses} if last else {}))
+            elapsed = torch.tensor(time.perf_counter() - start)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            times.append(elapsed.item())
+            optimizer.step()
+        peak = torch.tensor(float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024)
+        peaks = [torch.zeros(()) for _ in range(RANKS)]
+        dist.all_gather(peaks, peak)
+        if rank == 0:
+            with open(result_path, "w") as out:
+                json.dump({"step": statistics.median(times[2:]), "peaks": [p.item() for p in peaks]},
+                          out)
+    finally:
+        dist.destroy_process_group()
+
+
+def measure(config):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "result.json")
+        torch.multiprocessing.spawn(run, args=(config, path), nprocs=RANKS)
+        with open(path) as result:
+            return json.load(result)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--microbatches", type=int, default=8)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    model = Decoder()
+    tokens = torch.randint(0, VOCAB, (ROWS, SEQ))
+    layers = pipeplan.torch.measure_layers(model, tokens, loss_fn, target=tokens, repeats=7)
+    split = pipeplan.partition(layers, ranks=RANKS, microbatches=args.microbatches,
+                               runtime="torch")
+    print(f"layer costs (ms): " + ", ".join(f"{l['name']} F {l['forward']:.2f} "
+                                             f"B {l['backward']:.2f}" for l in layers["layers"]))
+    print(f"partition: {split.plan.strategy} V={split.plan.stages_per_rank}, stages "
+          f"{split.stages}, simulated step {split.makespan:.1f} ms (even split, best strategy: "
+          f"{split.even_strategy} {split.even_makespan:.1f} ms)")
+    configs = ["pipeplan"] + ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
+                              "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble"]
+    results = {}
+    for kind in configs:
+        runs = [measure({"kind": kind, "layers": layers, "microbatches": args.microbatches,
+                         "steps": args.steps}) for _ in range(args.runs)]
+        steps = [r["step"] * 1000 for r in runs]
+        peaks = [max(r["peaks"][k] for r in runs) for k in range(RANKS)]
+        results[kind] = (statistics.median(steps), min(steps), max(steps), peaks)
+        print(f"{kind:32s} step median {results[kind][0]:7.1f} ms (runs {min(steps):.1f}-"
+              f"{max(steps):.1f}), peak RSS per rank "
+              + ", ".join(f"{p / 2**20:.0f} MiB" for p in peaks), flush=True)
+    best_torch = min((k for k in configs if k != "pipeplan"), key=lambda k: results[k][0])
+    ours, theirs = results["pipeplan"][0], results[best_torch][0]
+    print(f"partition's split + {split.plan.strategy}: {ours:.1f} ms; the even split with "
+          f"torch's best class ({best_torch}): {theirs:.1f} ms; {100 * (1 - ours / theirs):.1f}% "
+          "shorter")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
