@@ -17,6 +17,7 @@
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/split_layout.h"
+#include "pipeplan/planner/auto_search.h"
 #include "pipeplan/planner/partition.h"
 
 namespace pipeplan::cli {
@@ -137,11 +138,6 @@ std::vector<double> PeaksOf(const Timeline& timeline) {
   return peaks;
 }
 
-std::string NameOf(const Plan& plan) {
-  return plan.request.strategy + " (V=" + std::to_string(plan.request.topology.stages_per_rank) +
-         ")";
-}
-
 std::string RenderJson(const PartitionOptions& options, const PartitionResult& result) {
   const Evaluated& best = result.best.planned;
   std::ostringstream out;
@@ -179,11 +175,11 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
   std::ostringstream out;
   const PartitionCandidate& pick = result.candidates[result.pick];
   out << layers.layers.size() << " layers onto P=" << options.request.ranks
-      << ", M=" << options.request.microbatches << ": " << NameOf(plan) << ", step "
+      << ", M=" << options.request.microbatches << ": " << StrategyAtV(plan.request) << ", step "
       << Cell(best.timeline.metrics.makespan) << unit << " (" << result.evaluations
       << " plans simulated";
   if (pick.exhaustive > 0) {
-    out << "; the best of all " << pick.exhaustive << " splits for " << NameOf(plan);
+    out << "; the best of all " << pick.exhaustive << " splits for " << StrategyAtV(plan.request);
   }
   out << ")\n\n";
   const bool bytes = layers.HasMemory();
@@ -219,7 +215,7 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
   const double step = best.timeline.metrics.makespan;
   const auto versus = [&](const SplitPlan& even) {
     const double other = even.planned.timeline.metrics.makespan;
-    return NameOf(even.planned.plan) + ": step " + Cell(other) + unit + " (" +
+    return StrategyAtV(even.planned.plan.request) + ": step " + Cell(other) + unit + " (" +
            app::FormatPercent(std::abs(other / step - 1)) +
            (other >= step ? " longer" : " shorter") + " than this split's)";
   };

@@ -188,8 +188,8 @@ class SplitSearch {
   }
 
  private:
-  // Every split one move away: a boundary by +-1 or +-2 layers, two neighbouring boundaries
-  // together by +-1; boundaries stay in order with every stage at least one layer.
+  // Every split one move away: one boundary anywhere between its neighbours, or a run of
+  // neighbouring boundaries together by one layer; every stage keeps at least one layer.
   std::vector<LayerSplit> Neighbours(const LayerSplit& split) const {
     const int layers = static_cast<int>(request_.layers.layers.size());
     const auto valid = [&](const LayerSplit& s) {
@@ -237,8 +237,7 @@ class SplitSearch {
 std::vector<double> StageWeights(const LayerCosts& layers) {
   std::vector<double> weights;
   for (const LayerFigures& layer : layers.layers) {
-    weights.push_back(*layer.forward + layer.backward.value_or(layer.backward_input.value_or(0) +
-                                                               layer.backward_weight.value_or(0)));
+    weights.push_back(*layer.forward + layer.FullBackward());
   }
   return weights;
 }

@@ -395,13 +395,9 @@ void BindSplit(nb::module_& m) {
       .def_prop_ro(
           "peak_memory",
           [](const SplitHandle& s) {
-            std::vector<double> peaks;
-            if (s.plan.timeline.has_value()) {
-              for (const RankTimeline& rank : s.plan.timeline->ranks) {
-                peaks.push_back(rank.peak_memory);
-              }
-            }
-            return peaks;
+            return s.plan.timeline.has_value()
+                       ? PerRank(*s.plan.timeline, &RankTimeline::peak_memory)
+                       : std::vector<double>{};
           },
           "Per rank the most it holds (bytes where the layers give memory).")
       .def_ro("megatron_layout", &SplitHandle::megatron_layout,

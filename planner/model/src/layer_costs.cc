@@ -61,8 +61,7 @@ StageSum SumOf(const LayerCosts& layers, int first, int end, double optimizer_mu
   for (int i = first; i < end; ++i) {
     const LayerFigures& layer = layers.layers[static_cast<size_t>(i)];
     const bool split = layer.backward_input.has_value();
-    const double backward = layer.backward.value_or(layer.backward_input.value_or(0) +
-                                                    layer.backward_weight.value_or(0));
+    const double backward = layer.FullBackward();
     sum.costs.forward += *layer.forward;
     sum.costs.backward += backward;
     sum.costs.backward_input += split ? *layer.backward_input : backward / 2;

@@ -27,6 +27,10 @@ struct LayerFigures {
   double parameter_bytes = 0.0;
   double output_bytes = 0.0;  // one microbatch's output: the message to the next stage
 
+  // B as given, else I + W (a valid layer has one or the other).
+  double FullBackward() const {
+    return backward.value_or(backward_input.value_or(0) + backward_weight.value_or(0));
+  }
   bool operator==(const LayerFigures&) const = default;
 };
 
