@@ -272,8 +272,8 @@ class CommChecker {
           case ActionKind::kBackwardInput:
           case ActionKind::kOverlapFB:
             for (const Action* part : ComputeParts(a)) {
-              PIPEPLAN_RETURN_IF_ERROR(
-                  CheckInputReceived(where, *part, forward_received, backward_received));
+              PIPEPLAN_RETURN_IF_ERROR(CheckInputReceived(
+                  where, *part, forward_received, backward_received, forward_done, backward_done));
               if (part->kind == ActionKind::kForward) {
                 forward_done.At(part->stage, part->microbatch) = 1;
               } else {
@@ -295,26 +295,43 @@ class CommChecker {
   template <typename WhereFn>
   Status CheckInputReceived(const WhereFn& where, const Action& part,
                             const StageMbTable<int>& forward_received,
-                            const StageMbTable<int>& backward_received) const {
+                            const StageMbTable<int>& backward_received,
+                            const StageMbTable<uint8_t>& forward_done,
+                            const StageMbTable<uint8_t>& backward_done) const {
     const int s = part.stage.value;
     if (part.kind == ActionKind::kForward) {
-      if (stages_.IsFirst(part.stage) ||
-          stages_.RankOf(StageId(s - 1)) == stages_.RankOf(part.stage)) {
-        return Status::Ok();
+      if (stages_.IsFirst(part.stage)) return Status::Ok();
+      const StageId producer(s - 1);
+      if (stages_.RankOf(producer) == stages_.RankOf(part.stage)) {
+        return CheckLocalInput(where, part, producer, forward_done, "forward");
       }
       if (forward_received.At(part.stage, part.microbatch) != 1) {
         return InvalidArgument(where() + ": forward without a RECV_F of its input before it");
       }
       return Status::Ok();
     }
-    if (stages_.IsLast(part.stage) ||
-        stages_.RankOf(StageId(s + 1)) == stages_.RankOf(part.stage)) {
-      return Status::Ok();
+    if (stages_.IsLast(part.stage)) return Status::Ok();
+    const StageId producer(s + 1);
+    if (stages_.RankOf(producer) == stages_.RankOf(part.stage)) {
+      return CheckLocalInput(where, part, producer, backward_done, "backward");
     }
     if (backward_received.At(part.stage, part.microbatch) != 1) {
       return InvalidArgument(where() + ": backward without a RECV_B of its gradient before it");
     }
     return Status::Ok();
+  }
+
+  // A neighbour on the same rank hands its output over in memory: its action must come earlier
+  // in this rank's program (programs are walked rank by rank, so `done` holds only this rank's
+  // earlier actions for its own stages). Without this a plan may wait on itself.
+  template <typename WhereFn>
+  static Status CheckLocalInput(const WhereFn& where, const Action& part, StageId producer,
+                                const StageMbTable<uint8_t>& done, const char* pass) {
+    if (done.At(producer, part.microbatch)) return Status::Ok();
+    return InvalidArgument(where() + ": needs the " + pass + " of stage " +
+                           std::to_string(producer.value) + " microbatch " +
+                           std::to_string(part.microbatch.value) +
+                           ", which this rank runs later (a local hand-over must come first)");
   }
 
   Status CheckEverySentOnce(const StageMbTable<int>& forward_sent,

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 
 #include "test_support.h"
@@ -105,6 +106,40 @@ TEST(Validator, ForwardWithoutReceive) {
   Plan plan = SmallPlan();
   plan.programs[1].actions.erase(plan.programs[1].actions.begin());
   EXPECT_EQ(Error(plan), "rank 1, action 0 (1F0): forward without a RECV_F of its input before it");
+}
+
+// zbv at P=2 puts stages 1 and 2 on rank 1: 2's gradient reaches 1 in memory, so stage 1's
+// backward of a microbatch must follow stage 2's on that rank (a fuzzer's plan put it before;
+// the simulator then found the rank waiting on itself).
+size_t IndexOf(const RankProgram& program, ActionKind kind, int stage, int mb) {
+  for (size_t i = 0; i < program.actions.size(); ++i) {
+    const Action& a = program.actions[i];
+    if (a.kind == kind && a.stage.value == stage && a.microbatch.value == mb) return i;
+  }
+  ADD_FAILURE() << "no such action";
+  return 0;
+}
+
+TEST(Validator, LocalHandOverInTheWrongOrder) {
+  Plan backward = BuildOrDie(MakeRequest("zbv", 2, 4, 2));
+  RankProgram& rank1 = backward.programs[1];
+  const size_t first = IndexOf(rank1, ActionKind::kBackwardInput, 2, 3);
+  const size_t second = IndexOf(rank1, ActionKind::kBackwardInput, 1, 3);
+  ASSERT_LT(first, second);
+  std::swap(rank1.actions[first], rank1.actions[second]);
+  EXPECT_EQ(Error(backward), "rank 1, action " + std::to_string(first) +
+                                 " (1I3): needs the backward of stage 2 microbatch 3, which this "
+                                 "rank runs later (a local hand-over must come first)");
+
+  Plan forward = BuildOrDie(MakeRequest("zbv", 2, 4, 2));
+  RankProgram& rank1f = forward.programs[1];
+  const size_t producer = IndexOf(rank1f, ActionKind::kForward, 1, 0);
+  const size_t consumer = IndexOf(rank1f, ActionKind::kForward, 2, 0);
+  ASSERT_LT(producer, consumer);
+  std::swap(rank1f.actions[producer], rank1f.actions[consumer]);
+  EXPECT_EQ(Error(forward), "rank 1, action " + std::to_string(producer) +
+                                " (2F0): needs the forward of stage 1 microbatch 0, which this "
+                                "rank runs later (a local hand-over must come first)");
 }
 
 TEST(Validator, SendToTheWrongPeer) {
