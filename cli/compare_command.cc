@@ -49,7 +49,10 @@ Request:
                                rollback tagging; the table gets a 'rollback RECVs' column and
                                the other strategies are left out
   --runtime NAME               only what this runtime runs: pipeplan-torch, torch, torchtitan
-                               or megatron (see 'pipeplan plan --help'; default: every strategy)
+                               or megatron (see 'pipeplan plan --help'; default: every strategy);
+                               torch and torchtitan add the columns 'torch: csv-comms' and
+                               'torch: csv', each row's step on torch's runtime from either
+                               export (as 'pipeplan simulate --runtime torch' times it)
   --request FILE               take P, M, costs and memory from a PlanRequest file (text or
                                JSON); its strategy is ignored; excludes the flags above
 

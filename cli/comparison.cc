@@ -9,6 +9,7 @@
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/plan_util.h"
+#include "pipeplan/model/runtime_target.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
 #include "pipeplan/strategies/runtime_support.h"
@@ -34,6 +35,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
     return row;
   }
   row.assumes = DescribeAssumptions(planned->plan, base.costs, base.memory);
+  if (IsTorchScheduleRuntime(base.runtime)) row.torch = SimulateTorchExports(planned->plan);
   row.plan = std::move(planned->plan);
   row.timeline = std::move(planned->timeline);
   return row;
@@ -154,6 +156,11 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
                                      "bubble mean",
                                      "peak act. mem",
                                      "gap to LB"};
+  const bool with_torch = std::any_of(
+      rows.begin(), rows.end(), [](const ComparisonRow& row) { return row.torch.has_value(); });
+  if (with_torch) {
+    header.insert(header.begin() + 4, {"torch: csv-comms", "torch: csv"});
+  }
   if (with_pv) header.emplace_back("rollback RECVs");
   const bool with_optimal = std::any_of(rows.begin(), rows.end(),
                                         [](const ComparisonRow& row) { return row.solver_made; });
@@ -180,6 +187,11 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
         FormatFixed(m.bubble_fraction_mean, 4),
         app::FormatMemory(PeakActivationMemory(*row.timeline), row.plan->request.memory),
         app::FormatPercent(m.gap_to_lower_bound)};
+    if (with_torch) {
+      const bool has = row.torch.has_value();
+      cells.insert(cells.begin() + 4, {has ? row.torch->plan_transfers.Cell() : "-",
+                                       has ? row.torch->torch_lowering.Cell() : "-"});
+    }
     if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(*row.plan)));
     if (with_optimal) {
       cells.push_back(row.solver_made                  ? VerdictCell(row)
@@ -190,6 +202,13 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
     table.AddRow(std::move(cells));
   }
   std::string out = table.Render() + "(* = smallest makespan)\n";
+  if (with_torch) {
+    out +=
+        "(torch: the step on torch's runtime, one comm stream per rank, loaded from the\n"
+        " torch-csv-comms export (pipeplan's transfers) or torch-csv (torch adds its own, as its\n"
+        " schedule classes do); '-': torch cannot run it ('pipeplan simulate PLAN --runtime\n"
+        " torch' says why); makespan: pipeplan's runtime)\n";
+  }
   if (with_assumed) {
     out +=
         "(assumes: what a row's makespan rests on that no profiled run measured: profile\n"

@@ -46,8 +46,10 @@ Request:
                                loads 'pipeplan export --format torch-csv'), torchtitan or
                                megatron; only what it runs is planned (torch: no dual
                                placement, no post-validation, F&B cells cost F + B since it
-                               runs their halves in turn; megatron: 1f1b, interleaved-1f1b and
-                               their overlap variants). Default: any strategy
+                               runs their halves in turn, each receive posted when its data
+                               is sent, since torch cannot start one before the compute ahead
+                               of it ends; megatron: 1f1b, interleaved-1f1b and their overlap
+                               variants). Default: any strategy
   --post-validation            zero-bubble family (zb, zb-1p, zb-2p, zb-h1, zb-h2,
                                interleaved-zb, zbv, zbv-handcrafted, v-half, v-min): insert the
                                optimizer post-validation (PV) on every rank and tag the receives

@@ -15,7 +15,9 @@
 #include "pipeplan/app/metrics_json.h"
 #include "pipeplan/app/plan_summary.h"
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/cli/torch_steps.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/model/runtime_target.h"
 #include "pipeplan/planner/normalize.h"
 #include "pipeplan/reports/chrome_trace.h"
 #include "pipeplan/reports/html_report.h"
@@ -26,8 +28,8 @@ namespace pipeplan::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    R"(usage: pipeplan simulate PLAN [--costs FILE] [--json] [--trace FILE] [--svg FILE]
-                          [--html FILE] [--timeline FILE]
+    R"(usage: pipeplan simulate PLAN [--costs FILE] [--runtime NAME] [--export FORMAT] [--json]
+                          [--trace FILE] [--svg FILE] [--html FILE] [--timeline FILE]
 
 Validates a plan file (binary, text or JSON protobuf, as written by 'pipeplan plan' or
 'pipeplan import') and simulates it with the costs and memory model stored in the plan,
@@ -48,12 +50,24 @@ Options:
   --costs FILE          simulate the same actions with these costs instead of the plan's
                         (e.g. from 'pipeplan calibrate': with --timeline, the simulated
                         side of a 'pipeplan diff' against a measured run of this plan)
+  --runtime NAME        whose runtime runs it: pipeplan-torch (default: pipeplan's runtime,
+                        transfers in the background), or torch / torchtitan: torch's
+                        _PipelineScheduleRuntime on NCCL, each SEND and RECV its own batch on
+                        the rank's one comm stream, in list order (docs/torch-interop.md);
+                        prints the step for each export beside pipeplan's runtime, and which
+                        export to load
+  --export FORMAT       with --runtime torch: the list torch runs, torch-csv-comms (default:
+                        the plan's transfers) or torch-csv (compute only: torch adds its own
+                        transfers, as its multi-stage schedule classes do); the metrics,
+                        --json and the files are of that run
   --json                print one JSON object instead of the table: strategy, ranks,
                         stages_per_rank, microbatches, makespan, zb_bubble_rate,
                         bubble_fraction_max, bubble_fraction_mean, lower_bound,
                         gap_to_lower_bound, post_validation (true/false),
                         rollback_receives, and per-rank arrays busy, idle,
-                        peak_activation_memory, peak_memory
+                        peak_activation_memory, peak_memory; with --runtime torch also
+                        runtime, export, makespan_torch_csv_comms, makespan_torch_csv (null
+                        where torch cannot run it), makespan_pipeplan_runtime
   --trace FILE          write a Chrome trace (open in https://ui.perfetto.dev or
                         chrome://tracing)
   --svg FILE            write an SVG timeline (one row per rank)
@@ -68,6 +82,7 @@ Examples:
   pipeplan simulate plan.pb --json
   pipeplan simulate plan.pb --trace trace.json --svg timeline.svg --html report.html
   pipeplan simulate plan.pb --costs calibrated.json --timeline simulated.pb
+  pipeplan simulate plan.pb --runtime torch --export torch-csv --svg torch.svg
 )";
 
 struct SimulateOptions {
@@ -78,7 +93,38 @@ struct SimulateOptions {
   std::optional<std::string> svg;
   std::optional<std::string> html;
   std::optional<std::string> timeline;
+  bool torch = false;    // --runtime torch|torchtitan
+  bool lowered = false;  // --export torch-csv
 };
+
+// --runtime and --export: which runtime model, and for torch's, which list.
+Status ParseRuntimeOptions(const app::Flags& flags, SimulateOptions& options) {
+  const std::optional<std::string> name = flags.GetString("runtime");
+  const std::optional<std::string> format = flags.GetString("export");
+  if (name.has_value()) {
+    const std::optional<Runtime> runtime = RuntimeFromName(*name);
+    if (!runtime.has_value()) {
+      return InvalidArgument("--runtime: unknown runtime '" + *name + "' (expected " +
+                             std::string(RuntimeNames()) + ")");
+    }
+    if (*runtime == Runtime::kMegatron) {
+      return InvalidArgument(
+          "--runtime megatron: there is no model of Megatron-LM's runtime; simulate without "
+          "--runtime (pipeplan's) or with --runtime torch");
+    }
+    options.torch = IsTorchScheduleRuntime(*runtime);
+  }
+  if (!format.has_value()) return Status::Ok();
+  if (!options.torch) {
+    return InvalidArgument("--export names the list torch's runtime runs: give --runtime torch");
+  }
+  if (*format != "torch-csv" && *format != "torch-csv-comms") {
+    return InvalidArgument("--export: unknown format '" + *format +
+                           "' (expected torch-csv-comms or torch-csv)");
+  }
+  options.lowered = *format == "torch-csv";
+  return Status::Ok();
+}
 
 StatusOr<SimulateOptions> ParseSimulateOptions(const app::Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(
@@ -91,6 +137,7 @@ StatusOr<SimulateOptions> ParseSimulateOptions(const app::Flags& flags) {
   options.svg = flags.GetString("svg");
   options.html = flags.GetString("html");
   options.timeline = flags.GetString("timeline");
+  PIPEPLAN_RETURN_IF_ERROR(ParseRuntimeOptions(flags, options));
   return options;
 }
 
@@ -124,6 +171,53 @@ std::string RenderText(const std::string& path, const Plan& plan, const Timeline
   return out;
 }
 
+std::string ExportName(bool lowered) { return lowered ? "torch-csv" : "torch-csv-comms"; }
+
+// Each export's step on torch's runtime beside pipeplan's runtime, and which export to load.
+std::string RenderTorchExports(const Plan& plan, const TorchSteps& steps,
+                               const Timeline& pipeplan_timeline) {
+  const double own = pipeplan_timeline.metrics.makespan;
+  app::TextTable table({"runs", "makespan", "vs pipeplan's runtime"}, {true, false, false});
+  const auto add = [&](const std::string& name, const TorchStep& step) {
+    if (!step.run.has_value()) {
+      table.AddSpanRow({name}, "cannot run: " + step.error);
+      return;
+    }
+    const double makespan = step.run->timeline.metrics.makespan;
+    table.AddRow({name, step.Cell(), own > 0 ? "+" + app::FormatPercent(makespan / own - 1) : "-"});
+  };
+  add("torch, torch-csv-comms", steps.plan_transfers);
+  add("torch, torch-csv", steps.torch_lowering);
+  table.AddRow({"pipeplan's runtime", app::FormatCompact(own), ""});
+  std::string out = "\n" + table.Render();
+  if (const std::string advice = AdviseTorchExport(steps); !advice.empty()) {
+    out += advice + "\n";
+  }
+  const bool slower = steps.plan_transfers.run.has_value() &&
+                      steps.plan_transfers.run->timeline.metrics.makespan > own * (1 + 1e-9);
+  if (slower && !IsTorchScheduleRuntime(plan.request.runtime)) {
+    out +=
+        "note: this plan posts each receive right before its consumer, where torch's runtime "
+        "cannot start it until the compute ahead of it ends; planned with --runtime torch, its "
+        "receives are posted when their data is sent\n";
+  }
+  return out;
+}
+
+// The fields --json adds with --runtime torch: the export shown, each export's makespan (null
+// where torch cannot run it) and pipeplan's runtime's.
+std::string TorchExportsJson(const TorchSteps& steps, const Timeline& pipeplan_timeline,
+                             bool lowered) {
+  const auto makespan = [](const TorchStep& step) {
+    return step.run.has_value() ? app::JsonNumber(step.run->timeline.metrics.makespan)
+                                : std::string("null");
+  };
+  return ",\"runtime\":\"torch\",\"export\":" + app::JsonString(ExportName(lowered)) +
+         ",\"makespan_torch_csv_comms\":" + makespan(steps.plan_transfers) +
+         ",\"makespan_torch_csv\":" + makespan(steps.torch_lowering) +
+         ",\"makespan_pipeplan_runtime\":" + app::JsonNumber(pipeplan_timeline.metrics.makespan);
+}
+
 Status ExecuteSimulate(const SimulateOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(Plan plan, app::LoadPlanFile(options.plan_path));
   if (options.costs.has_value()) {
@@ -136,7 +230,20 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     if (!notes.ok()) return notes.status().WithContext(*options.costs);
     for (const std::string& note : *notes) app::PrintNote(note);
   }
-  PIPEPLAN_ASSIGN_OR_RETURN(const Timeline timeline, Simulate(plan));
+  PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Simulate(plan));
+  std::string torch_text;
+  std::string torch_json;
+  if (options.torch) {
+    const TorchSteps steps = SimulateTorchExports(plan);
+    torch_text = RenderTorchExports(plan, steps, timeline);
+    torch_json = TorchExportsJson(steps, timeline, options.lowered);
+    const TorchStep& chosen = options.lowered ? steps.torch_lowering : steps.plan_transfers;
+    if (!chosen.run.has_value()) {
+      return InvalidArgument("--export " + ExportName(options.lowered) + ": " + chosen.error);
+    }
+    plan = chosen.run->plan;
+    timeline = chosen.run->timeline;
+  }
 
   // Render everything first so that a failure leaves no output behind.
   std::vector<app::OutputFile> files;
@@ -163,9 +270,16 @@ Status ExecuteSimulate(const SimulateOptions& options) {
   }
   PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
 
-  std::cout << (options.json ? app::RenderMetricsJson(plan, timeline)
-                             : RenderText(options.plan_path, plan, timeline));
-  if (!options.json) {
+  if (options.json) {
+    std::string json = app::RenderMetricsJson(plan, timeline);
+    if (!torch_json.empty()) json = json.substr(0, json.rfind('}')) + torch_json + "}\n";
+    std::cout << json;
+  } else {
+    if (options.torch) {
+      std::cout << "on torch's runtime, loaded from " << ExportName(options.lowered)
+                << " (one comm stream per rank: docs/torch-interop.md)\n";
+    }
+    std::cout << RenderText(options.plan_path, plan, timeline) << torch_text;
     for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
   }
   return Status::Ok();
@@ -174,12 +288,18 @@ Status ExecuteSimulate(const SimulateOptions& options) {
 }  // namespace
 
 int RunSimulateCommand(const std::vector<std::string>& args) {
-  static const app::CommandSpec<SimulateOptions> kSpec = {
-      "simulate",
-      kHelp,
-      {{"costs"}, {"json", app::FlagKind::kBool}, {"trace"}, {"svg"}, {"html"}, {"timeline"}},
-      ParseSimulateOptions,
-      ExecuteSimulate};
+  static const app::CommandSpec<SimulateOptions> kSpec = {"simulate",
+                                                          kHelp,
+                                                          {{"costs"},
+                                                           {"runtime"},
+                                                           {"export"},
+                                                           {"json", app::FlagKind::kBool},
+                                                           {"trace"},
+                                                           {"svg"},
+                                                           {"html"},
+                                                           {"timeline"}},
+                                                          ParseSimulateOptions,
+                                                          ExecuteSimulate};
   return app::RunCommand(kSpec, args);
 }
 

@@ -90,8 +90,13 @@ StatusOr<Evaluated> BuildScheduledPlan(const PlanRequest& request, ComputeOrder 
   const StageMap stages(request.topology);
   Plan plan;
   plan.request = request;
-  PIPEPLAN_ASSIGN_OR_RETURN(plan.programs,
-                            InsertComm(std::move(order), stages, request.costs, schedule));
+  // torch's runtime cannot start a receive before the compute ahead of it ends: post it when
+  // its data is sent, not at its consumer (comm_insertion.h).
+  const ReceivePlacement receives = IsTorchScheduleRuntime(request.runtime)
+                                        ? ReceivePlacement::kWhenSent
+                                        : ReceivePlacement::kBeforeConsumer;
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      plan.programs, InsertComm(std::move(order), stages, request.costs, schedule, receives));
   if (request.options.post_validation) {
     PIPEPLAN_ASSIGN_OR_RETURN(plan.programs, InsertPostValidation(std::move(plan.programs), stages,
                                                                   request.costs, schedule));

@@ -97,10 +97,11 @@ def plan_and_export(csv_format, strategy, ranks, stages_per_rank, microbatches, 
     return run_pipeplan("export", "-", "--format", csv_format, stdin=plan)
 
 
-def try_plan_and_export(csv_format, strategy, ranks, stages_per_rank, microbatches):
+def try_plan_and_export(csv_format, strategy, ranks, stages_per_rank, microbatches, *extra):
     """`pipeplan plan ... | pipeplan export - --format CSV_FORMAT` where the export may refuse:
     (exit code, csv text, stderr) of the export."""
-    plan, _ = run_pipeplan(*plan_args(strategy, ranks, stages_per_rank, microbatches), "-o", "-")
+    plan, _ = run_pipeplan(*plan_args(strategy, ranks, stages_per_rank, microbatches, *extra),
+                           "-o", "-")
     result = subprocess.run([pipeplan_binary(), "export", "-", "--format", csv_format],
                             input=plan, capture_output=True, text=True,
                             timeout=COMMAND_TIMEOUT_S, check=False)

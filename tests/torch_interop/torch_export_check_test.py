@@ -5,9 +5,14 @@ formats and put through torch's own checks: `_validate_schedule` (counts and ord
 refuses with exit 1 (dualpipe: two model copies, which torch's grammar cannot express).
 F&B overlap cells are expanded into their F and B for the simulator, which cannot take them
 even for torch's own DualPipeV.
+Then pipeplan's own model of that lowering (`simulate --runtime torch --export torch-csv`, whose
+timeline carries the lists it timed) is held to torch's `_add_send_recv`, action for action.
 """
 
+import json
+import os
 import sys
+import tempfile
 import unittest
 
 import interop_support as support
@@ -54,7 +59,60 @@ def expand_overlap(actions):
     return out
 
 
+KIND_TOKENS = {"FORWARD": "F", "BACKWARD": "B", "BACKWARD_INPUT": "I", "BACKWARD_WEIGHT": "W",
+               "SEND_F": "SEND_F", "RECV_F": "RECV_F", "SEND_B": "SEND_B", "RECV_B": "RECV_B"}
+
+
+def flat_tokens(actions):
+    """(stage, kind, microbatch) per action, overlap cells as their halves."""
+    out = []
+    for action in actions:
+        if action["kind"] == "OVERLAP_F_B":
+            out.extend(flat_tokens(action["sub_actions"]))
+        else:
+            out.append((action.get("stage", 0), KIND_TOKENS[action["kind"]],
+                        action.get("microbatch", 0)))
+    return out
+
+
+def pipeplan_lowering(strategy, ranks, stages_per_rank, microbatches):
+    """The lists pipeplan's model of torch's runtime runs for the torch-csv export."""
+    plan, _ = support.run_pipeplan(
+        *support.plan_args(strategy, ranks, stages_per_rank, microbatches), "-o", "-")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "torch.json")
+        support.run_pipeplan("simulate", "-", "--runtime", "torch", "--export", "torch-csv",
+                             "--timeline", path, stdin=plan)
+        with open(path, encoding="utf-8") as f:
+            programs = json.load(f)["plan"]["programs"]
+    return {p.get("rank", 0): flat_tokens(p["actions"]) for p in programs}
+
+
 class TorchExportCheckTest(unittest.TestCase):
+
+    def test_pipeplans_model_of_torchs_lowering_is_torchs(self):
+        from torch.distributed.pipelining import schedules
+        compared = 0
+        for strategy, (stages_per_rank, placement) in GRID.items():
+            if strategy in REFUSED:
+                continue
+            for ranks in RANKS:
+                microbatches = MICROBATCHES[0]
+                with self.subTest(f"{strategy} P={ranks}"):
+                    csv_text, _ = support.plan_and_export(
+                        "torch-csv", strategy, ranks, stages_per_rank, microbatches)
+                    compute = {rank: [a for a in row if a.is_compute_op]
+                               for rank, row in parse_rows(csv_text).items()}
+                    lowered = schedules._add_send_recv(
+                        compute, stage_to_rank(placement, ranks), ranks * stages_per_rank)
+                    want = {rank: [(a.stage_index, a.computation_type.value,
+                                    a.microbatch_index) for a in expand_overlap({0: row})[0]]
+                            for rank, row in lowered.items()}
+                    got = pipeplan_lowering(strategy, ranks, stages_per_rank, microbatches)
+                    self.assertEqual(got, want)
+                    compared += 1
+        print(f"{compared} lowerings equal torch's")
+        self.assertGreater(compared, 20)
 
     def test_every_export_passes_torchs_checks_or_refuses(self):
         from torch.distributed.pipelining import schedules
@@ -64,11 +122,16 @@ class TorchExportCheckTest(unittest.TestCase):
                 for microbatches in MICROBATCHES:
                     num_stages = ranks * stages_per_rank
                     to_rank = stage_to_rank(placement, ranks)
-                    for csv_format in ("torch-csv", "torch-csv-comms"):
-                        name = f"{strategy} P={ranks} M={microbatches} {csv_format}"
+                    # A plan for torch's runtime posts its receives when their data is sent.
+                    for csv_format, extra in (("torch-csv", ()), ("torch-csv-comms", ()),
+                                              ("torch-csv-comms", ("--runtime", "torch"))):
+                        name = f"{strategy} P={ranks} M={microbatches} {csv_format} {extra}"
                         with self.subTest(name):
+                            if extra and strategy in REFUSED:
+                                continue  # --runtime torch refuses to plan it at all
                             code, csv_text, stderr = support.try_plan_and_export(
-                                csv_format, strategy, ranks, stages_per_rank, microbatches)
+                                csv_format, strategy, ranks, stages_per_rank, microbatches,
+                                *extra)
                             if strategy in REFUSED:
                                 self.assertEqual(code, 1, stderr)
                                 self.assertIn("dualpipe-v", stderr)

@@ -34,6 +34,9 @@ CASES = [
     ("dualpipe-v", 2, ()),
     ("zb-2p", 1, ()),
     ("zbv", 2, ("--post-validation",)),
+    # Planned for torch's runtime: receives posted when their data is sent, not at the consumer.
+    ("interleaved-zb", 2, ("--runtime", "torch")),
+    ("dualpipe-v", 2, ("--runtime", "torch")),
 ]
 # pipeplan export format -> the format argument of torch's _load_csv.
 FORMATS = {"torch-csv": "compute_only", "torch-csv-comms": "compute_comms"}

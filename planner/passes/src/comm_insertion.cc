@@ -55,9 +55,12 @@ static_assert(sizeof(PendingComm) == 12);
 
 class CommInserter {
  public:
-  CommInserter(const ComputeOrder& order, const StageMap& stages, int microbatches)
+  CommInserter(const ComputeOrder& order, const StageMap& stages, int microbatches,
+               const ListScheduleResult& schedule, ReceivePlacement placement)
       : order_(order),
         stages_(stages),
+        schedule_(schedule),
+        placement_(placement),
         forward_at_(stages.num_stages(), microbatches, kMissing),
         input_grad_at_(stages.num_stages(), microbatches, kMissing),
         pending_(order.size()) {
@@ -158,9 +161,21 @@ class CommInserter {
     }
     // Messages arrive here in global order, so every rank's list stays sorted by message.
     pending_[sender.value].emplace_back(producer.index + 1, send_kind, part.stage, part.microbatch);
-    pending_[receiver.value].emplace_back(consumer_index, recv_kind, consumer_stage,
-                                          part.microbatch);
+    pending_[receiver.value].emplace_back(ReceiveSlot(receiver.value, consumer_index, producer),
+                                          recv_kind, consumer_stage, part.microbatch);
     return Status::Ok();
+  }
+
+  // Before its consumer; under kWhenSent no later than the receiver's first compute that ends
+  // after the producer (by the list schedule's clock).
+  int ReceiveSlot(int receiver, int consumer_index, const ComputeRef& producer) const {
+    if (placement_ == ReceivePlacement::kBeforeConsumer) return consumer_index;
+    const double sent = schedule_.At(producer.rank, static_cast<size_t>(producer.index)).end;
+    const auto ends = schedule_.Rank(receiver);
+    const auto after =
+        std::upper_bound(ends.begin(), ends.end(), sent,
+                         [](double t, const ScheduledCompute& compute) { return t < compute.end; });
+    return std::min(consumer_index, static_cast<int>(after - ends.begin()));
   }
 
   // Moves each RECV to min(its consumer, every later-numbered comm action on the rank).
@@ -192,6 +207,8 @@ class CommInserter {
 
   const ComputeOrder& order_;
   const StageMap& stages_;
+  const ListScheduleResult& schedule_;
+  ReceivePlacement placement_;
   StageMbTable<int> forward_at_;                   // compute index of F(stage, mb) on its rank
   StageMbTable<int> input_grad_at_;                // compute index of B or I(stage, mb) on its rank
   std::vector<std::vector<PendingComm>> pending_;  // per rank, in message order
@@ -222,12 +239,13 @@ StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap
 }
 
 StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
-                                              const CostModel& costs,
-                                              ListScheduleResult& schedule) {
+                                              const CostModel& costs, ListScheduleResult& schedule,
+                                              ReceivePlacement placement) {
   const ComputeView view = ViewOf(order);
   PIPEPLAN_ASSIGN_OR_RETURN(schedule, RunListSchedule(view, stages, costs));
   const std::vector<ComputeRef> global = CompletionOrder(schedule);
-  return CommInserter(order, stages, MaxMicrobatches(stages)).Run(global, order);
+  return CommInserter(order, stages, MaxMicrobatches(stages), schedule, placement)
+      .Run(global, order);
 }
 
 }  // namespace pipeplan

@@ -26,6 +26,18 @@ TEST(CommInsertion, OneFOneBTwoRanksExactPrograms) {
   }
 }
 
+// Planned for torch's runtime, a receive is posted when its data is sent. List schedule: rank 0
+// 0F0 [0,1] 0F1 [1,2] 0B0 [4,6] 0B1 [7,9]; rank 1 1F0 [1,2] 1B0 [2,4] 1F1 [4,5] 1B1 [5,7].
+// 0F1's activation is sent at 2, when rank 1's next compute is 1B0: 1RECV_F1 goes before it,
+// not before its consumer 1F1. The gradients land where their consumers start anyway.
+TEST(CommInsertion, ForTorchReceivesArePostedWhenTheirDataIsSent) {
+  PlanRequest request = MakeRequest("1f1b", 2, 2, 1, 1, 1, 1);
+  request.runtime = Runtime::kTorch;
+  const Plan plan = BuildOrDie(request);
+  EXPECT_EQ(ProgramString(plan, 0), "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1");
+  EXPECT_EQ(ProgramString(plan, 1), "1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1B1 1SEND_B1");
+}
+
 TEST(CommInsertion, SameRankNeighboursHandOverWithoutComm) {
   // P = 1: every stage on rank 0, so no comm at all.
   const Plan plan = BuildOrDie(MakeRequest("looped-bfs", 1, 3, 4));

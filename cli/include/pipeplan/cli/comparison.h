@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeplan/app/request_flags.h"
+#include "pipeplan/cli/torch_steps.h"
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/timeline.h"
 #include "pipeplan/planner/auto_search.h"
@@ -28,6 +29,8 @@ struct ComparisonRow {
   std::optional<double> gap_to_optimal;
   // What its simulated step rests on that no run measured ("I + W = B"); empty: nothing.
   std::string assumes;
+  // Under --runtime torch|torchtitan: its step on torch's runtime from each export.
+  std::optional<TorchSteps> torch;
 };
 
 // What `pipeplan compare` runs on: the flags' request at V = 1, and the V of the strategies

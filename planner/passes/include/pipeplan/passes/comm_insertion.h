@@ -5,6 +5,7 @@
 // its consumer.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "pipeplan/model/cost_model.h"
@@ -12,6 +13,14 @@
 #include "pipeplan/model/topology.h"
 
 namespace pipeplan {
+
+// Where a RECV goes, within what the global message order allows. kBeforeConsumer: as late as
+// it allows, right before the compute that needs it (a runtime that moves transfers in the
+// background, as pipeplan's, holds the message for the least time). kWhenSent: where the data
+// is sent by the list schedule's clock, after the receiver's last compute that ends by then (a
+// runtime whose receive cannot start before the compute enqueued ahead of it ends, as torch's
+// on NCCL, then does not pay the transfer on the consumer's path).
+enum class ReceivePlacement : uint8_t { kBeforeConsumer, kWhenSent };
 
 // Fails (naming the rank and action) if the compute order cannot make progress. Takes the
 // order by value: its actions move into the programs.

@@ -15,9 +15,11 @@
 
 namespace pipeplan {
 
-// InsertComm that also hands back the list schedule of `order` under `costs`.
-StatusOr<std::vector<RankProgram>> InsertComm(ComputeOrder order, const StageMap& stages,
-                                              const CostModel& costs, ListScheduleResult& schedule);
+// InsertComm that also hands back the list schedule of `order` under `costs`, placing receives
+// as `placement` says.
+StatusOr<std::vector<RankProgram>> InsertComm(
+    ComputeOrder order, const StageMap& stages, const CostModel& costs,
+    ListScheduleResult& schedule, ReceivePlacement placement = ReceivePlacement::kBeforeConsumer);
 
 // InsertPostValidation on programs whose compute order has `schedule` under `costs`.
 StatusOr<std::vector<RankProgram>> InsertPostValidation(std::vector<RankProgram> programs,
