@@ -17,7 +17,6 @@
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/cli/torch_steps.h"
 #include "pipeplan/formats/proto_io.h"
-#include "pipeplan/model/runtime_target.h"
 #include "pipeplan/planner/normalize.h"
 #include "pipeplan/reports/chrome_trace.h"
 #include "pipeplan/reports/html_report.h"
@@ -93,38 +92,8 @@ struct SimulateOptions {
   std::optional<std::string> svg;
   std::optional<std::string> html;
   std::optional<std::string> timeline;
-  bool torch = false;    // --runtime torch|torchtitan
-  bool lowered = false;  // --export torch-csv
+  std::optional<TorchLists> torch;  // --runtime torch|torchtitan, --export: the list it runs
 };
-
-// --runtime and --export: which runtime model, and for torch's, which list.
-Status ParseRuntimeOptions(const app::Flags& flags, SimulateOptions& options) {
-  const std::optional<std::string> name = flags.GetString("runtime");
-  const std::optional<std::string> format = flags.GetString("export");
-  if (name.has_value()) {
-    const std::optional<Runtime> runtime = RuntimeFromName(*name);
-    if (!runtime.has_value()) {
-      return InvalidArgument("--runtime: unknown runtime '" + *name + "' (expected " +
-                             std::string(RuntimeNames()) + ")");
-    }
-    if (*runtime == Runtime::kMegatron) {
-      return InvalidArgument(
-          "--runtime megatron: there is no model of Megatron-LM's runtime; simulate without "
-          "--runtime (pipeplan's) or with --runtime torch");
-    }
-    options.torch = IsTorchScheduleRuntime(*runtime);
-  }
-  if (!format.has_value()) return Status::Ok();
-  if (!options.torch) {
-    return InvalidArgument("--export names the list torch's runtime runs: give --runtime torch");
-  }
-  if (*format != "torch-csv" && *format != "torch-csv-comms") {
-    return InvalidArgument("--export: unknown format '" + *format +
-                           "' (expected torch-csv-comms or torch-csv)");
-  }
-  options.lowered = *format == "torch-csv";
-  return Status::Ok();
-}
 
 StatusOr<SimulateOptions> ParseSimulateOptions(const app::Flags& flags) {
   PIPEPLAN_RETURN_IF_ERROR(
@@ -137,7 +106,8 @@ StatusOr<SimulateOptions> ParseSimulateOptions(const app::Flags& flags) {
   options.svg = flags.GetString("svg");
   options.html = flags.GetString("html");
   options.timeline = flags.GetString("timeline");
-  PIPEPLAN_RETURN_IF_ERROR(ParseRuntimeOptions(flags, options));
+  PIPEPLAN_ASSIGN_OR_RETURN(options.torch,
+                            ParseTorchRun(flags.GetString("runtime"), flags.GetString("export")));
   return options;
 }
 
@@ -170,8 +140,6 @@ std::string RenderText(const std::string& path, const Plan& plan, const Timeline
   out += ranks.Render();
   return out;
 }
-
-std::string ExportName(bool lowered) { return lowered ? "torch-csv" : "torch-csv-comms"; }
 
 // Each export's step on torch's runtime beside pipeplan's runtime, and which export to load.
 std::string RenderTorchExports(const Plan& plan, const TorchSteps& steps,
@@ -207,12 +175,12 @@ std::string RenderTorchExports(const Plan& plan, const TorchSteps& steps,
 // The fields --json adds with --runtime torch: the export shown, each export's makespan (null
 // where torch cannot run it) and pipeplan's runtime's.
 std::string TorchExportsJson(const TorchSteps& steps, const Timeline& pipeplan_timeline,
-                             bool lowered) {
+                             TorchLists lists) {
   const auto makespan = [](const TorchStep& step) {
     return step.run.has_value() ? app::JsonNumber(step.run->timeline.metrics.makespan)
                                 : std::string("null");
   };
-  return ",\"runtime\":\"torch\",\"export\":" + app::JsonString(ExportName(lowered)) +
+  return ",\"runtime\":\"torch\",\"export\":" + app::JsonString(ExportName(lists)) +
          ",\"makespan_torch_csv_comms\":" + makespan(steps.plan_transfers) +
          ",\"makespan_torch_csv\":" + makespan(steps.torch_lowering) +
          ",\"makespan_pipeplan_runtime\":" + app::JsonNumber(pipeplan_timeline.metrics.makespan);
@@ -233,16 +201,13 @@ Status ExecuteSimulate(const SimulateOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Simulate(plan));
   std::string torch_text;
   std::string torch_json;
-  if (options.torch) {
+  if (options.torch.has_value()) {
     const TorchSteps steps = SimulateTorchExports(plan);
     torch_text = RenderTorchExports(plan, steps, timeline);
-    torch_json = TorchExportsJson(steps, timeline, options.lowered);
-    const TorchStep& chosen = options.lowered ? steps.torch_lowering : steps.plan_transfers;
-    if (!chosen.run.has_value()) {
-      return InvalidArgument("--export " + ExportName(options.lowered) + ": " + chosen.error);
-    }
-    plan = chosen.run->plan;
-    timeline = chosen.run->timeline;
+    torch_json = TorchExportsJson(steps, timeline, *options.torch);
+    PIPEPLAN_ASSIGN_OR_RETURN(TorchRuntimeRun run, steps.Chosen(*options.torch));
+    plan = std::move(run.plan);
+    timeline = std::move(run.timeline);
   }
 
   // Render everything first so that a failure leaves no output behind.
@@ -275,8 +240,8 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     if (!torch_json.empty()) json = json.substr(0, json.rfind('}')) + torch_json + "}\n";
     std::cout << json;
   } else {
-    if (options.torch) {
-      std::cout << "on torch's runtime, loaded from " << ExportName(options.lowered)
+    if (options.torch.has_value()) {
+      std::cout << "on torch's runtime, loaded from " << ExportName(*options.torch)
                 << " (one comm stream per rank: docs/torch-interop.md)\n";
     }
     std::cout << RenderText(options.plan_path, plan, timeline) << torch_text;

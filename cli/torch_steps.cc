@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "pipeplan/app/format.h"
+#include "pipeplan/model/runtime_target.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -17,6 +18,47 @@ TorchStep Run(const Plan& plan, TorchLists lists) {
 double Makespan(const TorchStep& step) { return step.run->timeline.metrics.makespan; }
 
 }  // namespace
+
+std::string ExportName(TorchLists lists) {
+  return lists == TorchLists::kTorchLowering ? "torch-csv" : "torch-csv-comms";
+}
+
+StatusOr<TorchRuntimeRun> TorchSteps::Chosen(TorchLists lists) const {
+  const TorchStep& step = lists == TorchLists::kTorchLowering ? torch_lowering : plan_transfers;
+  if (!step.run.has_value()) {
+    return InvalidArgument("--export " + ExportName(lists) + ": " + step.error);
+  }
+  return *step.run;
+}
+
+StatusOr<std::optional<TorchLists>> ParseTorchRun(const std::optional<std::string>& runtime,
+                                                  const std::optional<std::string>& format) {
+  bool torch = false;
+  if (runtime.has_value()) {
+    const std::optional<Runtime> named = RuntimeFromName(*runtime);
+    if (!named.has_value()) {
+      return InvalidArgument("--runtime: unknown runtime '" + *runtime + "' (expected " +
+                             std::string(RuntimeNames()) + ")");
+    }
+    if (*named == Runtime::kMegatron) {
+      return InvalidArgument(
+          "--runtime megatron: there is no model of Megatron-LM's runtime; simulate without "
+          "--runtime (pipeplan's) or with --runtime torch");
+    }
+    torch = IsTorchScheduleRuntime(*named);
+  }
+  if (!format.has_value()) {
+    return torch ? std::optional<TorchLists>(TorchLists::kPlanTransfers) : std::nullopt;
+  }
+  if (!torch) {
+    return InvalidArgument(
+        "--export: only with --runtime torch (it names the list torch's runtime runs)");
+  }
+  if (*format == "torch-csv") return std::optional<TorchLists>(TorchLists::kTorchLowering);
+  if (*format == "torch-csv-comms") return std::optional<TorchLists>(TorchLists::kPlanTransfers);
+  return InvalidArgument("--export: unknown format '" + *format +
+                         "' (expected torch-csv-comms or torch-csv)");
+}
 
 std::string TorchStep::Cell() const {
   return run.has_value() ? app::FormatCompact(run->timeline.metrics.makespan) : "-";

@@ -208,17 +208,28 @@ def plan(
     )
 
 
-def simulate(plan: Plan, costs: Union[PathLike, CostModel, None] = None) -> Timeline:
+def simulate(
+    plan: Plan,
+    costs: Union[PathLike, CostModel, None] = None,
+    *,
+    runtime: Optional[str] = None,
+    export: Optional[str] = None,
+) -> Timeline:
     """The plan's timeline: under its own costs (the simulation made with it), or under
     ``costs`` (a cost file's path or a :class:`CostModel`, fitted to the plan's stages as
-    ``pipeplan simulate PLAN --costs FILE`` fits them)."""
+    ``pipeplan simulate PLAN --costs FILE`` fits them).
+
+    ``runtime="torch"`` (or ``"torchtitan"``) times it as torch's ``_PipelineScheduleRuntime``
+    runs it on NCCL (one comm stream per rank), loaded from ``export``: ``"torch-csv-comms"``
+    (default, the plan's transfers) or ``"torch-csv"`` (torch adds its own); the timeline's
+    ``plan`` is then the lists torch runs. As ``pipeplan simulate PLAN --runtime torch``."""
     if not isinstance(plan, Plan):
         raise Error(f"plan must be a pipeplan.Plan, got {type(plan).__name__}")
     if costs is not None and not isinstance(costs, CostModel):
         costs = load(_path("costs", costs))
         if not isinstance(costs, CostModel):
             raise Error(f"costs: {type(costs).__name__} file, not a cost model")
-    return _core.simulate(plan, costs)
+    return _core.simulate(plan, costs, runtime, export)
 
 
 def compare(
@@ -245,7 +256,9 @@ def compare(
     (default 2). One dict per strategy, in catalogue order: ``strategy``, ``stages_per_rank``,
     ``makespan``, ``peak_memory`` (the largest over ranks), ``bubble`` (the largest idle
     fraction over ranks), ``best`` (smallest makespan), ``error`` (why it could not plan, else
-    None) and ``assumes`` (what its figures rest on that no run measured, else None).
+    None) and ``assumes`` (what its figures rest on that no run measured, else None); under
+    ``runtime="torch"`` also ``torch_csv_comms`` and ``torch_csv``, its step on torch's runtime
+    from either export (None where torch cannot run it; else None).
     """
     return _core.compare(
         _request(

@@ -12,6 +12,7 @@
 #include "pipeplan/app/proto_file.h"
 #include "pipeplan/checks/validator.h"
 #include "pipeplan/cli/comparison.h"
+#include "pipeplan/cli/torch_steps.h"
 #include "pipeplan/cli/trace_import.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/split_layout.h"
@@ -29,7 +30,7 @@ namespace pipeplan::python {
 namespace {
 
 // The flags the shared request checks name, each a keyword argument of the same name.
-constexpr std::array<std::string_view, 17> kKeywordFlags = {"stages-per-rank",
+constexpr std::array<std::string_view, 18> kKeywordFlags = {"stages-per-rank",
                                                             "microbatch-group-size",
                                                             "memory-limit",
                                                             "post-validation",
@@ -45,7 +46,8 @@ constexpr std::array<std::string_view, 17> kKeywordFlags = {"stages-per-rank",
                                                             "forward",
                                                             "backward",
                                                             "overlap",
-                                                            "comm"};
+                                                            "comm",
+                                                            "export"};
 
 // Each call of the API is a command of its own: the files it read are its inputs, not the
 // next call's (app::WasReadByThisProcess), so a plan loaded from a file may be saved over it.
@@ -185,17 +187,27 @@ StatusOr<PlanHandle> MakePlanFromRequest(const PlanRequest& request,
   return HandleOf(std::move(made));
 }
 
-StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan,
-                                      const std::optional<CostModel>& costs) {
+StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan, const std::optional<CostModel>& costs,
+                                      const std::optional<std::string>& runtime,
+                                      const std::optional<std::string>& export_format) {
+  StatusOr<std::optional<TorchLists>> lists = cli::ParseTorchRun(runtime, export_format);
+  if (!lists.ok()) return KeywordStatus(lists.status());
   TimelineHandle out{.timeline = {}, .plan = plan.plan, .notes = {}, .seconds_per_unit = {}};
-  if (!costs.has_value() && plan.timeline.has_value()) {
-    out.timeline = *plan.timeline;
-    return out;
-  }
   if (costs.has_value()) {
     StatusOr<std::vector<std::string>> notes = RecostPlan(*out.plan, *costs);
     if (!notes.ok()) return notes.status().WithContext("costs");
     out.notes = *std::move(notes);
+  }
+  if (lists->has_value()) {
+    StatusOr<TorchRuntimeRun> run = cli::SimulateTorchExports(*out.plan).Chosen(**lists);
+    if (!run.ok()) return KeywordStatus(run.status());
+    out.plan = std::move(run->plan);
+    out.timeline = std::move(run->timeline);
+    return out;
+  }
+  if (!costs.has_value() && plan.timeline.has_value()) {
+    out.timeline = *plan.timeline;
+    return out;
   }
   PIPEPLAN_ASSIGN_OR_RETURN(out.timeline, Simulate(*out.plan));
   return out;
@@ -221,6 +233,14 @@ StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call) {
     out.makespan = row.timeline->metrics.makespan;
     out.peak_memory = PeakMemory(*row.timeline);
     out.bubble = row.timeline->metrics.bubble_fraction_max;
+    if (row.torch.has_value()) {
+      const auto makespan = [](const cli::TorchStep& step) -> std::optional<double> {
+        if (!step.run.has_value()) return std::nullopt;
+        return step.run->timeline.metrics.makespan;
+      };
+      out.torch_csv_comms = makespan(row.torch->plan_transfers);
+      out.torch_csv = makespan(row.torch->torch_lowering);
+    }
   }
   return rows;
 }

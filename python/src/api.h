@@ -49,9 +49,12 @@ struct PlanCall {
 StatusOr<PlanHandle> MakePlanFor(const PlanCall& call);
 
 // The plan's simulation: the one made with it under its own costs, or under `costs` (fitted to
-// its stages as `pipeplan simulate PLAN --costs FILE` fits them).
-StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan,
-                                      const std::optional<CostModel>& costs);
+// its stages as `pipeplan simulate PLAN --costs FILE` fits them); on torch's runtime where
+// `runtime` names it, loaded from `export_format` (`simulate --runtime --export`): the handle's
+// plan is then the lists torch runs.
+StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan, const std::optional<CostModel>& costs,
+                                      const std::optional<std::string>& runtime,
+                                      const std::optional<std::string>& export_format);
 
 // One row of pipeplan.compare: `error` set where the strategy could not plan.
 struct CompareRow {
@@ -63,6 +66,9 @@ struct CompareRow {
   bool best = false;
   std::optional<std::string> error;
   std::optional<std::string> assumes;  // what the row's figures rest on that no run measured
+  // Under runtime torch: the step on torch's runtime from each export (unset where it cannot run).
+  std::optional<double> torch_csv_comms;
+  std::optional<double> torch_csv;
 };
 // `pipeplan compare`: every strategy on the request (uniform figures are one rank's share).
 StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call);

@@ -148,6 +148,8 @@ nb::dict RowDict(const CompareRow& row) {
   out["best"] = row.best;
   out["error"] = row.error;
   out["assumes"] = row.assumes;
+  out["torch_csv_comms"] = row.torch_csv_comms;
+  out["torch_csv"] = row.torch_csv;
   return out;
 }
 
@@ -453,11 +455,13 @@ void BindFunctions(nb::module_& m) {
       nb::arg("args"));
   m.def(
       "simulate",
-      [](const PlanHandle& plan, const std::optional<CostModel>& costs) {
+      [](const PlanHandle& plan, const std::optional<CostModel>& costs,
+         const std::optional<std::string>& runtime, const std::optional<std::string>& format) {
         nb::gil_scoped_release unlocked;
-        return ValueOr(SimulatePlan(plan, costs));
+        return ValueOr(SimulatePlan(plan, costs, runtime, format));
       },
-      nb::arg("plan"), nb::arg("costs").none());
+      nb::arg("plan"), nb::arg("costs").none(), nb::arg("runtime").none(),
+      nb::arg("export").none());
   m.def(
       "load", [](const std::string& path) { return ValueOr(LoadFile(path)); }, nb::arg("path"));
   m.def(

@@ -140,6 +140,34 @@ def test_simulate_under_other_costs_scales_the_step(tmp_path):
     assert pipeplan.simulate(plan).makespan == 33.0  # the plan itself is unchanged
 
 
+def test_simulate_on_torchs_runtime_matches_the_command_line(tmp_path):
+    plan = pipeplan.plan("interleaved-1f1b", ranks=4, stages_per_rank=2, microbatches=8,
+                         forward=1, backward=2, comm=0.1)
+    plan.save(tmp_path / "plan.pb")
+    metrics = json.loads(run_cli("simulate", "plan.pb", "--runtime", "torch", "--json",
+                                 cwd=tmp_path).stdout)
+    ours = pipeplan.simulate(plan, runtime="torch")
+    torchs = pipeplan.simulate(plan, runtime="torch", export="torch-csv")
+    assert ours.makespan == metrics["makespan_torch_csv_comms"]
+    assert torchs.makespan == metrics["makespan_torch_csv"]
+    assert pipeplan.simulate(plan).makespan == metrics["makespan_pipeplan_runtime"]
+    # The lists torch lowers itself receive early: another plan than the one exported.
+    assert torchs.plan.actions(1) != plan.actions(1)
+    with pytest.raises(pipeplan.Error, match="^runtime: unknown runtime 'tourch'"):
+        pipeplan.simulate(plan, runtime="tourch")
+    with pytest.raises(pipeplan.Error, match="^export: only with runtime torch"):
+        pipeplan.simulate(plan, export="torch-csv")
+
+
+def test_compare_for_torch_has_each_exports_step():
+    rows = pipeplan.compare(ranks=4, microbatches=8, forward=1, backward=2, comm=0.1,
+                            runtime="torch")
+    by_name = {row["strategy"]: row for row in rows}
+    interleaved = by_name["interleaved-1f1b"]
+    assert interleaved["torch_csv_comms"] < interleaved["torch_csv"]
+    assert pipeplan.compare(ranks=4, microbatches=8)[0]["torch_csv"] is None
+
+
 def test_compare_has_every_strategy_of_the_command_line(tmp_path):
     rows = pipeplan.compare(ranks=4, microbatches=8, forward=1, backward=2)
     table = run_cli("compare", "--ranks", 4, "--microbatches", 8, "--forward", 1,

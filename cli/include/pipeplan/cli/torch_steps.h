@@ -23,7 +23,18 @@ struct TorchStep {
 struct TorchSteps {
   TorchStep plan_transfers;  // torch-csv-comms
   TorchStep torch_lowering;  // torch-csv
+  // The run of `lists`, or why torch cannot run it ("--export torch-csv: ...").
+  StatusOr<TorchRuntimeRun> Chosen(TorchLists lists) const;
 };
+
+// "torch-csv-comms" or "torch-csv": the export that loads `lists` into torch.
+std::string ExportName(TorchLists lists);
+
+// `--runtime` and `--export` as `simulate` takes them: the list torch's runtime runs, or nullopt
+// for pipeplan's runtime (no runtime, pipeplan-torch, any). Errors name the flag: an unknown
+// name, megatron (no model of its runtime), --export without torch's runtime.
+StatusOr<std::optional<TorchLists>> ParseTorchRun(const std::optional<std::string>& runtime,
+                                                  const std::optional<std::string>& format);
 
 // Under the plan's own costs and memory model.
 TorchSteps SimulateTorchExports(const Plan& plan);
