@@ -147,6 +147,8 @@ void ExpectMatchesReference(const Plan& plan, TorchLists lists) {
   const StatusOr<TorchRuntimeRun> run =
       SimulateOnTorchRuntime(plan, lists, plan.request.costs, plan.request.memory);
   ASSERT_TRUE(run.ok()) << run.status().message();
+  // torch's lists are a plan pipeplan accepts too (so the timeline file written of them is).
+  EXPECT_TRUE(ValidatePlan(run->plan).ok()) << ValidatePlan(run->plan).message();
   const Times want = ReferenceTimes(run->plan, plan.request.costs);
   double makespan = 0.0;
   for (size_t r = 0; r < want.end.size(); ++r) {
