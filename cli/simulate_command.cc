@@ -241,8 +241,9 @@ Status ExecuteSimulate(const SimulateOptions& options) {
     std::cout << json;
   } else {
     if (options.torch.has_value()) {
-      std::cout << "on torch's runtime, loaded from " << ExportName(*options.torch)
-                << " (one comm stream per rank: docs/torch-interop.md)\n";
+      std::cout << "on torch's runtime as modelled (NCCL, one comm stream per rank: "
+                   "docs/torch-interop.md), loaded from "
+                << ExportName(*options.torch) << "\n";
     }
     std::cout << RenderText(options.plan_path, plan, timeline) << torch_text;
     for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";

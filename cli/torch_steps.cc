@@ -83,15 +83,16 @@ std::string AdviseTorchExport(const TorchSteps& steps) {
   const double a = Makespan(ours);
   const double b = Makespan(torch);
   if (a < b * (1 - 1e-9)) {
-    return "load the torch-csv-comms export: its step is " + app::FormatPercent(1 - a / b) +
+    return "load the torch-csv-comms export: in this model its step is " +
+           app::FormatPercent(1 - a / b) +
            " shorter than with the transfers torch adds itself (torch-csv, as torch's "
            "multi-stage schedule classes run their orders)";
   }
   if (b < a * (1 - 1e-9)) {
-    return "load the torch-csv export: the transfers torch adds itself give a " +
+    return "load the torch-csv export: in this model the transfers torch adds itself give a " +
            app::FormatPercent(1 - b / a) + " shorter step than pipeplan's (torch-csv-comms)";
   }
-  return "either export: torch-csv and torch-csv-comms give the same step on torch's runtime";
+  return "either export: in this model torch-csv and torch-csv-comms give the same step";
 }
 
 }  // namespace pipeplan::cli
