@@ -162,9 +162,11 @@ class TorchClock {
     ranks_[receiver].actions[receive_index] = {start, landed, kCommThread};
     comm_free_[sender] = start + transfer;
     comm_free_[receiver] = landed;
-    StageMbTable<double>& arrival =
-        receive.kind == ActionKind::kRecvForward ? forward_arrival_ : backward_arrival_;
-    arrival.At(receive.stage, receive.microbatch) = landed;
+    if (receive.kind == ActionKind::kRecvForward) {
+      forward_arrival_.At(receive.stage, receive.microbatch) = landed;
+    } else if (receive.kind == ActionKind::kRecvBackward) {
+      backward_arrival_.At(receive.stage, receive.microbatch) = landed;
+    }
   }
 
   double Ready(int rank) const { return std::max(comm_free_[rank], compute_free_[rank]); }
