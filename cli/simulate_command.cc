@@ -1,6 +1,7 @@
 // pipeplan simulate: predict when every action of a plan runs and print the step metrics;
 // optionally write a Chrome trace, an SVG timeline and an HTML report.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <iostream>
 #include <optional>
@@ -151,8 +152,9 @@ std::string RenderTorchExports(const Plan& plan, const TorchSteps& steps,
       table.AddSpanRow({name}, "cannot run: " + step.error);
       return;
     }
-    const double makespan = step.run->timeline.metrics.makespan;
-    table.AddRow({name, step.Cell(), own > 0 ? "+" + app::FormatPercent(makespan / own - 1) : "-"});
+    const double change = own > 0 ? step.run->timeline.metrics.makespan / own - 1 : 0.0;
+    const std::string sign = change < 0 ? "-" : "+";
+    table.AddRow({name, step.Cell(), own > 0 ? sign + app::FormatPercent(std::abs(change)) : "-"});
   };
   add("torch, torch-csv-comms", steps.plan_transfers);
   add("torch, torch-csv", steps.torch_lowering);

@@ -270,9 +270,12 @@ Status CheckRequest(const PartitionRequest& request) {
   return Status::Ok();
 }
 
-// The strategies and V the request asks for, as searches.
+// The strategies and V the request asks for, as searches. `refused` says why one was left
+// out: where some had too few layers, the one with the fewest stages (the closest to fitting),
+// else the first.
 std::vector<SplitSearch> Searches(const PartitionRequest& request, int* evaluations,
                                   Status* refused) {
+  int refused_stages = std::numeric_limits<int>::max();
   PlanRequest filter;
   filter.runtime = request.runtime;
   std::vector<const Strategy*> strategies;
@@ -289,15 +292,19 @@ std::vector<SplitSearch> Searches(const PartitionRequest& request, int* evaluati
     for (const int v : vs) {
       const Topology topology = TopologyOf(request, *strategy, v);
       if (Status applicable = CheckApplicable(*strategy, topology); !applicable.ok()) {
-        *refused = applicable;
+        if (refused->ok()) *refused = applicable;
         continue;
       }
-      if (ChainStages(topology) > layers) {
-        *refused =
-            InvalidArgument(std::to_string(layers) + " layers cannot fill the " +
-                            std::to_string(ChainStages(topology)) + " stages of " +
-                            std::string(strategy->name) + " at P=" + std::to_string(request.ranks) +
-                            ", V=" + std::to_string(v) + " (each stage needs a layer)");
+      const int stages = ChainStages(topology);
+      if (stages > layers) {
+        if (stages < refused_stages) {
+          refused_stages = stages;
+          *refused = InvalidArgument(std::to_string(layers) + (layers == 1 ? " layer" : " layers") +
+                                     " cannot fill the " + std::to_string(stages) + " stages of " +
+                                     std::string(strategy->name) +
+                                     " at P=" + std::to_string(request.ranks) +
+                                     ", V=" + std::to_string(v) + " (each stage needs a layer)");
+        }
         continue;
       }
       out.emplace_back(request, *strategy, v, evaluations);

@@ -268,15 +268,17 @@ def schedule(
 
     Args:
       plan: a pipeplan.Plan whose ranks are the process group's (plan it with runtime="torch"
-        to get only what this runtime executes).
+        to get only what this runtime executes, with each receive posted when its data is
+        sent, which torch's runtime on NCCL needs: docs/torch-interop.md).
       stages: the model's stages: a function of the stage index returning its module (only
         this rank's are built), a sequence of one module per stage (P * V), or a dict.
       loss_fn: as torch's schedules take it, loss_fn(output, target).
       rank: the pipeline rank (default: this process's rank in `group`).
       device: where the stages run (default: cuda:<local rank> under NCCL, else cpu).
       group: the process group of the pipeline (default: the world).
-      comms: load pipeplan's transfers (receives placed late: `torch-csv-comms`); False loads
-        the compute order only and lets torch insert its own (`torch-csv`).
+      comms: load pipeplan's transfers (`torch-csv-comms`); False loads the compute order
+        only and lets torch insert its own (`torch-csv`). `pipeplan.simulate(plan,
+        runtime="torch", export=...)` times either on torch's runtime as modelled.
       scale_grads: divide gradients by the microbatch count, as torch's schedules do.
       stage_kwargs: passed on to every PipelineStage (e.g. input_args, output_args).
 

@@ -120,6 +120,12 @@ TEST(PartitionCommand, BadInputFailsNamingItAndWritesNothing) {
        {"--ranks", "8", "--strategy", "1f1b"},
        1,
        "4 layers cannot fill the 8 stages of 1f1b at P=8, V=1 (each stage needs a layer)"},
+      // auto: of all it left out, the candidate closest to fitting is named.
+      {"one layer, auto",
+       R"({"layers": [{"name": "a", "forward": 1, "backward": 1}]})",
+       {},
+       1,
+       "1 layer cannot fill the 2 stages of gpipe at P=2, V=1 (each stage needs a layer)"},
       {"limit without memory",
        R"({"layers": [{"name": "a", "forward": 1, "backward": 1},
                       {"name": "b", "forward": 1, "backward": 1}]})",
