@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "pipeplan/app/format.h"
+#include "pipeplan/app/request_flags.h"
 #include "pipeplan/model/runtime_target.h"
 
 namespace pipeplan::cli {
@@ -15,6 +16,10 @@ TorchStep Run(const Plan& plan, TorchLists lists) {
   return {std::move(run).value(), ""};
 }
 
+Status ExportError(TorchLists lists, const std::string& error) {
+  return InvalidArgument("--export " + ExportName(lists) + ": " + error);
+}
+
 double Makespan(const TorchStep& step) { return step.run->timeline.metrics.makespan; }
 
 }  // namespace
@@ -25,27 +30,27 @@ std::string ExportName(TorchLists lists) {
 
 StatusOr<TorchRuntimeRun> TorchSteps::Chosen(TorchLists lists) const {
   const TorchStep& step = lists == TorchLists::kTorchLowering ? torch_lowering : plan_transfers;
-  if (!step.run.has_value()) {
-    return InvalidArgument("--export " + ExportName(lists) + ": " + step.error);
-  }
+  if (!step.run.has_value()) return ExportError(lists, step.error);
   return *step.run;
+}
+
+StatusOr<TorchRuntimeRun> SimulateTorchExport(const Plan& plan, TorchLists lists) {
+  TorchStep step = Run(plan, lists);
+  if (!step.run.has_value()) return ExportError(lists, step.error);
+  return *std::move(step.run);
 }
 
 StatusOr<std::optional<TorchLists>> ParseTorchRun(const std::optional<std::string>& runtime,
                                                   const std::optional<std::string>& format) {
   bool torch = false;
   if (runtime.has_value()) {
-    const std::optional<Runtime> named = RuntimeFromName(*runtime);
-    if (!named.has_value()) {
-      return InvalidArgument("--runtime: unknown runtime '" + *runtime + "' (expected " +
-                             std::string(RuntimeNames()) + ")");
-    }
-    if (*named == Runtime::kMegatron) {
+    PIPEPLAN_ASSIGN_OR_RETURN(const Runtime named, app::ParseRuntimeFlag(*runtime));
+    if (named == Runtime::kMegatron) {
       return InvalidArgument(
           "--runtime megatron: there is no model of Megatron-LM's runtime; simulate without "
           "--runtime (pipeplan's) or with --runtime torch");
     }
-    torch = IsTorchScheduleRuntime(*named);
+    torch = IsTorchScheduleRuntime(named);
   }
   if (!format.has_value()) {
     return torch ? std::optional<TorchLists>(TorchLists::kPlanTransfers) : std::nullopt;

@@ -219,6 +219,15 @@ StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view
                          "in the memory model's unit)");
 }
 
+StatusOr<Runtime> ParseRuntimeFlag(std::string_view name) {
+  const std::optional<Runtime> runtime = RuntimeFromName(name);
+  if (!runtime.has_value()) {
+    return InvalidArgument("--runtime: unknown runtime '" + std::string(name) +
+                           "' (known: " + std::string(RuntimeNames()) + ")");
+  }
+  return *runtime;
+}
+
 StatusOr<RequestValues> ReadRequestValues(const Flags& flags) {
   RequestValues values;
   values.request_file = flags.GetString("request");
@@ -279,12 +288,7 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
   }
   out.post_validation = values.post_validation;
   if (values.runtime.has_value()) {
-    const std::optional<Runtime> runtime = RuntimeFromName(*values.runtime);
-    if (!runtime.has_value()) {
-      return InvalidArgument("--runtime: unknown runtime '" + *values.runtime +
-                             "' (known: " + std::string(RuntimeNames()) + ")");
-    }
-    out.runtime = *runtime;
+    PIPEPLAN_ASSIGN_OR_RETURN(out.runtime, ParseRuntimeFlag(*values.runtime));
   }
   PIPEPLAN_RETURN_IF_ERROR(CheckNonNegative("memory-limit", values.memory_limit));
   out.memory_limit = values.memory_limit;

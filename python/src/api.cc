@@ -199,7 +199,7 @@ StatusOr<TimelineHandle> SimulatePlan(const PlanHandle& plan, const std::optiona
     out.notes = *std::move(notes);
   }
   if (lists->has_value()) {
-    StatusOr<TorchRuntimeRun> run = cli::SimulateTorchExports(*out.plan).Chosen(**lists);
+    StatusOr<TorchRuntimeRun> run = cli::SimulateTorchExport(*out.plan, **lists);
     if (!run.ok()) return KeywordStatus(run.status());
     out.plan = std::move(run->plan);
     out.timeline = std::move(run->timeline);

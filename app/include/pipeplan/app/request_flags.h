@@ -87,6 +87,9 @@ struct MemoryAmount {
 };
 StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view flag);
 
+// --runtime NAME: one of RuntimeNames(); an unknown name is an error naming the flag.
+StatusOr<Runtime> ParseRuntimeFlag(std::string_view name);
+
 // The flags' values; only their syntax is checked (an integer, a finite number).
 StatusOr<RequestValues> ReadRequestValues(const Flags& flags);
 

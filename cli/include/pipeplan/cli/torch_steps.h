@@ -38,6 +38,8 @@ StatusOr<std::optional<TorchLists>> ParseTorchRun(const std::optional<std::strin
 
 // Under the plan's own costs and memory model.
 TorchSteps SimulateTorchExports(const Plan& plan);
+// One export alone, as TorchSteps::Chosen gives it (where the other is not wanted).
+StatusOr<TorchRuntimeRun> SimulateTorchExport(const Plan& plan, TorchLists lists);
 
 // "load torch-csv-comms: its step is 12.3% shorter than torch's own lowering (torch-csv, as
 // torch's schedule classes run) ..." — which export to load and why; empty where neither runs.
