@@ -320,6 +320,40 @@ TEST(CliTest, PlanCutsAChainsFiguresForDualPipesTwoCopies) {
   EXPECT_GT(JsonNumber(a.out, "makespan"), 72);
 }
 
+// simulate --runtime/--export: usage errors exit 2 naming the flag; an export torch cannot
+// run (a dual placement) exits 1 naming it; nothing is written either way.
+TEST(CliTest, SimulateOnTorchsRuntimeRefusesWhatItCannotModel) {
+  ScratchDir dir;
+  ASSERT_EQ(RunPipeplan({"plan", "--strategy", "dualpipe", "--ranks", "2", "--stages-per-rank", "2",
+                         "--microbatches", "4", "-o", "dual.pb"},
+                        dir.path())
+                .exit_code,
+            0);
+  struct Case {
+    std::vector<std::string> flags;
+    int exit_code;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{"--runtime", "tarch"}, 2, "--runtime: unknown runtime 'tarch' (known: "},
+      {{"--runtime", "megatron"}, 2, "--runtime megatron: there is no model of Megatron-LM's"},
+      {{"--export", "torch-csv"}, 2, "--export: only with --runtime torch"},
+      {{"--runtime", "torch", "--export", "csv"}, 2, "--export: unknown format 'csv'"},
+      {{"--runtime", "torch"},
+       1,
+       "--export torch-csv-comms: torch's runtime has one model copy per stage index: a "
+       "dual-placement plan (dualpipe) does not run there"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"simulate", "dual.pb", "--svg", "t.svg"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const RunResult run = RunPipeplan(args, dir.path());
+    EXPECT_EQ(run.exit_code, c.exit_code) << run.err;
+    EXPECT_NE(run.err.find("pipeplan simulate: error: " + c.error), std::string::npos) << run.err;
+    EXPECT_FALSE(dir.Exists("t.svg"));
+  }
+}
+
 TEST(CliTest, SimulateTableAndReports) {
   ScratchDir dir;
   ASSERT_EQ(RunPipeplan({"plan", "--strategy", "zb-h1", "--ranks", "4", "--microbatches", "8", "-o",

@@ -120,26 +120,31 @@ size_t IndexOf(const RankProgram& program, ActionKind kind, int stage, int mb) {
   return 0;
 }
 
-TEST(Validator, LocalHandOverInTheWrongOrder) {
-  Plan backward = BuildOrDie(MakeRequest("zbv", 2, 4, 2));
-  RankProgram& rank1 = backward.programs[1];
-  const size_t first = IndexOf(rank1, ActionKind::kBackwardInput, 2, 3);
-  const size_t second = IndexOf(rank1, ActionKind::kBackwardInput, 1, 3);
-  ASSERT_LT(first, second);
-  std::swap(rank1.actions[first], rank1.actions[second]);
-  EXPECT_EQ(Error(backward), "rank 1, action " + std::to_string(first) +
-                                 " (1I3): needs the backward of stage 2 microbatch 3, which this "
-                                 "rank runs later (a local hand-over must come first)");
+// The zbv plan (P=2, M=4) with rank 1's two actions of `kind` on (first_stage, mb) and
+// (second_stage, mb) swapped; the index where the second now stands.
+struct Swapped {
+  Plan plan;
+  size_t at;
+};
+Swapped SwapOnRankOne(ActionKind kind, int first_stage, int second_stage, int mb) {
+  Swapped out{BuildOrDie(MakeRequest("zbv", 2, 4, 2)), 0};
+  RankProgram& rank1 = out.plan.programs[1];
+  out.at = IndexOf(rank1, kind, first_stage, mb);
+  const size_t second = IndexOf(rank1, kind, second_stage, mb);
+  EXPECT_LT(out.at, second);
+  std::swap(rank1.actions[out.at], rank1.actions[second]);
+  return out;
+}
 
-  Plan forward = BuildOrDie(MakeRequest("zbv", 2, 4, 2));
-  RankProgram& rank1f = forward.programs[1];
-  const size_t producer = IndexOf(rank1f, ActionKind::kForward, 1, 0);
-  const size_t consumer = IndexOf(rank1f, ActionKind::kForward, 2, 0);
-  ASSERT_LT(producer, consumer);
-  std::swap(rank1f.actions[producer], rank1f.actions[consumer]);
-  EXPECT_EQ(Error(forward), "rank 1, action " + std::to_string(producer) +
-                                " (2F0): needs the forward of stage 1 microbatch 0, which this "
-                                "rank runs later (a local hand-over must come first)");
+TEST(Validator, LocalHandOverInTheWrongOrder) {
+  const Swapped backward = SwapOnRankOne(ActionKind::kBackwardInput, 2, 1, 3);
+  EXPECT_EQ(Error(backward.plan), "rank 1, action " + std::to_string(backward.at) +
+                                      " (1I3): needs the backward of stage 2 microbatch 3, which "
+                                      "this rank runs later (a local hand-over must come first)");
+  const Swapped forward = SwapOnRankOne(ActionKind::kForward, 1, 2, 0);
+  EXPECT_EQ(Error(forward.plan), "rank 1, action " + std::to_string(forward.at) +
+                                     " (2F0): needs the forward of stage 1 microbatch 0, which "
+                                     "this rank runs later (a local hand-over must come first)");
 }
 
 TEST(Validator, SendToTheWrongPeer) {
