@@ -78,6 +78,9 @@ class StepRunner {
     for (size_t i = 0; i < actions_.size(); ++i) {
       if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, kNoAction, Activity::kFinishing));
     }
+    if (const std::optional<RankId> mirror = executor_.GradientMirror()) {
+      PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(SumWithMirror(*mirror)));
+    }
     const bool speculative = prepared_.validation() != kNoAction && !options_.last_step;
     if (executor_.ExchangesGradientState()) {
       PIPEPLAN_RETURN_IF_ERROR(
@@ -165,6 +168,26 @@ class StepRunner {
       ops.push_back({P2PKind::kRecv, RankId(r), theirs});
     }
     return PostAndWait(ops);
+  }
+
+  // Like the gradient-state exchange, the next message between this rank and its mirror.
+  Status SumWithMirror(RankId mirror) {
+    Publish(Activity::kMirroring, kNoAction, static_cast<size_t>(mirror.value));
+    StatusOr<MirrorBuffers> buffers = OnDevice([&]() -> StatusOr<MirrorBuffers> {
+      return executor_.MirrorGradientBuffers(Context(kNoAction));
+    });
+    if (!buffers.ok()) {
+      return buffers.status().WithContext("the gradients for mirror rank " +
+                                          std::to_string(mirror.value));
+    }
+    if (buffers->send.size() != buffers->receive.size()) {
+      return Internal("the executor's mirror buffers differ in size (" +
+                      std::to_string(buffers->send.size()) + " and " +
+                      std::to_string(buffers->receive.size()) + " bytes)");
+    }
+    PIPEPLAN_RETURN_IF_ERROR(PostAndWait(
+        {{P2PKind::kSend, mirror, buffers->send}, {P2PKind::kRecv, mirror, buffers->receive}}));
+    return OnDevice([&] { return executor_.MirrorReceived(Context(kNoAction)); });
   }
 
   // Runs actions [begin, end) in order: comm groups posted (a group cut at `end`), compute

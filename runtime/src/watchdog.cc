@@ -49,6 +49,8 @@ std::string Position(const WatchedRank& rank, const ProgressSnapshot& state) {
       return name + ", end of step";
     case Activity::kExchanging:
       return name + ", end of step (the gradient-state exchange)";
+    case Activity::kMirroring:
+      return name + ", end of step (the sum of the two model copies' gradients)";
     case Activity::kRunning:
     case Activity::kWaiting:
       if (state.action_index < rank.program->actions.size()) {
@@ -72,6 +74,10 @@ std::string DescribeStall(const WatchedRank& rank, const ProgressSnapshot& state
     return Position(rank, state) + " waits for every rank's gradient state: nothing for " +
            stuck_for;
   }
+  if (state.activity == Activity::kMirroring) {
+    return Position(rank, state) + " waits for the gradients of rank " +
+           std::to_string(state.waited_index) + ": nothing for " + stuck_for;
+  }
   return Position(rank, state) + " has been running for " + stuck_for;
 }
 
@@ -92,6 +98,7 @@ bool InActions(const ProgressSnapshot& state) {
       return true;
     case Activity::kIdle:
     case Activity::kExchanging:
+    case Activity::kMirroring:
     case Activity::kEnding:
     case Activity::kDone:
       break;
@@ -99,8 +106,9 @@ bool InActions(const ProgressSnapshot& state) {
   return false;
 }
 
-// The watched rank that `from` waits on: the peer of the transfer it waits for; in the
-// gradient-state exchange, which waits for every rank, the first still in its actions.
+// The watched rank that `from` waits on: the peer of the transfer it waits for, or its
+// mirror; in the gradient-state exchange, which waits for every rank, the first still in its
+// actions.
 std::optional<size_t> WaitedRank(size_t from, const std::vector<WatchedRank>& ranks,
                                  const std::vector<ProgressSnapshot>& states) {
   if (states[from].activity == Activity::kExchanging) {
@@ -109,11 +117,15 @@ std::optional<size_t> WaitedRank(size_t from, const std::vector<WatchedRank>& ra
     }
     return std::nullopt;
   }
-  const Action* comm = WaitedComm(ranks[from], states[from]);
-  if (comm == nullptr) return std::nullopt;
-  const auto next = std::find_if(ranks.begin(), ranks.end(), [&](const WatchedRank& r) {
-    return r.program->rank == comm->peer;
-  });
+  std::optional<RankId> peer;
+  if (states[from].activity == Activity::kMirroring) {
+    peer = RankId(static_cast<int>(states[from].waited_index));
+  } else if (const Action* comm = WaitedComm(ranks[from], states[from])) {
+    peer = comm->peer;
+  }
+  if (!peer) return std::nullopt;
+  const auto next = std::find_if(ranks.begin(), ranks.end(),
+                                 [&](const WatchedRank& r) { return r.program->rank == *peer; });
   if (next == ranks.end()) return std::nullopt;  // a peer this watchdog cannot see
   return static_cast<size_t>(next - ranks.begin());
 }

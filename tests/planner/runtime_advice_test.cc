@@ -22,7 +22,7 @@ TEST(RuntimeSupport, EachRuntimeRunsWhatItCan) {
   EXPECT_EQ(
       CheckRunsOn(Runtime::kTorch, "dualpipe", Placement::kDual, false).message().substr(0, 35),
       "runtime torch cannot run dualpipe: ");
-  EXPECT_FALSE(CheckRunsOn(Runtime::kPipeplanTorch, "dualpipe", Placement::kDual, false).ok());
+  EXPECT_TRUE(CheckRunsOn(Runtime::kPipeplanTorch, "dualpipe", Placement::kDual, true).ok());
   EXPECT_TRUE(CheckRunsOn(Runtime::kPipeplanTorch, "zbv", Placement::kVShape, true).ok());
   EXPECT_TRUE(CheckRunsOn(Runtime::kTorch, "zbv", Placement::kVShape, false).ok());
   EXPECT_FALSE(CheckRunsOn(Runtime::kTorch, "zbv", Placement::kVShape, true).ok());

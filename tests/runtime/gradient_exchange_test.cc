@@ -1,12 +1,15 @@
 // The end-of-step gradient-state exchange (op_executor.h): every rank's EndStep sees every
 // other rank's state of that same step; a rank slow to reach the exchange holds the others up
-// without failing them; one that never reaches it is the one the watchdog names.
+// without failing them; one that never reaches it is the one the watchdog names. The same for
+// dual placement's sum with the mirror rank, which comes first.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +73,21 @@ struct ExchangeRun {
   StatusOr<std::vector<Timeline>> result = Status::Ok();
 };
 
+// One warm-up and two measured steps of `executors`, one per rank, in-process.
+StatusOr<std::vector<Timeline>> RunThreeSteps(const Plan& plan,
+                                              const std::vector<OpExecutor*>& executors,
+                                              double timeout) {
+  auto transports = MakeInProcTransports(static_cast<int>(executors.size()));
+  std::vector<Transport*> raw;
+  raw.reserve(transports.size());
+  for (auto& t : transports) raw.push_back(t.get());
+  LocalRunOptions options;
+  options.steps = 2;
+  options.warmup = 1;
+  options.timeout_seconds = timeout;
+  return RunLocal(plan, executors, raw, options);
+}
+
 std::unique_ptr<ExchangeRun> RunExchanging(const Plan& plan, int stalled_rank = -1,
                                            double timeout = 30) {
   const int world = plan.request.topology.ranks;
@@ -80,15 +98,7 @@ std::unique_ptr<ExchangeRun> RunExchanging(const Plan& plan, int stalled_rank = 
         std::make_unique<Exchanging>(plan, RankId(r), r == stalled_rank ? 1 : -1));
     executors.push_back(run->executors.back().get());
   }
-  auto transports = MakeInProcTransports(world);
-  std::vector<Transport*> raw;
-  raw.reserve(transports.size());
-  for (auto& t : transports) raw.push_back(t.get());
-  LocalRunOptions options;
-  options.steps = 2;
-  options.warmup = 1;
-  options.timeout_seconds = timeout;
-  run->result = RunLocal(plan, executors, raw, options);
+  run->result = RunThreeSteps(plan, executors, timeout);
   return run;
 }
 
@@ -130,6 +140,97 @@ TEST(GradientStateExchange, ARankThatNeverGetsThereIsTheOneNamed) {
                               "every rank's gradient state"}) {
     EXPECT_NE(message.find(waiting), std::string::npos) << message;
   }
+}
+
+// A dual-placement rank whose "gradients" are (its rank, the step): MirrorReceived records
+// what the mirror sent, and the gradient-state exchange checks that the sum came first.
+class Mirroring final : public testing::SyntheticWithState {
+ public:
+  Mirroring(const Plan& plan, RankId rank, bool stall)
+      : SyntheticWithState(plan, rank, {.seconds_per_unit = 1e-5}),
+        mirror_(plan.request.topology.ranks - 1 - rank.value),
+        last_action_(Exchanging::LastCompute(plan.programs[rank.value])),
+        stall_(stall) {}
+
+  Status Run(const Action& action, const OpContext& context) override {
+    if (stall_ && context.step == 1 && context.action_index == last_action_) {
+      while (!context.stop.stop_requested())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return Aborted("stopped");
+    }
+    return SyntheticWithState::Run(action, context);
+  }
+  std::optional<RankId> GradientMirror() const override { return mirror_; }
+  StatusOr<MirrorBuffers> MirrorGradientBuffers(const OpContext& context) override {
+    mine_ = {double(rank().value), double(context.step)};
+    theirs_ = {-1, -1};
+    return MirrorBuffers{std::as_writable_bytes(std::span(mine_)),
+                         std::as_writable_bytes(std::span(theirs_))};
+  }
+  Status MirrorReceived(const OpContext& /*context*/) override {
+    received_.push_back(theirs_);
+    return Status::Ok();
+  }
+  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
+                                                     const OpContext& context) override {
+    if (rank == this->rank() && received_.size() != static_cast<size_t>(context.step) + 1) {
+      return FailedPrecondition("the gradient state was asked for before the mirror's sum");
+    }
+    return SyntheticWithState::GradientStateBuffer(rank, context);
+  }
+
+  // Per step, what the mirror sent.
+  const std::vector<std::array<double, 2>>& received() const { return received_; }
+
+ private:
+  RankId mirror_;
+  size_t last_action_;
+  bool stall_;
+  std::array<double, 2> mine_{};
+  std::array<double, 2> theirs_{};
+  std::vector<std::array<double, 2>> received_;
+};
+
+StatusOr<std::vector<Timeline>> RunMirroring(const Plan& plan,
+                                             std::vector<std::unique_ptr<Mirroring>>& executors,
+                                             int stalled_rank, double timeout) {
+  const int world = plan.request.topology.ranks;
+  std::vector<OpExecutor*> raw_executors;
+  for (int r = 0; r < world; ++r) {
+    executors.push_back(std::make_unique<Mirroring>(plan, RankId(r), r == stalled_rank));
+    raw_executors.push_back(executors.back().get());
+  }
+  return RunThreeSteps(plan, raw_executors, timeout);
+}
+
+TEST(GradientMirror, EachRankAddsWhatItsMirrorSentThatStepBeforeTheExchange) {
+  const Plan plan = BuildOrFail(Request("dualpipe", 4, 2));
+  std::vector<std::unique_ptr<Mirroring>> executors;
+  const auto result = RunMirroring(plan, executors, /*stalled_rank=*/-1, /*timeout=*/30);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(executors[r]->received().size(), 3u) << "rank " << r;
+    for (int step = 0; step < 3; ++step) {
+      const std::array<double, 2> want{double(3 - r), double(step)};
+      EXPECT_EQ(executors[r]->received()[step], want) << "rank " << r << ", step " << step;
+    }
+  }
+}
+
+// Rank 1's last compute never ends: its mirror, rank 2, waits for it at the sum, and the
+// watchdog names rank 1 and where rank 2 waits.
+TEST(GradientMirror, ARankThatNeverGetsThereIsTheOneNamed) {
+  const Plan plan = BuildOrFail(Request("dualpipe", 4, 2));
+  std::vector<std::unique_ptr<Mirroring>> executors;
+  const auto result = RunMirroring(plan, executors, /*stalled_rank=*/1, /*timeout=*/0.3);
+  ASSERT_FALSE(result.ok());
+  const std::string message = result.status().message();
+  const size_t last = Exchanging::LastCompute(plan.programs[1]);
+  EXPECT_EQ(message.find("stalled: rank 1, action " + std::to_string(last)), 0u) << message;
+  EXPECT_NE(message.find("rank 2, end of step (the sum of the two model copies' gradients) "
+                         "waits for the gradients of rank 1"),
+            std::string::npos)
+      << message;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The loop profile -> cost model -> simulation, judged out of sample: 1f1b on 2 ranks (one
-// intra-op thread each) on the built-in model is profiled with `pipeplan-torch profile
+// The loop profile -> cost model -> simulation, judged out of sample: 1f1b (and dualpipe) on
+// 2 ranks (one intra-op thread each) on the built-in model is profiled with `pipeplan-torch profile
 // --timeline` (run A), calibrated into a cost model, and the same plan simulated with it must
 // predict the median step of the next run of the same command (run B). This VM's speed drifts
 // between runs seconds apart (a run's median step is 32-69 ms for the same work), far more than
@@ -43,18 +43,20 @@ constexpr int kMaxAttempts = 5;    // attempts in all, counting those the host d
 const std::vector<std::string> kModelFlags = {"--hidden",           "128", "--sequence", "32",
                                               "--layers-per-stage", "2",   "--threads",  "1"};
 
-// How the two ranks run: in-process threads or Gloo processes.
+// How the two ranks run: in-process threads or Gloo processes, and the plan's strategy.
 struct Launch {
   const char* name;
   std::vector<std::string> flags;
   double tolerance;  // on the median error of kPairs pairs
+  const char* strategy = "1f1b";
 };
 
-PlanRequest OneF1BRequest() {
+PlanRequest TwoRankRequest(const char* strategy) {
   PlanRequest request;
-  request.strategy = "1f1b";
+  request.strategy = strategy;
   request.topology.ranks = 2;
   request.topology.microbatches = 8;
+  request.topology.stages_per_rank = 0;  // the strategy's own V
   return request;
 }
 
@@ -137,11 +139,11 @@ double RelativeError(double measured, double simulated) {
   return (measured - simulated) / simulated;
 }
 
-TEST_P(CalibratedSimulation, OneF1BOnTwoRanksPredictsTheNextRun) {
+TEST_P(CalibratedSimulation, TwoRanksPredictTheNextRun) {
   const Launch& launch = GetParam();
   const testing::TempDir dir("calibration");
   ASSERT_FALSE(dir.path().empty());
-  const StatusOr<Plan> plan = BuildPlan(OneF1BRequest());
+  const StatusOr<Plan> plan = BuildPlan(TwoRankRequest(launch.strategy));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   const std::string plan_path = dir.path() + "/plan.pb";
   const StatusOr<std::string> bytes = SerializePlan(*plan, ProtoFormat::kBinary);
@@ -181,12 +183,18 @@ TEST_P(CalibratedSimulation, OneF1BOnTwoRanksPredictsTheNextRun) {
       << "the next run's step is " << 100 * attempts.error() << "% off the calibrated simulation";
 }
 
-INSTANTIATE_TEST_SUITE_P(InProcess, CalibratedSimulation,
-                         ::testing::Values(Launch{"threads", {"--transport", "inproc"}, 0.25}),
-                         LaunchName);
-INSTANTIATE_TEST_SUITE_P(Gloo, CalibratedSimulation,
-                         ::testing::Values(Launch{"processes", {"--local-ranks", "2"}, 0.30}),
-                         LaunchName);
+// DualPipe: two model copies per rank, F&B overlap cells, and the copies' gradient sum at
+// the end of the step (not in the simulation).
+INSTANTIATE_TEST_SUITE_P(
+    InProcess, CalibratedSimulation,
+    ::testing::Values(Launch{"threads", {"--transport", "inproc"}, 0.25},
+                      Launch{"dualpipe_threads", {"--transport", "inproc"}, 0.25, "dualpipe"}),
+    LaunchName);
+INSTANTIATE_TEST_SUITE_P(
+    Gloo, CalibratedSimulation,
+    ::testing::Values(Launch{"processes", {"--local-ranks", "2"}, 0.30},
+                      Launch{"dualpipe_processes", {"--local-ranks", "2"}, 0.30, "dualpipe"}),
+    LaunchName);
 
 }  // namespace
 }  // namespace pipeplan::torch_ext

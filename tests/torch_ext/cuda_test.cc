@@ -301,8 +301,8 @@ TEST_P(NcclGradients, MatchTheCpuRun) {
   ExpectTheCpuRunsGradients(GetParam(), {"--transport", "nccl"}, "nccl-");
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, NcclGradients, ::testing::Values("1f1b", "zbv", "dualpipe-v"),
-                         StrategyName);
+INSTANTIATE_TEST_SUITE_P(Strategies, NcclGradients,
+                         ::testing::Values("1f1b", "zbv", "dualpipe-v", "dualpipe"), StrategyName);
 
 // ---- every rank a thread on one GPU (--device cuda:N), one op at a time ---------------------
 
@@ -317,7 +317,7 @@ TEST_P(OneGpuGradients, MatchTheCpuRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, OneGpuGradients,
-                         ::testing::Values("1f1b", "zbv", "dualpipe-v"), StrategyName);
+                         ::testing::Values("1f1b", "zbv", "dualpipe-v", "dualpipe"), StrategyName);
 
 // Ranks that take turns (--serial on the CPU, implied by --device cuda:N): in the measured step
 // no op of one rank overlaps another rank's, and a GPU's ops are timed by CUDA events.

@@ -48,6 +48,14 @@ StepResult Reference(const std::vector<const StageModule*>& stages, const ModelC
   return out;
 }
 
+StepResult OnEveryStage(const StageMap& map, const StepResult& by_depth) {
+  StepResult out{.loss = by_depth.loss, .grads = {}};
+  for (int s = 0; s < map.num_stages(); ++s) {
+    out.grads[s] = by_depth.grads.at(map.DepthOf(StageId(s)));
+  }
+  return out;
+}
+
 StepResult RunInProcess(const Plan& plan, const TorchExecutorOptions& base) {
   const int ranks = plan.request.topology.ranks;
   StepResult out;

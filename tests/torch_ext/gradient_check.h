@@ -26,6 +26,10 @@ struct StepResult {
 StepResult Reference(const std::vector<const StageModule*>& stages, const ModelConfig& config,
                      int microbatches);
 
+// `by_depth` (a reference over the model's stages) as every stage of `map` should have it:
+// under dual placement both copies of a model stage hold the whole batch's gradient.
+StepResult OnEveryStage(const StageMap& map, const StepResult& by_depth);
+
 // One step of `plan` with every rank a thread of this process.
 StepResult RunInProcess(const Plan& plan, const TorchExecutorOptions& options);
 

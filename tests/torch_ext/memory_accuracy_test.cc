@@ -175,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, MemoryPrediction,
                                            Case{"zb-h1", 4}, Case{"zb-h2", 2}, Case{"zb-h2", 4},
                                            Case{"zbv", 2}, Case{"zbv", 4}, Case{"v-half", 2},
                                            Case{"v-half", 4}, Case{"v-min", 2}, Case{"v-min", 4},
-                                           Case{"dualpipe-v", 2}, Case{"dualpipe-v", 4}),
+                                           Case{"dualpipe-v", 2}, Case{"dualpipe-v", 4},
+                                           Case{"dualpipe", 2}, Case{"dualpipe", 4}),
                          CaseName);
 
 // A V shape on one rank: each stage's backward hands its input gradient to the previous stage

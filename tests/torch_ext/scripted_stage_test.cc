@@ -22,6 +22,7 @@ namespace {
 
 using testing::ExpectMatches;
 using testing::ModelFlags;
+using testing::OnEveryStage;
 using testing::Reference;
 using testing::RunInProcess;
 using testing::RunOverGloo;
@@ -90,21 +91,24 @@ TEST_P(ScriptedStages, MatchTheSameModulesRunInSequence) {
   request.topology.microbatches = 4;
   const StatusOr<Plan> plan = BuildPlan(request);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  const int num_stages = plan->request.topology.num_stages();
+  // Under dual placement both copies of a model stage load its one module.
+  const StageMap map(plan->request.topology);
+  const int model_stages = map.num_stages() / map.chains();
   const ModelConfig config = DataShape();
   const TempDir dir("scripted");
   ASSERT_FALSE(dir.path().empty());
-  SaveStages(dir.path(), num_stages, config);
+  SaveStages(dir.path(), model_stages, config);
 
   std::vector<std::unique_ptr<ScriptedStage>> modules;
   std::vector<const StageModule*> stages;
-  for (int s = 0; s < num_stages; ++s) {
+  for (int s = 0; s < model_stages; ++s) {
     auto loaded = ScriptedStage::Load(ScriptedStagePath(dir.path(), s), s, at::kCPU);
     ASSERT_TRUE(loaded.ok()) << loaded.status().message();
     modules.push_back(std::move(*loaded));
     stages.push_back(modules.back().get());
   }
-  const StepResult want = Reference(stages, config, request.topology.microbatches);
+  const StepResult want =
+      OnEveryStage(map, Reference(stages, config, request.topology.microbatches));
 
   StepResult got;
   if (c.gloo) {
@@ -120,6 +124,7 @@ TEST_P(ScriptedStages, MatchTheSameModulesRunInSequence) {
 INSTANTIATE_TEST_SUITE_P(Strategies, ScriptedStages,
                          ::testing::Values(ScriptedCase{"1f1b"}, ScriptedCase{"zb-h1"},
                                            ScriptedCase{"zbv", 2}, ScriptedCase{"dualpipe-v", 2},
+                                           ScriptedCase{"dualpipe", 2},
                                            ScriptedCase{"zb-h1", 1, true}),
                          [](const ::testing::TestParamInfo<ScriptedCase>& param) {
                            std::string name =

@@ -1,7 +1,8 @@
-// The torch executor against a single-process, non-pipelined reference: for every strategy
-// it accepts (all but dual placement, which it refuses), at 2 and 4 ranks in-process
-// (threads), and for five of them also over Gloo (processes spawned by pipeplan-torch), the
-// loss and every parameter gradient of one step match (fp32, rtol 1e-5).
+// The torch executor against a single-process, non-pipelined reference: for every strategy,
+// at 2 and 4 ranks in-process (threads), and for six of them also over Gloo (processes
+// spawned by pipeplan-torch), the loss and every parameter gradient of one step match (fp32,
+// rtol 1e-5). Under dual placement (dualpipe) both copies of each model stage must hold the
+// whole batch's gradient, the sum of the two copies' halves.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -18,6 +19,7 @@ namespace {
 
 using testing::ExpectMatches;
 using testing::ModelFlags;
+using testing::OnEveryStage;
 using testing::Reference;
 using testing::RunInProcess;
 using testing::RunOverGloo;
@@ -48,13 +50,13 @@ TEST_P(TorchGradients, MatchANonPipelinedReference) {
   config.sequence = 8;
   config.microbatch_size = 2;
   config.seed = 7;
+  const StageMap map(plan->request.topology);
   std::vector<TransformerStage> model;
   std::vector<const StageModule*> stages;
-  for (int s = 0; s < plan->request.topology.num_stages(); ++s) {
-    model.emplace_back(config, s, at::kCPU);
-  }
+  for (int s = 0; s < map.num_stages() / map.chains(); ++s) model.emplace_back(config, s, at::kCPU);
   for (const TransformerStage& stage : model) stages.push_back(&stage);
-  const StepResult want = Reference(stages, config, request.topology.microbatches);
+  const StepResult want =
+      OnEveryStage(map, Reference(stages, config, request.topology.microbatches));
   TorchExecutorOptions options;
   options.model = config;
   const StepResult got =
@@ -62,15 +64,14 @@ TEST_P(TorchGradients, MatchANonPipelinedReference) {
   ExpectMatches(got, want);
 }
 
-// Every strategy but dual placement in-process at its smallest V; five of them over Gloo too.
+// Every strategy in-process at its smallest V; six of them over Gloo too.
 std::vector<GradientCase> Cases() {
   std::vector<GradientCase> cases;
   for (const Strategy& strategy : AllStrategies()) {
-    if (strategy.placement == Placement::kDual) continue;
     const std::string name(strategy.name);
     const int v = strategy.min_stages_per_rank;
     const bool gloo = name == "1f1b" || name == "interleaved-1f1b" || name == "zb-h1" ||
-                      name == "zbv" || name == "dualpipe-v";
+                      name == "zbv" || name == "dualpipe-v" || name == "dualpipe";
     for (const int ranks : {2, 4}) {
       cases.push_back({name, ranks, false, v});
       if (gloo) cases.push_back({name, ranks, true, v});
@@ -90,21 +91,17 @@ INSTANTIATE_TEST_SUITE_P(Strategies, TorchGradients, ::testing::ValuesIn(Cases()
                            return name;
                          });
 
-// Two model copies (dualpipe) are refused up front, naming what to use instead.
-TEST(TorchGradientsRefusal, DualPlacementIsRefusedNamingDualpipeV) {
-  PlanRequest request;
-  request.strategy = "dualpipe";
-  request.topology.ranks = 2;
-  request.topology.microbatches = 4;
-  request.topology.stages_per_rank = 2;
-  const StatusOr<Plan> plan = BuildPlan(request);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
+// Two model copies on an odd number of ranks would put both copies of the middle stage on
+// one rank (no mirror to add its gradients with): refused up front, naming the fix.
+TEST(TorchGradientsRefusal, DualPlacementOnAnOddNumberOfRanksIsRefused) {
+  Plan plan;
+  plan.request.topology = Topology{3, 2, 6, Placement::kDual};
   TorchExecutorOptions options;
-  const auto executor = TorchExecutor::Create(*plan, RankId(0), options);
+  const auto executor = TorchExecutor::Create(plan, RankId(0), options);
   ASSERT_FALSE(executor.ok());
-  EXPECT_NE(executor.status().message().find("does not run dual placement"), std::string::npos)
+  EXPECT_NE(executor.status().message().find("dual placement on 3 ranks"), std::string::npos)
       << executor.status().message();
-  EXPECT_NE(executor.status().message().find("use dualpipe-v"), std::string::npos);
+  EXPECT_NE(executor.status().message().find("use an even number of ranks"), std::string::npos);
 }
 
 }  // namespace

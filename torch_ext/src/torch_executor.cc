@@ -16,10 +16,6 @@
 namespace pipeplan::torch_ext {
 namespace {
 
-std::span<std::byte> BytesOf(const at::Tensor& t) {
-  return {static_cast<std::byte*>(t.data_ptr()), t.nbytes()};
-}
-
 std::string Name(StageId stage, MicrobatchId mb) {
   return "stage " + std::to_string(stage.value) + " microbatch " + std::to_string(mb.value);
 }
@@ -38,14 +34,16 @@ StatusOr<std::vector<std::unique_ptr<StageModule>>> MakeStages(const StageMap& m
                                                                at::Device device) {
   std::vector<std::unique_ptr<StageModule>> stages;
   for (const StageId stage : map.StagesOf(rank)) {
+    // Dual placement's second copy is built from the same weights (or module) as the first.
+    const int depth = map.DepthOf(stage);
     if (options.stage_modules.empty()) {
-      stages.push_back(std::make_unique<TransformerStage>(options.model, stage.value, device));
+      stages.push_back(
+          std::make_unique<TransformerStage>(options.model, stage.value, depth, device));
       continue;
     }
     PIPEPLAN_ASSIGN_OR_RETURN(
         std::unique_ptr<ScriptedStage> scripted,
-        ScriptedStage::Load(ScriptedStagePath(options.stage_modules, stage.value), stage.value,
-                            device));
+        ScriptedStage::Load(ScriptedStagePath(options.stage_modules, depth), stage.value, device));
     stages.push_back(std::move(scripted));
   }
   return stages;
@@ -53,14 +51,18 @@ StatusOr<std::vector<std::unique_ptr<StageModule>>> MakeStages(const StageMap& m
 
 }  // namespace
 
+std::span<std::byte> TorchExecutor::BytesOf(const at::Tensor& t) {
+  return {static_cast<std::byte*>(t.data_ptr()), t.nbytes()};
+}
+
 StatusOr<std::unique_ptr<TorchExecutor>> TorchExecutor::Create(
     const Plan& plan, RankId rank, const TorchExecutorOptions& options) {
   PIPEPLAN_RETURN_IF_ERROR(ValidateModelConfig(options.model));
   const Topology& topology = plan.request.topology;
-  if (topology.placement == Placement::kDual) {
-    return InvalidArgument(
-        "the torch executor does not run dual placement (two model copies, as in dualpipe) "
-        "yet; use dualpipe-v");
+  if (topology.placement == Placement::kDual && topology.ranks % 2 != 0) {
+    return InvalidArgument("dual placement on " + std::to_string(topology.ranks) +
+                           " ranks puts both copies of the middle stage on one rank, which the "
+                           "torch executor does not run; use an even number of ranks");
   }
   if (rank.value < 0 || rank.value >= topology.ranks) {
     return InvalidArgument("rank " + std::to_string(rank.value) + " is outside the plan's " +
@@ -111,6 +113,19 @@ TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorO
       last_loss_(std::numeric_limits<double>::quiet_NaN()) {
   for (const auto& stage : stages_) {
     parameters_.insert(parameters_.end(), stage->parameters().begin(), stage->parameters().end());
+    if (map_.ChainOf(StageId(stage->stage())) == 0) {
+      first_copy_parameters_.insert(first_copy_parameters_.end(), stage->parameters().begin(),
+                                    stage->parameters().end());
+    }
+  }
+  // The mirror holds the same model stages: by depth, the two lists line up.
+  std::vector<const StageModule*> by_depth;
+  for (const auto& stage : stages_) by_depth.push_back(stage.get());
+  std::ranges::sort(by_depth, {},
+                    [&](const StageModule* s) { return map_.DepthOf(StageId(s->stage())); });
+  for (const StageModule* stage : by_depth) {
+    mirror_parameters_.insert(mirror_parameters_.end(), stage->parameters().begin(),
+                              stage->parameters().end());
   }
   optimizer_ = MakeOptimizer(parameters_, options.optimizer);
   const auto table = at::TensorOptions().dtype(at::kDouble).device(device_);
@@ -147,11 +162,16 @@ StatusOr<TorchExecutor::Microbatch*> TorchExecutor::Find(StageId stage, Microbat
 }
 
 void TorchExecutor::LoadData() {
-  const bool first = OnThisRank(0);
-  const bool last = OnThisRank(map_.num_stages() - 1);
-  for (int mb = 0; mb < microbatches_; ++mb) {
-    if (first) inputs_.push_back(MicrobatchInput(options_.model, mb, device_));
-    if (last) targets_.push_back(MicrobatchTarget(options_.model, mb, device_));
+  for (const StageId stage : map_.StagesOf(rank_)) {
+    for (int mb = 0; mb < map_.MicrobatchesOf(stage); ++mb) {
+      const int sample = map_.BatchMicrobatchOf(stage, MicrobatchId(mb));
+      if (map_.IsFirst(stage)) {
+        inputs_[stage.value].push_back(MicrobatchInput(options_.model, sample, device_));
+      }
+      if (map_.IsLast(stage)) {
+        targets_[stage.value].push_back(MicrobatchTarget(options_.model, sample, device_));
+      }
+    }
   }
 }
 
@@ -160,6 +180,7 @@ Status TorchExecutor::BeginStep(const runtime::OpContext& /*context*/) {
   memory_.clear();
   live_.clear();
   losses_.clear();
+  mirror_loss_ = 0.0;
   forwards_this_step_ = 0;
   if (!initial_parameters_reported_) {
     initial_parameters_reported_ = true;
@@ -193,7 +214,7 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
   ++forwards_this_step_;
   at::Tensor input;
   if (map_.IsFirst(stage)) {
-    input = inputs_.at(mb.value).clone();
+    input = inputs_.at(stage.value).at(mb.value).clone();
   } else if (OnThisRank(stage.value - 1)) {
     PIPEPLAN_ASSIGN_OR_RETURN(Microbatch * previous, Find(StageId(stage.value - 1), mb, "F"));
     input = previous->output;
@@ -213,7 +234,7 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
                            " ([microbatch size, sequence, hidden] from the model flags)");
   }
   if (map_.IsLast(stage)) {
-    state.root = MicrobatchLoss(output, targets_.at(mb.value), microbatches_);
+    state.root = MicrobatchLoss(output, targets_.at(stage.value).at(mb.value), microbatches_);
     losses_.push_back(state.root.detach());
   } else {
     state.root = output;
@@ -324,13 +345,15 @@ std::vector<StageStatic> TorchExecutor::StageStaticBytes() {
       for (const auto& [name, state] : optimizer_->StateOf(index++)) bytes += bytes_of(state);
     }
     const StageId id(stage->stage());
-    const auto data_bytes = [&](const std::vector<at::Tensor>& data) {
+    const auto data_bytes = [&](const std::map<int, std::vector<at::Tensor>>& data) {
       double sum = 0.0;
-      for (const at::Tensor& t : data) sum += bytes_of(t);
+      const auto it = data.find(id.value);
+      if (it == data.end()) return sum;
+      for (const at::Tensor& t : it->second) sum += bytes_of(t);
       return sum;
     };
-    const double inputs = map_.IsFirst(id) ? data_bytes(inputs_) : 0.0;
-    const double targets = map_.IsLast(id) ? data_bytes(targets_) : 0.0;
+    const double inputs = data_bytes(inputs_);
+    const double targets = data_bytes(targets_);
     out.push_back({.stage = id,
                    .bytes = bytes + inputs + targets,
                    .input_bytes = inputs,
@@ -442,10 +465,12 @@ StatusOr<std::span<std::byte>> TorchExecutor::AllocateReceive(const Action& recv
   }
 }
 
+double TorchExecutor::LocalLoss() const { return at::stack(losses_).sum().item<double>(); }
+
 Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   const MemoryMeter::Scope scope(meter_.get());
   last_loss_ = std::numeric_limits<double>::quiet_NaN();
-  if (!losses_.empty()) last_loss_ = at::stack(losses_).sum().item<double>();
+  if (!losses_.empty()) last_loss_ = LocalLoss() + mirror_loss_;
   for (const auto& [key, state] : live_) {
     if (!state.stash.empty() || state.weight.has_value()) {
       return FailedPrecondition("the step ended with the W of " +
@@ -484,114 +509,6 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   Update(record, SumGradientStates(gradient_states_));
   records_.push_back(record);
   return ReportParameters(context.step + 1);
-}
-
-bool TorchExecutor::UpdatesAsIs(const GlobalGradientState& state) const {
-  return state.finite &&
-         !(options_.clip_grad_norm > 0 && NeedsClipping(options_.clip_grad_norm, state.norm));
-}
-
-void TorchExecutor::Update(StepRecord& record, const GlobalGradientState& global) {
-  record.global_grad_norm = global.norm;
-  record.skipped = !global.finite;
-  record.clipped = !record.skipped && options_.clip_grad_norm > 0 &&
-                   ClipGradients(parameters_, options_.clip_grad_norm, global.norm);
-  if (record.skipped) {
-    optimizer_->ZeroGrads();
-  } else {
-    optimizer_->Step();
-  }
-}
-
-// Ranks 0..r's state is known here (the last rank knows every rank's): when it already
-// demands clipping or a skip the update waits for the verdict; otherwise it is made now, from
-// a copy unless this is the last rank, whose decision is already the verdict.
-Status TorchExecutor::Speculate(StepRecord record) {
-  Speculation speculation{.record = record, .stepped = false, .undo = std::nullopt};
-  if (UpdatesAsIs(SumGradientStates(gradient_states_.narrow(0, 0, rank_.value + 1)))) {
-    if (rank_.value + 1 < map_.num_ranks()) {
-      speculation.undo = optimizer_->Save();
-      undo_bytes_ = std::max(undo_bytes_, speculation.undo->bytes());
-    }
-    optimizer_->Update();  // the grads stay until the verdict: a redo needs them
-    speculation.stepped = true;
-  }
-  speculation_ = std::move(speculation);
-  return Status::Ok();
-}
-
-StatusOr<runtime::Verdict> TorchExecutor::Validate(const Action& pv,
-                                                   const runtime::OpContext& context) {
-  PIPEPLAN_RETURN_IF_ERROR(Run(pv, context));
-  if (!speculation_) return runtime::Verdict::kKept;  // the first step, or nothing exchanged
-  Speculation speculation = *std::exchange(speculation_, std::nullopt);
-  StepRecord& record = speculation.record;
-  const bool last = rank_.value + 1 == map_.num_ranks();
-  const GlobalGradientState global = SumGradientStates(last ? gradient_states_ : validation_table_);
-  const bool exact = UpdatesAsIs(global);
-  if (exact != speculation.stepped && (exact || last)) {
-    return Internal("the verdict of step " + std::to_string(record.step + 1) +
-                    " contradicts what this rank knew at its end");
-  }
-  if (exact) {
-    optimizer_->ZeroGrads();
-    record.global_grad_norm = global.norm;
-    records_.push_back(record);
-    PIPEPLAN_RETURN_IF_ERROR(ReportParameters(record.step + 1));
-    return runtime::Verdict::kKept;
-  }
-  const MemoryMeter::Scope scope(meter_.get());
-  if (speculation.stepped) {
-    optimizer_->Restore(*speculation.undo);
-    record.rolled_back = true;
-  }
-  Update(record, global);
-  record.replayed_forwards = forwards_this_step_;
-  // The discarded forwards' graphs go now; only their messages' buffers wait for the replay.
-  for (auto& [key, state] : std::exchange(live_, {})) {
-    Microbatch& kept = forgotten_[key];
-    kept.output = std::move(state.output);
-    kept.received_input = std::move(state.received_input);
-  }
-  losses_.clear();
-  records_.push_back(record);
-  PIPEPLAN_RETURN_IF_ERROR(ReportParameters(record.step + 1));
-  return runtime::Verdict::kRedone;
-}
-
-bool TorchExecutor::ExchangesGradientState() const {
-  return options_.clip_grad_norm > 0 || options_.inject_nonfinite.has_value();
-}
-
-StatusOr<std::span<std::byte>> TorchExecutor::GradientStateBuffer(
-    RankId rank, const runtime::OpContext& context) {
-  if (!ExchangesGradientState()) return FailedPrecondition("no gradient state is exchanged");
-  if (rank.value < 0 || rank.value >= gradient_states_.size(0)) {
-    return InvalidArgument("rank " + std::to_string(rank.value) + " is outside the plan's " +
-                           std::to_string(gradient_states_.size(0)) + " ranks");
-  }
-  const MemoryMeter::Scope scope(meter_.get());
-  at::Tensor row = gradient_states_[rank.value];
-  if (rank == rank_) {
-    InjectNonfinite(context.step);
-    WriteLocalGradientState(parameters_, row);
-    own_state_written_ = true;
-  }
-  return BytesOf(row);
-}
-
-void TorchExecutor::InjectNonfinite(int step) {
-  const std::optional<NonfiniteInjection>& injection = options_.inject_nonfinite;
-  if (!injection || injection->step != step) return;
-  StageModule* stage = Local(StageId(injection->stage));
-  if (stage == nullptr) return;
-  for (const at::Tensor& p : stage->parameters()) {
-    if (p.grad().defined()) {
-      p.grad().fill_(std::numeric_limits<double>::quiet_NaN());
-    } else {
-      p.mutable_grad() = at::full_like(p, std::numeric_limits<double>::quiet_NaN());
-    }
-  }
 }
 
 }  // namespace pipeplan::torch_ext

@@ -27,10 +27,11 @@ at::Tensor Normal(at::Generator& gen, at::IntArrayRef shape, double std, at::Dev
 
 }  // namespace
 
-TransformerStage::TransformerStage(const ModelConfig& config, int stage, at::Device device)
+TransformerStage::TransformerStage(const ModelConfig& config, int stage, int depth,
+                                   at::Device device)
     : config_(config), stage_(stage) {
   at::Generator gen =
-      at::make_generator<at::CPUGeneratorImpl>(Mix(config.seed, kParameters, stage));
+      at::make_generator<at::CPUGeneratorImpl>(Mix(config.seed, kParameters, depth));
   const int64_t h = config.hidden;
   const auto add_param = [&](at::Tensor t, const std::string& name) {
     t.requires_grad_(true);

@@ -26,11 +26,6 @@ Status CheckRunsOn(Runtime runtime, std::string_view name, Placement placement,
     case Runtime::kAny:
       return Status::Ok();
     case Runtime::kPipeplanTorch:
-      if (placement == Placement::kDual) {
-        return Refuse(runtime, name,
-                      "dual placement (two model copies per rank) is not built by pipeplan-torch; "
-                      "dualpipe-v is the single-copy variant");
-      }
       return Status::Ok();
     case Runtime::kTorch:
     case Runtime::kTorchtitan:

@@ -35,6 +35,23 @@ TEST(Topology, LoopAndVPlacements) {
   EXPECT_EQ(v.StagesOf(RankId(0)), (std::vector<StageId>{StageId(0), StageId(7)}));
   EXPECT_EQ(v.StagesOf(RankId(3)), (std::vector<StageId>{StageId(3), StageId(4)}));
   EXPECT_EQ(v.ChunkOf(StageId(4)), 1);
+  EXPECT_EQ(v.DepthOf(StageId(7)), 7);
+  EXPECT_EQ(v.BatchMicrobatchOf(StageId(7), MicrobatchId(3)), 3);
+}
+
+// Copy B of dual placement runs the model's stages again, on the other half of the batch.
+TEST(Topology, DualPlacementsSecondCopy) {
+  const StageMap dual(Topology{4, 2, 8, Placement::kDual});
+  EXPECT_EQ(dual.StagesOf(RankId(0)), (std::vector<StageId>{StageId(0), StageId(7)}));
+  EXPECT_EQ(dual.chains(), 2);
+  EXPECT_EQ(dual.ChainOf(StageId(3)), 0);
+  EXPECT_EQ(dual.ChainOf(StageId(4)), 1);
+  EXPECT_EQ(dual.DepthOf(StageId(3)), 3);
+  EXPECT_EQ(dual.DepthOf(StageId(4)), 0);  // copy B's first stage, on rank 3
+  EXPECT_EQ(dual.DepthOf(StageId(7)), 3);  // copy B's last stage, on rank 0
+  EXPECT_EQ(dual.MicrobatchesOf(StageId(7)), 4);
+  EXPECT_EQ(dual.BatchMicrobatchOf(StageId(2), MicrobatchId(3)), 3);
+  EXPECT_EQ(dual.BatchMicrobatchOf(StageId(5), MicrobatchId(3)), 7);
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // OpExecutor: what runs the compute of one rank (a synthetic hold, LibTorch stages, ...).
 // The runtime drives it through one step: BeginStep, then every compute action (F, B, I, W,
-// F&B overlap) and post-validation in the plan's order, then (when the executor asks for it)
-// the exchange of every rank's gradient state, then EndStep (the optimizer step). With
+// F&B overlap) and post-validation in the plan's order, then (when the executor asks for
+// them) the sum of the two model copies' gradients and the exchange of every rank's gradient
+// state, then EndStep (the optimizer step). With
 // post-validation that step may be speculative and undone at the next step's PV (Validate).
 // The executor owns every message buffer; same-rank stage hand-offs never reach the runtime.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <utility>
@@ -28,6 +30,13 @@ struct OpContext {
   // EndStep only: the next step's PV judges this update (Validate), so it may be made before
   // every rank's gradient state is known.
   bool speculative = false;
+};
+
+// Where an executor's gradients go to their mirror rank and where the mirror's land
+// (OpExecutor::GradientMirror).
+struct MirrorBuffers {
+  std::span<std::byte> send;
+  std::span<std::byte> receive;
 };
 
 // What a post-validation decided (OpExecutor::Validate).
@@ -86,6 +95,15 @@ class OpExecutor {
   // buffers (device memory where the transport needs it) and their format. Default: none.
   virtual bool ExchangesGradientState() const { return false; }
   virtual StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank, const OpContext& context);
+  // Dual placement (two copies of the model, DualPipe): the copies of one model stage sit on
+  // two ranks, mirrors of each other, whose gradients must be added before the optimizer, as
+  // DeepSeek's DualPipe all-reduces them. When GradientMirror() names a rank, after the last
+  // action and every transfer, before the gradient-state exchange, the runtime sends
+  // MirrorGradientBuffers().send to it, receives the mirror's into .receive (the same size;
+  // the executor's format) and calls MirrorReceived, which adds them. Default: no mirror.
+  virtual std::optional<RankId> GradientMirror() const { return std::nullopt; }
+  virtual StatusOr<MirrorBuffers> MirrorGradientBuffers(const OpContext& context);
+  virtual Status MirrorReceived(const OpContext& context);
   // Post-validation (plans with PV). When the executor exchanges gradient state, every step but
   // the run's last ends with it going along the ranks instead: rank r receives the buffers of
   // ranks 0..r-1 from rank r-1, asks for its own (which writes it) and sends those of ranks
@@ -115,6 +133,14 @@ class OpExecutor {
 inline StatusOr<Verdict> OpExecutor::Validate(const Action& pv, const OpContext& context) {
   PIPEPLAN_RETURN_IF_ERROR(Run(pv, context));
   return Verdict::kKept;
+}
+
+inline StatusOr<MirrorBuffers> OpExecutor::MirrorGradientBuffers(const OpContext& /*context*/) {
+  return FailedPrecondition("this executor has no gradient mirror");
+}
+
+inline Status OpExecutor::MirrorReceived(const OpContext& /*context*/) {
+  return FailedPrecondition("this executor has no gradient mirror");
 }
 
 inline StatusOr<std::span<std::byte>> OpExecutor::GradientStateBuffer(

@@ -17,6 +17,7 @@ enum class Activity : uint8_t {
   kWaiting,     // action `action_index` waits for transfer `waited_index` to complete
   kFinishing,   // end of step: waits for transfer `waited_index` (a SEND, or an unused RECV)
   kExchanging,  // end of step: waits for every other rank's gradient state (op_executor.h)
+  kMirroring,   // end of step: adds gradients with mirror rank `waited_index` (op_executor.h)
   kEnding,      // inside the executor's EndStep (the optimizer step)
   kDone,        // finished or failed; nothing left to watch
 };

@@ -11,6 +11,13 @@
 
 namespace pipeplan::torch_ext {
 
+// Dual placement's sum of the two model copies' gradients (op_executor.h, GradientMirror):
+// the gradients of `parameters` (zeros where none accumulated) as float32, then `loss`, in
+// one flat tensor on their device; and such a tensor from the mirror, whose parameters are
+// these ones' other copies in the same order, added into their gradients (its loss returned).
+at::Tensor FlattenGradients(const std::vector<at::Tensor>& parameters, double loss);
+double AddFlatGradients(const at::Tensor& flat, const std::vector<at::Tensor>& parameters);
+
 inline constexpr int kGradientStateValues = 2;
 
 // Writes this rank's state into `row` (float64, kGradientStateValues), without waiting for

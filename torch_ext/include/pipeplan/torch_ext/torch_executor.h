@@ -90,8 +90,10 @@ struct TorchExecutorOptions {
 
 class TorchExecutor final : public runtime::OpExecutor {
  public:
-  // Builds the stages `plan` places on `rank`. Dual placement (two model copies) is refused;
-  // what torch throws while building (no such device, out of memory) is returned as an error.
+  // Builds the stages `plan` places on `rank`; under dual placement (two model copies) the
+  // second copy's stage P + j from the weights of stage j, on the second half of the batch
+  // (StageMap::DepthOf, BatchMicrobatchOf), on an even number of ranks. What torch throws
+  // while building (no such device, out of memory) is returned as an error.
   static StatusOr<std::unique_ptr<TorchExecutor>> Create(const Plan& plan, RankId rank,
                                                          const TorchExecutorOptions& options);
 
@@ -106,6 +108,13 @@ class TorchExecutor final : public runtime::OpExecutor {
   Status SendCompleted(const Action& send, const runtime::OpContext& context) override;
   Status EndStep(const runtime::OpContext& context) override;
   StatusOr<runtime::Verdict> Validate(const Action& pv, const runtime::OpContext& context) override;
+  // Dual placement: the rank holding the other copies of this rank's two model stages
+  // (P - 1 - r). Their gradients are added, as are the two last stages' losses (float32),
+  // so both copies take the same update and ranks 0 and P - 1 report the step's loss.
+  std::optional<RankId> GradientMirror() const override;
+  StatusOr<runtime::MirrorBuffers> MirrorGradientBuffers(
+      const runtime::OpContext& context) override;
+  Status MirrorReceived(const runtime::OpContext& context) override;
   bool ExchangesGradientState() const override;
   StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
                                                      const runtime::OpContext& context) override;
@@ -127,6 +136,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   int64_t undo_bytes() const { return undo_bytes_; }
 
  private:
+  static std::span<std::byte> BytesOf(const at::Tensor& t);
   // Create's torch work, which may throw.
   static StatusOr<std::unique_ptr<TorchExecutor>> Build(const Plan& plan, RankId rank,
                                                         const TorchExecutorOptions& options,
@@ -156,6 +166,8 @@ class TorchExecutor final : public runtime::OpExecutor {
   StatusOr<std::span<std::byte>> AllocateReceive(const Action& recv);
   StatusOr<Microbatch*> Find(StageId stage, MicrobatchId mb, const char* needed_by);
   StageModule* Local(StageId stage);
+  // The sum of the losses of this rank's last stages this step (some must exist).
+  double LocalLoss() const;
   bool OnThisRank(int stage) const;
   at::Tensor EmptyActivation() const;
   void LoadData();
@@ -183,6 +195,15 @@ class TorchExecutor final : public runtime::OpExecutor {
   std::unique_ptr<MemoryMeter> meter_;
   std::vector<runtime::OpMemory> memory_;  // this step's, in program order
   std::vector<at::Tensor> parameters_;     // every local stage's, in stage order
+  // Those of the first model copy's stages: every model stage once across the ranks (the
+  // global gradient norm counts them).
+  std::vector<at::Tensor> first_copy_parameters_;
+  // Dual placement's gradient sum: every local parameter by model depth (the mirror's
+  // order too), the buffers while it lasts, and the mirror's part of the loss (0 without).
+  std::vector<at::Tensor> mirror_parameters_;
+  at::Tensor mirror_send_;
+  at::Tensor mirror_receive_;
+  double mirror_loss_ = 0.0;
   std::unique_ptr<Optimizer> optimizer_;
   // The gradient-state exchange's buffers, a [ranks, kGradientStateValues] float64 table on
   // the device; whether this rank's row holds this step's state.
@@ -204,8 +225,8 @@ class TorchExecutor final : public runtime::OpExecutor {
   // The data loader's part, made once when the executor is built and the same every step: each
   // microbatch's input (this rank holds the first stage) and target (the last), on the device,
   // so no F times data generation or a host-to-device copy.
-  std::vector<at::Tensor> inputs_;
-  std::vector<at::Tensor> targets_;
+  std::map<int, std::vector<at::Tensor>> inputs_;   // by stage: first stages only
+  std::map<int, std::vector<at::Tensor>> targets_;  // by stage: last stages only
   double last_loss_;
 };
 

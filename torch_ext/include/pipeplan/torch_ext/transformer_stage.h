@@ -1,6 +1,6 @@
 // One stage of the built-in model: `layers_per_stage` pre-norm transformer blocks
 //   h = x + proj(attention(qkv(ln1(x))));  y = h + fc2(gelu(fc1(ln2(h))))
-// with causal attention, parameters drawn from (seed, stage) so any placement of stages on
+// with causal attention, parameters drawn from (seed, depth) so any placement of stages on
 // ranks builds the same model. Linear layers defer their weight GEMMs (deferred_linear.h);
 // the same stage in `kPlain` mode uses stock autograd, which is the reference's path.
 #pragma once
@@ -23,7 +23,11 @@ enum class LinearMode : uint8_t {
 
 class TransformerStage final : public StageModule {
  public:
-  TransformerStage(const ModelConfig& config, int stage, at::Device device);
+  // Stage `stage` of the plan, with the weights of the model's stage `depth` (they differ
+  // only for dual placement's second copy, StageMap::DepthOf).
+  TransformerStage(const ModelConfig& config, int stage, int depth, at::Device device);
+  TransformerStage(const ModelConfig& config, int stage, at::Device device)
+      : TransformerStage(config, stage, stage, device) {}
 
   // The stage's output for input `x` ([microbatch, sequence, hidden]).
   at::Tensor Forward(const at::Tensor& x, LinearMode mode, WeightGradStash* stash) const;

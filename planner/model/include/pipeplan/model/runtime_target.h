@@ -11,7 +11,7 @@ namespace pipeplan {
 
 enum class Runtime : uint8_t {
   kAny,            // no runtime named: every strategy
-  kPipeplanTorch,  // pipeplan-torch: every strategy but dual placement
+  kPipeplanTorch,  // pipeplan-torch: every strategy
   kTorch,          // torch.distributed.pipelining's _PipelineScheduleRuntime (_load_csv)
   kTorchtitan,     // torchtitan: torch's runtime, stages placed by its schedule name
   kMegatron,       // Megatron-LM: 1F1B and interleaved 1F1B (with its A2A overlap)

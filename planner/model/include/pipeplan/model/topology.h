@@ -74,6 +74,18 @@ class StageMap {
   }
   // Microbatches that pass through a stage: M, or M / 2 per copy under dual placement.
   int MicrobatchesOf(StageId /*stage*/) const { return microbatches_per_chain_; }
+  // Model copies: 2 under dual placement, else 1.
+  int chains() const { return dual_ ? 2 : 1; }
+  // The model copy a stage belongs to: 1 for dual placement's copy B, else 0.
+  int ChainOf(StageId stage) const { return dual_ && stage.value >= num_ranks() ? 1 : 0; }
+  // Which of the model's stages a stage runs: itself, or under dual placement its place in
+  // its copy (copy B's stage P + j runs the model's stage j, from the same weights).
+  int DepthOf(StageId stage) const { return stage.value - ChainOf(stage) * num_ranks(); }
+  // Which of the step's M microbatches a stage's microbatch `mb` is: copy B runs the second
+  // half.
+  int BatchMicrobatchOf(StageId stage, MicrobatchId mb) const {
+    return ChainOf(stage) * microbatches_per_chain_ + mb.value;
+  }
 
  private:
   std::vector<RankId> rank_of_;
