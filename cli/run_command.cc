@@ -28,7 +28,8 @@ namespace {
 constexpr std::string_view kHelp =
     R"(usage: pipeplan run PLAN [--executor synthetic] [--transport inproc] [--steps N]
                      [--warmup K] [--time-scale S] [--timeout SEC] [--timeline FILE]
-                     [--html FILE] [--inject-fault KIND@RANK:ACTION[:STEP]]
+                     [--html FILE] [--no-step-barrier] [--check-cost UNITS]
+                     [--inject-fault KIND@RANK:ACTION[:STEP]]
                      [--inject-validation-failure STEP]
 
 Executes a plan file with the pipeplan runtime, every rank as a thread of this process, and
@@ -56,6 +57,17 @@ Options:
                         'pipeplan diff' and 'pipeplan profile')
   --html FILE           write an HTML report: simulated and measured timelines one above the
                         other on one time axis
+  --no-step-barrier     start each rank's next step as soon as it ended its last (default:
+                        every step opens on all ranks at once): step k+1's first actions
+                        overlap step k's tail where their inputs allow. The median step
+                        printed is then what each step adds to the run (from the previous
+                        step's last action to its own); the table compares one step's
+                        timeline, timed from its earliest rank's start
+  --check-cost UNITS    model the optimizer's global check (clipping to a global norm, the
+                        non-finite skip): every step ends with the gradient-state exchange
+                        and a synchronous update then holds UNITS (the check's all-reduce);
+                        with post-validation in the plan the update is speculative and
+                        does not wait for it (compare the two with --no-step-barrier)
   --inject-fault F      testing aid: make one action misbehave, to see the watchdog and
                         the abort at work. F = KIND@RANK:ACTION[:STEP] with KIND fail (an
                         error), throw (an exception) or stall (never returns) on a compute
@@ -78,6 +90,7 @@ Examples:
   pipeplan run plan.pb --timeout 1 --inject-fault stall@2:7
   pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --post-validation -o zbv.pb
   pipeplan run zbv.pb --inject-validation-failure 3
+  pipeplan run zbv.pb --no-step-barrier --check-cost 2 --steps 20
 )";
 
 constexpr double kAutoOpSeconds = 0.003;
@@ -92,6 +105,8 @@ struct RunOptions {
   std::optional<std::string> html;
   std::optional<runtime::Fault> fault;
   std::optional<int> failed_validation;  // the step, from 0
+  bool step_barrier = true;
+  double check_units = 0.0;
 };
 
 StatusOr<RunOptions> ParseRunOptions(const app::Flags& flags) {
@@ -120,6 +135,10 @@ StatusOr<RunOptions> ParseRunOptions(const app::Flags& flags) {
   options.timeout = timeout.value_or(options.timeout);
   options.timeline = flags.GetString("timeline");
   options.html = flags.GetString("html");
+  options.step_barrier = !flags.GetBool("no-step-barrier");
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> check,
+                            flags.GetNonNegativeDouble("check-cost"));
+  options.check_units = check.value_or(0.0);
   if (auto fault = flags.GetString("inject-fault")) {
     StatusOr<runtime::Fault> parsed = runtime::ParseFault(*fault);
     if (!parsed.ok()) return parsed.status().WithContext("--inject-fault");
@@ -168,6 +187,7 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
   run.warmup = options.warmup;
   run.timeout_seconds = options.timeout;
   run.seconds_per_unit = time_scale;
+  run.step_barrier = options.step_barrier;
   const int total = options.steps + options.warmup;
   run.on_step = [&](const runtime::StepReport& report) {
     std::cerr << "step " << report.step + 1 << "/" << total << (report.warmup ? " (warm-up)" : "")
@@ -177,7 +197,9 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
     seconds.push_back(report.seconds);
   };
   const runtime::SyntheticOptions synthetic{
-      .seconds_per_unit = time_scale, .fail_validation_at = options.failed_validation.value_or(-1)};
+      .seconds_per_unit = time_scale,
+      .fail_validation_at = options.failed_validation.value_or(-1),
+      .check_units = options.check_units};
   return runtime::RunSyntheticInProcess(plan, synthetic, run, options.fault);
 }
 
@@ -258,7 +280,15 @@ Status ExecuteRun(const RunOptions& options) {
 
   std::cout << "steps: " << options.warmup << " warm-up + " << options.steps
             << " measured; median step "
-            << Milliseconds(MedianStep(steps).metrics.makespan * time_scale) << "\n";
+            << Milliseconds(MedianStep(steps).metrics.makespan * time_scale);
+  if (!options.step_barrier) {
+    // Without the barrier steps overlap: what one adds to the run is the figure to compare.
+    std::vector<double> added(seconds.begin() + options.warmup, seconds.end());
+    std::sort(added.begin(), added.end());
+    std::cout << " from its earliest rank's start; no step barrier: each adds a median "
+              << Milliseconds(added[added.size() / 2]) << " to the run";
+  }
+  std::cout << "\n";
   if (options.failed_validation) PrintFailedValidation(*options.failed_validation, seconds);
   if (show_failed) {
     std::cout << "the table below, --timeline and --html show step "
@@ -283,6 +313,8 @@ int RunRunCommand(const std::vector<std::string>& args) {
                                                       {"timeout"},
                                                       {"timeline"},
                                                       {"html"},
+                                                      {"no-step-barrier", app::FlagKind::kBool},
+                                                      {"check-cost"},
                                                       {"inject-fault"},
                                                       {"inject-validation-failure"}},
                                                      ParseRunOptions,

@@ -153,6 +153,7 @@ class StepRunner {
   // two ranks is this one: a group of one send to and one receive from every other rank.
   Status ExchangeGradientState() {
     Publish(Activity::kExchanging, kNoAction);
+    PIPEPLAN_RETURN_IF_ERROR(WaitStateSends());
     const RankId self = timeline_.rank;
     PIPEPLAN_ASSIGN_OR_RETURN(const std::span<std::byte> own, StateBuffer(self));
     std::vector<P2POp> ops;
@@ -249,9 +250,10 @@ class StepRunner {
 
   // Post-validation's end of step: ranks 0..r-1's states arrive from rank r-1 and ranks 0..r's
   // go on to rank r+1, so the last rank holds them all (the next step's PV chain brings them
-  // back). Waiting for the send costs nothing here: steps are opened by a barrier anyway.
+  // back). Without a step barrier the sends are not waited here (StepOptions::state_sends).
   Status PassGradientStateOn() {
     Publish(Activity::kExchanging, kNoAction);
+    PIPEPLAN_RETURN_IF_ERROR(WaitStateSends());
     const int self = timeline_.rank.value;
     std::vector<P2POp> receives;
     for (int r = 0; r < self; ++r) {
@@ -265,7 +267,19 @@ class StepRunner {
       sends.push_back({P2PKind::kSend, RankId(self + 1), row});
     }
     if (sends.empty()) return StateBuffer(timeline_.rank).status();  // writes the own state
-    return PostAndWait(sends);
+    if (options_.state_sends == nullptr) return PostAndWait(sends);
+    PIPEPLAN_ASSIGN_OR_RETURN(*options_.state_sends, transport_.Post(sends));
+    return Status::Ok();
+  }
+
+  // The previous step's state sends, before their buffers are written again.
+  Status WaitStateSends() const {
+    if (options_.state_sends == nullptr) return Status::Ok();
+    for (const std::unique_ptr<PendingOp>& send : *options_.state_sends) {
+      PIPEPLAN_RETURN_IF_ERROR(send->Wait(TimePoint::max()));
+    }
+    options_.state_sends->clear();
+    return Status::Ok();
   }
 
   StatusOr<std::span<std::byte>> StateBuffer(RankId rank) {

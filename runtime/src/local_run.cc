@@ -1,7 +1,9 @@
 #include "pipeplan/runtime/local_run.h"
 
-#include <atomic>
+#include <algorithm>
 #include <barrier>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -48,8 +50,23 @@ Status RootCause(const std::optional<Status>& stall, const std::vector<Status>& 
   return Status::Ok();
 }
 
-// One thread per rank for the whole run, stepping in lock-step with the caller's thread
-// through two barriers: `start` opens a step (and stamps its time zero), `finish` closes it.
+// Moves a rank's step timeline `offset` units earlier (its memory samples follow its actions).
+void Rebase(const RankProgram& program, double offset, RankTimeline& timeline) {
+  for (ActionTiming& action : timeline.actions) {
+    action.start -= offset;
+    action.end -= offset;
+  }
+  for (DiscardedRun& run : timeline.discarded) {
+    run.timing.start -= offset;
+    run.timing.end -= offset;
+  }
+  SummarizeMeasuredMemory(program, timeline);
+}
+
+// One thread per rank for the whole run. With the step barrier they step in lock-step with
+// the caller's thread through two barriers: `start` opens a step (and stamps its time zero),
+// `finish` closes it. Without it each runs all its steps and hands each step's result to the
+// caller's thread, which assembles the steps in order as their last rank hands them in.
 class LocalRun {
  public:
   LocalRun(const Plan& plan, std::span<OpExecutor* const> executors,
@@ -82,6 +99,7 @@ class LocalRun {
       transports_[0]->Abort(stall);
       step_options_.stop.request_stop();
     });
+    if (!options_.step_barrier) return RunWithoutBarrier();
     std::vector<std::jthread> threads;
     threads.reserve(programs_.size());
     for (size_t r = 0; r < programs_.size(); ++r) {
@@ -94,6 +112,12 @@ class LocalRun {
   }
 
  private:
+  // A rank's result of one step, and when the rank began it (seconds since the run's epoch).
+  struct HandedIn {
+    double start = 0.0;
+    StatusOr<RankTimeline> result;
+  };
+
   struct StampEpoch {
     StepOptions* options;
     void operator()() const noexcept { options->epoch = Clock::now(); }
@@ -149,6 +173,79 @@ class LocalRun {
     return timeline;
   }
 
+  // ---- without the step barrier ---------------------------------------------------------
+
+  StatusOr<std::vector<Timeline>> RunWithoutBarrier() {
+    const int steps = options_.warmup + options_.steps;
+    handed_in_.assign(steps, std::vector<std::optional<HandedIn>>(programs_.size()));
+    state_sends_.resize(programs_.size());
+    step_options_.epoch = Clock::now();
+    std::vector<std::jthread> threads;
+    threads.reserve(programs_.size());
+    for (size_t r = 0; r < programs_.size(); ++r) {
+      threads.emplace_back([this, r, steps] { RankSteps(r, steps); });
+    }
+    return AssembleSteps(steps);
+  }
+
+  void RankSteps(size_t rank, int steps) {
+    for (int step = 0; step < steps; ++step) {
+      StepOptions mine = step_options_;
+      mine.step = step;
+      mine.last_step = step + 1 == steps;
+      mine.progress = &progress_[rank];
+      mine.state_sends = &state_sends_[rank];
+      if (!options_.timers.empty()) mine.timer = options_.timers[rank];
+      const double start = SecondsBetween(mine.epoch, Clock::now());
+      StatusOr<RankTimeline> result =
+          ExecuteStep(programs_[rank], *executors_[rank], *transports_[rank], mine);
+      const bool failed = !result.ok();
+      {
+        const std::lock_guard lock(handed_in_mutex_);
+        handed_in_[step][rank] = HandedIn{start, std::move(result)};
+      }
+      handed_in_changed_.notify_all();
+      if (failed) return;
+    }
+  }
+
+  // Every rank either hands in step k or fails an earlier one, which ends the run there:
+  // waiting for all of step k in step order cannot hang.
+  StatusOr<std::vector<Timeline>> AssembleSteps(int steps) {
+    std::vector<Timeline> measured;
+    double previous_end = 0.0;  // seconds since the run's epoch
+    for (int step = 0; step < steps; ++step) {
+      std::vector<HandedIn> ranks;
+      {
+        std::unique_lock lock(handed_in_mutex_);
+        handed_in_changed_.wait(lock, [&] {
+          return std::ranges::all_of(handed_in_[step], [](const auto& h) { return h.has_value(); });
+        });
+        for (std::optional<HandedIn>& h : handed_in_[step]) ranks.push_back(std::move(*h));
+      }
+      const double start = std::ranges::min_element(ranks, {}, &HandedIn::start)->start;
+      PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, AssembleStep(ranks, start));
+      const double end = start + timeline.metrics.makespan * options_.seconds_per_unit;
+      const bool warmup = step < options_.warmup;
+      if (options_.on_step) options_.on_step({step, warmup, end - previous_end, &timeline});
+      previous_end = end;
+      if (!warmup) measured.push_back(std::move(timeline));
+    }
+    return measured;
+  }
+
+  // One step's timeline from the ranks' results (times since the run's epoch), rebased to
+  // `start`, the earliest rank's start of it.
+  StatusOr<Timeline> AssembleStep(std::vector<HandedIn>& ranks, double start) {
+    for (size_t r = 0; r < ranks.size(); ++r) results_[r] = std::move(ranks[r].result);
+    for (size_t r = 0; r < results_.size(); ++r) {
+      if (results_[r].ok()) {
+        Rebase(plan_.programs[r], start / options_.seconds_per_unit, *results_[r]);
+      }
+    }
+    return Collect();
+  }
+
   const Plan& plan_;
   std::span<OpExecutor* const> executors_;
   std::span<Transport* const> transports_;
@@ -161,6 +258,12 @@ class LocalRun {
   std::barrier<StampEpoch> start_;
   std::barrier<> finish_;
   bool quit_ = false;
+  // Without the barrier: each step's result per rank as handed in, and each rank's
+  // post-validation sends still in flight between its steps.
+  std::mutex handed_in_mutex_;
+  std::condition_variable handed_in_changed_;
+  std::vector<std::vector<std::optional<HandedIn>>> handed_in_;
+  std::vector<std::vector<std::unique_ptr<PendingOp>>> state_sends_;
   std::mutex stall_mutex_;
   std::optional<Status> stall_;
 };

@@ -60,7 +60,11 @@ std::string Describe(const MessageHeader& h) {
 }  // namespace
 
 SyntheticExecutor::SyntheticExecutor(const Plan& plan, RankId rank, const SyntheticOptions& options)
-    : plan_(plan), stages_(plan.request.topology), rank_(rank), options_(options) {
+    : plan_(plan),
+      stages_(plan.request.topology),
+      rank_(rank),
+      options_(options),
+      states_(static_cast<size_t>(stages_.num_ranks())) {
   options_.message_bytes = std::max(options_.message_bytes, sizeof(MessageHeader));
   if (rank.value < 0 || static_cast<size_t>(rank.value) >= plan.programs.size()) return;
   for (const Action& action : plan.programs[static_cast<size_t>(rank.value)].actions) {
@@ -177,7 +181,23 @@ StatusOr<Verdict> SyntheticExecutor::Validate(const Action& pv, const OpContext&
   return context.step == options_.fail_validation_at ? Verdict::kRedone : Verdict::kKept;
 }
 
-Status SyntheticExecutor::EndStep(const OpContext& /*context*/) { return Status::Ok(); }
+Status SyntheticExecutor::EndStep(const OpContext& context) {
+  if (options_.check_units <= 0 || context.speculative) return Status::Ok();
+  const auto hold = std::chrono::duration<double>(options_.check_units * options_.seconds_per_unit);
+  return HoldUntil(Clock::now() + std::chrono::duration_cast<Clock::duration>(hold), context);
+}
+
+// A row per rank (rank, step): its bytes travel, their content is not judged here.
+StatusOr<std::span<std::byte>> SyntheticExecutor::GradientStateBuffer(RankId rank,
+                                                                      const OpContext& context) {
+  if (options_.check_units <= 0) return FailedPrecondition("no gradient state is exchanged");
+  if (rank.value < 0 || rank.value >= stages_.num_ranks()) {
+    return InvalidArgument("no rank " + std::to_string(rank.value));
+  }
+  std::array<double, 2>& row = states_[rank.value];
+  if (rank == rank_) row = {double(rank_.value), double(context.step)};
+  return std::span<std::byte>(std::as_writable_bytes(std::span(row)));
+}
 
 std::vector<OpSpan> SyntheticExecutor::TakeOpSpans() { return std::move(spans_); }
 

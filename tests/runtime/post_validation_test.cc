@@ -66,7 +66,10 @@ struct RecordedRun {
   std::vector<Timeline> steps;
 };
 
-RecordedRun RunRecorded(const Plan& plan, int steps, int fail_at, bool exchanges) {
+// `step_barrier` false: steps follow each other without a barrier (LocalRunOptions), and
+// post-validation's end-of-step sends are not waited before the next step.
+RecordedRun RunRecorded(const Plan& plan, int steps, int fail_at, bool exchanges,
+                        bool step_barrier) {
   const int world = plan.request.topology.ranks;
   RecordedRun run;
   std::vector<OpExecutor*> executors;
@@ -82,6 +85,7 @@ RecordedRun RunRecorded(const Plan& plan, int steps, int fail_at, bool exchanges
   options.steps = steps;
   options.warmup = 0;
   options.timeout_seconds = 30;
+  options.step_barrier = step_barrier;
   StatusOr<std::vector<Timeline>> steps_run = RunLocal(plan, executors, raw, options);
   run.status = steps_run.status();
   if (steps_run.ok()) run.steps = *std::move(steps_run);
@@ -137,7 +141,11 @@ Plan WithATaggedReceiveAfterThePv(Plan plan) {
 
 // The failing step runs each rank's forwards before its PV twice; the step after it (its
 // messages checked by the synthetic executor) finds no stale message left in any queue.
-TEST(PostValidationRun, AFailedVerdictReplaysTheForwardsBeforeThePvAndLeavesNoMessage) {
+// With and without a barrier between steps (the second: step k + 1's messages may be
+// posted while a peer is still in step k).
+class WithAndWithoutStepBarrier : public ::testing::TestWithParam<bool> {};
+
+TEST_P(WithAndWithoutStepBarrier, AFailedVerdictReplaysTheForwardsBeforeThePvAndLeavesNoMessage) {
   const Plan zbv = BuildOrFail(Request("zbv", 4, 2));
   for (const Plan& plan :
        {zbv, WithATaggedReceiveAfterThePv(zbv), BuildOrFail(Request("zb-h1", 3, 1)),
@@ -146,7 +154,8 @@ TEST(PostValidationRun, AFailedVerdictReplaysTheForwardsBeforeThePvAndLeavesNoMe
     ASSERT_TRUE(CheckBeforeLaunch(plan).ok()) << CheckBeforeLaunch(plan).message();
     int replayed_anywhere = 0;
     for (int fail_at : {0, 1, 2}) {
-      const RecordedRun run = RunRecorded(plan, /*steps=*/3, fail_at, /*exchanges=*/false);
+      const RecordedRun run =
+          RunRecorded(plan, /*steps=*/3, fail_at, /*exchanges=*/false, GetParam());
       ASSERT_TRUE(run.status.ok())
           << request.strategy << ", failing step " << fail_at << ": " << run.status.message();
       for (int r = 0; r < request.topology.ranks; ++r) {
@@ -178,10 +187,11 @@ TEST(PostValidationRun, AFailedVerdictReplaysTheForwardsBeforeThePvAndLeavesNoMe
 
 // Every step but the last ends with ranks 0..r's states on rank r (the last rank has them
 // all) and a speculative EndStep; the last ends with the all-to-all exchange, exact.
-TEST(PostValidationRun, TheStateGoesAlongTheRanksAndTheLastStepIsExact) {
+TEST_P(WithAndWithoutStepBarrier, TheStateGoesAlongTheRanksAndTheLastStepIsExact) {
   const PlanRequest request = Request("zbv", 3, 2);
   const Plan plan = BuildOrFail(request);
-  const RecordedRun run = RunRecorded(plan, /*steps=*/3, /*fail_at=*/-1, /*exchanges=*/true);
+  const RecordedRun run =
+      RunRecorded(plan, /*steps=*/3, /*fail_at=*/-1, /*exchanges=*/true, GetParam());
   ASSERT_TRUE(run.status.ok()) << run.status.message();
   for (int r = 0; r < 3; ++r) {
     const auto& ends = run.executors[r]->ends();
@@ -199,6 +209,11 @@ TEST(PostValidationRun, TheStateGoesAlongTheRanksAndTheLastStepIsExact) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(PostValidationRun, WithAndWithoutStepBarrier, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "StepBarrier" : "NoStepBarrier";
+                         });
 
 // The last rank of a V runs its chunk-1 forward before its PV; its receiver's RECV_F is not
 // tagged rollback (only chunk-0 receives are), so a replay would leave it a message short.

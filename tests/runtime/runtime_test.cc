@@ -5,6 +5,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -262,6 +264,82 @@ TEST(FaultInjection, TruncateHitsASendAndOtherKindsACompute) {
   const StatusOr<Fault> parsed = ParseFault("truncate@0:1:2");
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   EXPECT_EQ(parsed->kind, FaultKind::kTruncate);
+}
+
+// An executor that counts the calls it gets.
+class Counting final : public OpExecutor {
+ public:
+  explicit Counting(int* calls) : calls_(calls) {}
+  Status BeginStep(const OpContext&) override { return Count(); }
+  Status Run(const Action&, const OpContext&) override { return Count(); }
+  StatusOr<std::span<std::byte>> SendBuffer(const Action&, const OpContext&) override {
+    return Counted(std::span<std::byte>());
+  }
+  StatusOr<std::span<std::byte>> RecvBuffer(const Action&, const OpContext&) override {
+    return Counted(std::span<std::byte>());
+  }
+  Status SendCompleted(const Action&, const OpContext&) override { return Count(); }
+  Status EndStep(const OpContext&) override { return Count(); }
+  std::optional<RankId> GradientMirror() const override {
+    ++*calls_;
+    return RankId(1);
+  }
+  StatusOr<MirrorBuffers> MirrorGradientBuffers(const OpContext&) override {
+    return Counted(MirrorBuffers{});
+  }
+  Status MirrorReceived(const OpContext&) override { return Count(); }
+  bool ExchangesGradientState() const override {
+    ++*calls_;
+    return true;
+  }
+  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId, const OpContext&) override {
+    return Counted(std::span<std::byte>());
+  }
+  StatusOr<Verdict> Validate(const Action&, const OpContext&) override {
+    return Counted(Verdict::kKept);
+  }
+  std::vector<OpSpan> TakeOpSpans() override { return Counted(std::vector<OpSpan>{}); }
+  std::vector<OpMemory> TakeOpMemory() override { return Counted(std::vector<OpMemory>{}); }
+  std::vector<StageStatic> StageStaticBytes() override {
+    return Counted(std::vector<StageStatic>{});
+  }
+
+ private:
+  Status Count() { return Counted(Status::Ok()); }
+  template <typename T>
+  T Counted(T value) {
+    ++*calls_;
+    return value;
+  }
+  int* calls_;
+};
+
+// Everything but the injected fault is the wrapped executor's: each call reaches it (a
+// dropped MirrorReceived would train dual placement's copies apart; a dropped SendCompleted or
+// TakeOpMemory would lose memory figures).
+TEST(FaultInjection, EveryOtherCallReachesTheWrappedExecutor) {
+  int calls = 0;
+  // The fault is for rank 1; this executor serves rank 0, so nothing is injected.
+  FaultInjectingExecutor wrapped(std::make_unique<Counting>(&calls), RankId(0),
+                                 Fault{FaultKind::kFail, RankId(1), 0, 0});
+  const OpContext context;
+  const Action action = MakeCompute(ActionKind::kForward, StageId(0), MicrobatchId(0));
+  EXPECT_TRUE(wrapped.BeginStep(context).ok());
+  EXPECT_TRUE(wrapped.Run(action, context).ok());
+  EXPECT_TRUE(wrapped.SendBuffer(action, context).ok());
+  EXPECT_TRUE(wrapped.RecvBuffer(action, context).ok());
+  EXPECT_TRUE(wrapped.SendCompleted(action, context).ok());
+  EXPECT_TRUE(wrapped.EndStep(context).ok());
+  EXPECT_EQ(wrapped.GradientMirror(), RankId(1));
+  EXPECT_TRUE(wrapped.MirrorGradientBuffers(context).ok());
+  EXPECT_TRUE(wrapped.MirrorReceived(context).ok());
+  EXPECT_TRUE(wrapped.ExchangesGradientState());
+  EXPECT_TRUE(wrapped.GradientStateBuffer(RankId(0), context).ok());
+  EXPECT_TRUE(wrapped.Validate(action, context).ok());
+  wrapped.TakeOpSpans();
+  wrapped.TakeOpMemory();
+  wrapped.StageStaticBytes();
+  EXPECT_EQ(calls, 15);
 }
 
 // A stall in rank 0's compute leaves rank 1 waiting for its activation; the report names

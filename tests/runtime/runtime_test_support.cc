@@ -76,15 +76,16 @@ SyntheticWithState::SyntheticWithState(const Plan& plan, RankId rank,
                                        const SyntheticOptions& options)
     : inner_(plan, rank, options), rank_(rank), states_(plan.request.topology.ranks) {}
 
-Status SyntheticWithState::BeginStep(const OpContext& context) {
-  std::fill(states_.begin(), states_.end(), std::array<double, 2>{-1, -1});
-  return inner_.BeginStep(context);
-}
-
 StatusOr<std::span<std::byte>> SyntheticWithState::GradientStateBuffer(RankId rank,
                                                                        const OpContext& context) {
   if (rank.value < 0 || rank.value >= static_cast<int>(states_.size())) {
     return InvalidArgument("no rank " + std::to_string(rank.value));
+  }
+  // The step's first ask: the previous step's sends are done (op_executor.h), so the rows
+  // may be cleared, and what EndStep sees is this step's exchange alone.
+  if (context.step != cleared_for_step_) {
+    std::fill(states_.begin(), states_.end(), std::array<double, 2>{-1, -1});
+    cleared_for_step_ = context.step;
   }
   std::array<double, 2>& state = states_[rank.value];
   if (rank == rank_) state = {double(rank_.value), double(context.step)};

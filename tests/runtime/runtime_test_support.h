@@ -42,13 +42,14 @@ PlanRequest SmallRequest(const std::string& strategy, int ranks, int stages_per_
                          bool post_validation);
 
 // The synthetic executor (every consumed message checked to be the one expected) with a
-// gradient state of (its rank, the step): each step starts with every rank's row at -1, and
-// asking for its own buffer writes it. Tests derive to observe or disturb a rank.
+// gradient state of (its rank, the step): each step's exchange starts with every rank's row
+// at -1 (cleared at its first ask, once the previous step's sends are done), and asking for
+// its own buffer writes it. Tests derive to observe or disturb a rank.
 class SyntheticWithState : public OpExecutor {
  public:
   SyntheticWithState(const Plan& plan, RankId rank, const SyntheticOptions& options);
 
-  Status BeginStep(const OpContext& context) override;
+  Status BeginStep(const OpContext& context) override { return inner_.BeginStep(context); }
   Status Run(const Action& action, const OpContext& context) override {
     return inner_.Run(action, context);
   }
@@ -75,6 +76,7 @@ class SyntheticWithState : public OpExecutor {
   SyntheticExecutor inner_;
   RankId rank_;
   std::vector<std::array<double, 2>> states_;
+  int cleared_for_step_ = -1;
 };
 
 }  // namespace pipeplan::runtime::testing

@@ -82,6 +82,10 @@ Options:
   --serial                inproc only: the ranks take turns, one op at a time, so that ops
                           do not contend for the cores (uncontended op costs on a machine
                           with fewer cores than ranks); the step is then serial
+  --no-step-barrier       inproc only: each rank starts its next step as soon as it ended
+                          its last (default: every step opens on all ranks at once), so a
+                          speculative update (post-validation) waits for no other rank; the
+                          per-step lines then say what each step adds to the run
   --steps N               measured steps (default 3; profile: 5)
   --warmup K              steps run first and not measured (default 1; profile: 2)
   --timeout SEC           a rank with no progress for this long fails the step, and a
@@ -397,6 +401,7 @@ Status RunInProcess(const Plan& plan, const Options& o) {
   runtime::LocalRunOptions run;
   for (const std::unique_ptr<runtime::OpTimer>& timer : timers) run.timers.push_back(timer.get());
   run.shared_device = turns;
+  run.step_barrier = o.step_barrier;
   run.steps = o.steps;
   run.warmup = o.warmup;
   run.timeout_seconds = o.timeout;

@@ -55,11 +55,12 @@ StatusOr<NonfiniteInjection> ParseNonfiniteInjection(const std::string& text) {
   return NonfiniteInjection{.step = step - 1, .stage = stage};
 }
 
-// "--device cpu|cuda:N" and "--serial": in-process runs only; a GPU implies the in-process
-// transport (when none is named) and turns.
+// "--device cpu|cuda:N", "--serial" and "--no-step-barrier": in-process runs only; a GPU
+// implies the in-process transport (when none is named) and turns.
 Status ParseDevice(const Flags& flags, Options& o) {
   const std::optional<std::string> device = flags.GetString("device");
   o.serial = flags.GetBool("serial");
+  o.step_barrier = !flags.GetBool("no-step-barrier");
   if (device) {
     int index = -1;
     int consumed = 0;
@@ -78,6 +79,11 @@ Status ParseDevice(const Flags& flags, Options& o) {
         std::string(device ? "--device" : "--serial") +
         ": for ranks that are threads of this process (--transport inproc); over gloo every "
         "rank is a CPU process, over nccl rank r takes cuda:LOCAL_RANK");
+  }
+  if (!o.step_barrier && o.transport != TransportKind::kInProc) {
+    return InvalidArgument(
+        "--no-step-barrier: for ranks that are threads of this process (--transport inproc) "
+        "so far; processes open every step with a barrier");
   }
   return Status::Ok();
 }
@@ -117,6 +123,7 @@ const std::vector<FlagSpec>& RunFlags() {
                                               {"transport"},
                                               {"device"},
                                               {"serial", FlagKind::kBool},
+                                              {"no-step-barrier", FlagKind::kBool},
                                               {"no-memory", FlagKind::kBool},
                                               {"steps"},
                                               {"warmup"},

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <stop_token>
 #include <vector>
@@ -64,6 +65,10 @@ struct StepOptions {
   // The run's last step ends with the synchronous gradient-state exchange even with
   // post-validation: no later PV would judge a speculative update.
   bool last_step = false;
+  // Set where steps follow each other without a barrier: post-validation's end-of-step sends
+  // (rank r's states to rank r+1) are left here instead of waited, so the rank goes on to its
+  // next step; they are waited before the next exchange touches their buffers. Null: waited.
+  std::vector<std::unique_ptr<PendingOp>>* state_sends = nullptr;
 };
 
 // Runs one step of `program`. On failure the error names the rank and the action; the

@@ -1,6 +1,7 @@
 // Fault injection: an executor decorator that makes one action of one rank fail, throw,
 // stall, crash or send a malformed message, so the watchdog and the abort path can be seen
-// at work (tests, 'pipeplan run --inject-fault', 'pipeplan-torch --inject-fault').
+// at work (tests, 'pipeplan run --inject-fault', 'pipeplan-torch --inject-fault'). Everything
+// else is the wrapped executor's.
 #pragma once
 
 #include <memory>
@@ -54,7 +55,19 @@ class FaultInjectingExecutor final : public OpExecutor {
                                                      const OpContext& context) override {
     return inner_->GradientStateBuffer(rank, context);
   }
+  Status SendCompleted(const Action& send, const OpContext& context) override {
+    return inner_->SendCompleted(send, context);
+  }
+  std::optional<RankId> GradientMirror() const override { return inner_->GradientMirror(); }
+  StatusOr<MirrorBuffers> MirrorGradientBuffers(const OpContext& context) override {
+    return inner_->MirrorGradientBuffers(context);
+  }
+  Status MirrorReceived(const OpContext& context) override {
+    return inner_->MirrorReceived(context);
+  }
   std::vector<OpSpan> TakeOpSpans() override { return inner_->TakeOpSpans(); }
+  std::vector<OpMemory> TakeOpMemory() override { return inner_->TakeOpMemory(); }
+  std::vector<StageStatic> StageStaticBytes() override { return inner_->StageStaticBytes(); }
 
  private:
   bool Hits(const OpContext& context) const;

@@ -18,7 +18,9 @@ namespace pipeplan::runtime {
 struct StepReport {
   int step = 0;  // 0-based, warm-up steps included
   bool warmup = false;
-  double seconds = 0.0;  // wall time of the step
+  // Wall time of the step; without a step barrier, from the previous step's end (its last
+  // action on any rank) to this one's, the time the step adds to the run.
+  double seconds = 0.0;
   const Timeline* timeline = nullptr;
 };
 
@@ -33,6 +35,12 @@ struct LocalRunOptions {
   // Ranks that share one device run one op at a time (StepOptions::shared_device); null:
   // they run concurrently.
   std::mutex* shared_device = nullptr;
+  // true: every step opens on all ranks at once (a barrier), and time zero is that instant.
+  // false: each rank starts its next step as soon as it ended its last, so step k + 1's first
+  // actions overlap step k's tail where their inputs (and post-validation's speculative
+  // update) allow; a step's timeline then starts at its earliest rank's start, and each rank's
+  // actions sit where they ran relative to that.
+  bool step_barrier = true;
 };
 
 // Checks the plan (validation and deadlock dry run), then runs warm-up and measured steps:

@@ -8,6 +8,7 @@
 // receives is checked to be the one the consumer expects.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +28,11 @@ struct SyntheticOptions {
   // The step (from 0) whose post-validation fails, as a clipped or skipped step's would: the
   // runtime drains the stale messages and runs the forwards before the PV again. -1: none.
   int fail_validation_at = -1;
+  // > 0: the optimizer's global check (clip to a global norm, skip a non-finite step) is
+  // modelled: every step ends with the gradient-state exchange, and a synchronous update
+  // then holds this many units, as the check's all-reduce would; a speculative one
+  // (post-validation) does not wait for it.
+  double check_units = 0.0;
 };
 
 class SyntheticExecutor final : public OpExecutor {
@@ -40,6 +46,9 @@ class SyntheticExecutor final : public OpExecutor {
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override;
   Status EndStep(const OpContext& context) override;
   StatusOr<Verdict> Validate(const Action& pv, const OpContext& context) override;
+  bool ExchangesGradientState() const override { return options_.check_units > 0; }
+  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
+                                                     const OpContext& context) override;
   std::vector<OpSpan> TakeOpSpans() override;
 
  private:
@@ -68,6 +77,7 @@ class SyntheticExecutor final : public OpExecutor {
   std::unordered_map<uint64_t, std::vector<std::byte>> slots_;  // one buffer per comm key
   std::vector<OpSpan> spans_;  // compute actions, and transfers as the simulator draws them
   std::unordered_map<uint64_t, PostedRecv> posted_;  // this step's receives, by comm key
+  std::vector<std::array<double, 2>> states_;  // the gradient-state rows, one per rank
   std::mutex hold_mutex_;
   std::condition_variable_any hold_;
 };
