@@ -50,19 +50,6 @@ Status RootCause(const std::optional<Status>& stall, const std::vector<Status>& 
   return Status::Ok();
 }
 
-// Moves a rank's step timeline `offset` units earlier (its memory samples follow its actions).
-void Rebase(const RankProgram& program, double offset, RankTimeline& timeline) {
-  for (ActionTiming& action : timeline.actions) {
-    action.start -= offset;
-    action.end -= offset;
-  }
-  for (DiscardedRun& run : timeline.discarded) {
-    run.timing.start -= offset;
-    run.timing.end -= offset;
-  }
-  SummarizeMeasuredMemory(program, timeline);
-}
-
 // One thread per rank for the whole run. With the step barrier they step in lock-step with
 // the caller's thread through two barriers: `start` opens a step (and stamps its time zero),
 // `finish` closes it. Without it each runs all its steps and hands each step's result to the
@@ -240,7 +227,7 @@ class LocalRun {
     for (size_t r = 0; r < ranks.size(); ++r) results_[r] = std::move(ranks[r].result);
     for (size_t r = 0; r < results_.size(); ++r) {
       if (results_[r].ok()) {
-        Rebase(plan_.programs[r], start / options_.seconds_per_unit, *results_[r]);
+        ShiftRankTimeline(plan_.programs[r], start / options_.seconds_per_unit, *results_[r]);
       }
     }
     return Collect();

@@ -1,5 +1,6 @@
 #include "pipeplan/runtime/rank_run.h"
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -40,9 +41,12 @@ StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExe
                             transport.Abort(diagnosis);  // the cause before the stop
                             step_options.stop.request_stop();
                           });
+  std::vector<std::unique_ptr<PendingOp>> state_sends;
+  if (!options.step_barrier) step_options.state_sends = &state_sends;
   std::vector<RankTimeline> measured;
   for (int step = 0; step < options.warmup + options.steps; ++step) {
-    if (options.barrier) {
+    const bool opens_together = options.step_barrier || step == 0;
+    if (options.barrier && opens_together) {
       if (Status status = options.barrier(step); !status.ok()) {
         transport.Abort(status);
         return status;
@@ -50,7 +54,7 @@ StatusOr<std::vector<RankTimeline>> RunRank(const Plan& plan, RankId rank, OpExe
     }
     step_options.step = step;
     step_options.last_step = step + 1 == options.warmup + options.steps;
-    step_options.epoch = Clock::now();
+    if (opens_together) step_options.epoch = Clock::now();
     StatusOr<RankTimeline> timeline = ExecuteStep(program, executor, transport, step_options);
     if (!timeline.ok()) {
       const std::lock_guard lock(stall_mutex);

@@ -285,9 +285,10 @@ TEST(PostValidation, SpeculativeStepsEndAsTheSynchronousReferenceDoes) {
       int ranks;
       int stages_per_rank;
       std::string transport;
-      bool step_barrier = true;  // false: threads whose steps follow each other freely
+      bool step_barrier = true;  // false: steps follow each other without a barrier
     };
-    std::vector<Case> cases = {{"zbv", 2, 2, "gloo"}, {"zbv", 2, 2, "inproc", false}};
+    std::vector<Case> cases = {
+        {"zbv", 2, 2, "gloo"}, {"zbv", 2, 2, "inproc", false}, {"zbv", 2, 2, "gloo", false}};
     if (std::string(threshold) == "0.2") {
       cases.push_back({"zb-h1", 4, 1, "gloo"});
       cases.push_back({"zb-h2", 4, 1, "gloo"});

@@ -214,13 +214,15 @@ size_t FirstOf(const Plan& plan, int rank, ActionKind kind) {
 
 // Runs a 2-rank 1f1b plan over Gloo processes with `fault` injected; --timeout 5.
 testing::CommandResult RunWithFault(const std::string& name, const Plan& plan,
-                                    const std::string& fault) {
+                                    const std::string& fault,
+                                    const std::vector<std::string>& flags = {}) {
   const testing::TempDir dir(name);
   const std::string path = dir.path() + "/plan.pb";
   std::ofstream(path, std::ios::binary) << *SerializePlan(plan, ProtoFormat::kBinary);
-  return testing::RunTorchTool({"run", "--plan", path, "--local-ranks", "2", "--steps", "2",
-                                "--timeout", "5", "--inject-fault", fault},
-                               120);
+  std::vector<std::string> args = {"run",     "--plan", path, "--local-ranks",  "2",  "--steps",
+                                   "2",       "--timeout", "5", "--inject-fault", fault};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return testing::RunTorchTool(args, 120);
 }
 
 Plan TwoRankPlan() {
@@ -396,6 +398,26 @@ TEST(PeerFailure, AStalledRankEndsTheRunAfterTheTimeout) {
   EXPECT_NE(run.output.find("has been running for"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("killing it"), std::string::npos) << run.output;
   EXPECT_LT(run.seconds, 5 + 20) << run.output;
+}
+
+// Without a barrier between steps nothing waits for a rank at a step's start: a rank that dies
+// or hangs at its second step's first compute is still found by the ranks waiting on it
+// (the transport's error, the watchdog), within the timeout.
+TEST(PeerFailure, WithoutAStepBarrierADeadOrStalledRankStillEndsTheRun) {
+  const Plan plan = TwoRankPlan();
+  const size_t first = FirstOf(plan, 1, ActionKind::kForward);
+  const testing::CommandResult died = RunWithFault(
+      "died-free", plan, "crash@1:" + std::to_string(first) + ":1", {"--no-step-barrier"});
+  EXPECT_EQ(died.exit_code, 1) << died.output;
+  EXPECT_NE(died.output.find("rank 1 exited with code " + std::to_string(runtime::kCrashExitCode)),
+            std::string::npos)
+      << died.output;
+  EXPECT_LT(died.seconds, 5 + 20) << died.output;
+  const testing::CommandResult stalled = RunWithFault(
+      "stalled-free", plan, "stall@1:" + std::to_string(first) + ":1", {"--no-step-barrier"});
+  EXPECT_EQ(stalled.exit_code, 1) << stalled.output;
+  EXPECT_NE(stalled.output.find("has been running for"), std::string::npos) << stalled.output;
+  EXPECT_LT(stalled.seconds, 5 + 20) << stalled.output;
 }
 
 }  // namespace

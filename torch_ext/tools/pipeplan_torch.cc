@@ -82,10 +82,11 @@ Options:
   --serial                inproc only: the ranks take turns, one op at a time, so that ops
                           do not contend for the cores (uncontended op costs on a machine
                           with fewer cores than ranks); the step is then serial
-  --no-step-barrier       inproc only: each rank starts its next step as soon as it ended
-                          its last (default: every step opens on all ranks at once), so a
-                          speculative update (post-validation) waits for no other rank; the
-                          per-step lines then say what each step adds to the run
+  --no-step-barrier       each rank starts its next step as soon as it ended its last
+                          (default: every step opens on all ranks at once; processes then
+                          meet only before the first), so a speculative update
+                          (post-validation) waits for no other rank; a line says what each
+                          step adds to the run, the figure to compare
   --steps N               measured steps (default 3; profile: 5)
   --warmup K              steps run first and not measured (default 1; profile: 2)
   --timeout SEC           a rank with no progress for this long fails the step, and a
@@ -320,9 +321,11 @@ std::string SplitLines(const Profile& profile, const FullBackwards& full_backwar
 
 // Writes the timeline, profile and metrics the run asked for, then prints a summary.
 // `records[r]` is rank r's step records.
+// `added`: without the step barrier, what each step added to the run (microseconds).
 Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps,
               const std::vector<std::vector<StepRecord>>& records,
-              const std::vector<int64_t>& undo_bytes, const FullBackwards& full_backwards) {
+              const std::vector<int64_t>& undo_bytes, const FullBackwards& full_backwards,
+              std::vector<double> added) {
   const Timeline& median = MedianStep(steps);
   std::vector<app::OutputFile> files;
   std::string split_lines;
@@ -356,6 +359,14 @@ Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& s
   std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
                 o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3, how.c_str());
   std::cout << line;
+  if (!added.empty()) {
+    std::sort(added.begin(), added.end());
+    std::snprintf(line, sizeof line,
+                  "no step barrier: each step adds a median %.2f ms to the run (%zu steps; the "
+                  "median step above counts from its earliest rank's start)\n",
+                  added[added.size() / 2] * kMicroseconds * 1e3, added.size());
+    std::cout << line;
+  }
   PrintMemory(median);
   std::cout << split_lines;
   if ((o.clip_grad_norm > 0 || o.inject_nonfinite) && !records.empty()) {
@@ -406,9 +417,11 @@ Status RunInProcess(const Plan& plan, const Options& o) {
   run.warmup = o.warmup;
   run.timeout_seconds = o.timeout;
   run.seconds_per_unit = kMicroseconds;
+  std::vector<double> added;  // microseconds, measured steps, without the step barrier
   run.on_step = [&](const runtime::StepReport& report) {
     std::cerr << "step " << report.step + 1 << "/" << o.steps + o.warmup
               << (report.warmup ? " (warm-up)" : "") << ": " << report.seconds * 1e3 << " ms\n";
+    if (!o.step_barrier && !report.warmup) added.push_back(report.seconds / kMicroseconds);
   };
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
                             runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run));
@@ -423,7 +436,7 @@ Status RunInProcess(const Plan& plan, const Options& o) {
                               TimeFullBackwards(plan, o, *executor.torch));
     full_backwards.insert(mine.begin(), mine.end());
   }
-  return Report(plan, o, steps, records, undo_bytes, full_backwards);
+  return Report(plan, o, steps, records, undo_bytes, full_backwards, std::move(added));
 }
 
 // One rank of a multi-process run (torchrun or a child spawned by --local-ranks).
@@ -461,6 +474,7 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   run.barrier = [&](int step) {
     return coordinator.Barrier("step-" + std::to_string(step), TimeoutOf(o));
   };
+  run.step_barrier = o.step_barrier;
   PIPEPLAN_ASSIGN_OR_RETURN(std::vector<RankTimeline> mine,
                             runtime::RunRank(plan, rank, *executor, *connection.transport, run));
   // The steps are done: stop the transport's watch on the store now, so that no rank still
@@ -475,8 +489,11 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   Status reported = Status::Ok();
   if (rank.value == 0) {
     reported = [&]() -> Status {
-      PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
-                                GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o)));
+      std::vector<double> added;
+      PIPEPLAN_ASSIGN_OR_RETURN(
+          const std::vector<Timeline> steps,
+          GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o),
+                          o.step_barrier ? nullptr : &added));
       PIPEPLAN_ASSIGN_OR_RETURN(
           const std::vector<std::vector<StepRecord>> records,
           GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
@@ -486,7 +503,8 @@ Status RunAsRank(const Plan& plan, const Options& o) {
             full_backwards,
             GatherFullBackwards(coordinator, plan.request.topology.num_stages(), TimeoutOf(o)));
       }
-      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards);
+      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards,
+                    std::move(added));
     }();
   }
   PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));

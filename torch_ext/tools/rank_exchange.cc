@@ -1,6 +1,8 @@
 #include "rank_exchange.h"
 
+#include <algorithm>
 #include <charconv>
+#include <limits>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -8,6 +10,7 @@
 
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/simulation/measured_timeline.h"
+#include "pipeplan/simulation/timeline_metrics.h"
 
 namespace pipeplan::torch_ext {
 namespace {
@@ -43,14 +46,31 @@ Status PublishTimelines(Coordinator& coordinator, RankId rank, std::vector<RankT
 }
 
 StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const Plan& plan,
-                                                int steps, std::chrono::milliseconds timeout) {
+                                                int steps, std::chrono::milliseconds timeout,
+                                                std::vector<double>* added) {
   std::vector<Timeline> gathered;
+  double previous_end = 0.0;
   for (int step = 0; step < steps; ++step) {
     std::vector<RankTimeline> ranks;
     for (int r = 0; r < plan.request.topology.ranks; ++r) {
       PIPEPLAN_ASSIGN_OR_RETURN(RankTimeline timeline,
                                 FetchTimeline(coordinator, r, step, timeout));
       ranks.push_back(std::move(timeline));
+    }
+    if (added != nullptr) {
+      double start = std::numeric_limits<double>::infinity();
+      double end = -start;
+      for (const RankTimeline& rank : ranks) {
+        for (const ActionTiming& action : rank.actions) {
+          start = std::min(start, action.start);
+          end = std::max(end, action.end);
+        }
+      }
+      if (step > 0) added->push_back(end - previous_end);
+      previous_end = end;
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        ShiftRankTimeline(plan.programs[r], start, ranks[r]);
+      }
     }
     PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, AssembleMeasuredTimeline(plan, std::move(ranks)));
     gathered.push_back(std::move(timeline));

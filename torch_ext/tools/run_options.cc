@@ -55,8 +55,8 @@ StatusOr<NonfiniteInjection> ParseNonfiniteInjection(const std::string& text) {
   return NonfiniteInjection{.step = step - 1, .stage = stage};
 }
 
-// "--device cpu|cuda:N", "--serial" and "--no-step-barrier": in-process runs only; a GPU
-// implies the in-process transport (when none is named) and turns.
+// "--device cpu|cuda:N" and "--serial": in-process runs only; a GPU implies the in-process
+// transport (when none is named) and turns. "--no-step-barrier" goes with any transport.
 Status ParseDevice(const Flags& flags, Options& o) {
   const std::optional<std::string> device = flags.GetString("device");
   o.serial = flags.GetBool("serial");
@@ -80,11 +80,7 @@ Status ParseDevice(const Flags& flags, Options& o) {
         ": for ranks that are threads of this process (--transport inproc); over gloo every "
         "rank is a CPU process, over nccl rank r takes cuda:LOCAL_RANK");
   }
-  if (!o.step_barrier && o.transport != TransportKind::kInProc) {
-    return InvalidArgument(
-        "--no-step-barrier: for ranks that are threads of this process (--transport inproc) "
-        "so far; processes open every step with a barrier");
-  }
+
   return Status::Ok();
 }
 // A directory the run will write into: created now and written to once, so that a path that

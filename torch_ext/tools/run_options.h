@@ -31,7 +31,7 @@ struct Options {
   std::string device = "cpu";  // of an in-process run; over NCCL each rank takes its own GPU
   int gpu = -1;                // N of --device cuda:N, else -1
   bool serial = false;         // in-process ranks take turns (implied on a GPU)
-  bool step_barrier = true;    // --no-step-barrier: in-process steps follow each other freely
+  bool step_barrier = true;    // --no-step-barrier: steps follow each other without a barrier
   bool count_memory = true;    // --no-memory: no allocator counting, no bytes in the timeline
   int steps = 3;
   int warmup = 1;

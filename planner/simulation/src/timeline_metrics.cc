@@ -44,6 +44,18 @@ void SummarizeMeasuredMemory(const RankProgram& program, RankTimeline& timeline)
   timeline.peak_activation_memory = timeline.peak_memory - at_first;
 }
 
+void ShiftRankTimeline(const RankProgram& program, double offset, RankTimeline& timeline) {
+  for (ActionTiming& action : timeline.actions) {
+    action.start -= offset;
+    action.end -= offset;
+  }
+  for (DiscardedRun& run : timeline.discarded) {
+    run.timing.start -= offset;
+    run.timing.end -= offset;
+  }
+  SummarizeMeasuredMemory(program, timeline);
+}
+
 Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound) {
   Metrics metrics;
   for (const RankTimeline& rank : ranks)

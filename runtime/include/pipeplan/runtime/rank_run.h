@@ -1,6 +1,6 @@
 // Running one rank of a plan in a process of its own (torchrun, or 'pipeplan-torch run
 // --local-ranks'): warm-up plus measured steps, each opened by a barrier with the other
-// processes, under a watchdog that sees this rank only. The multi-process counterpart of
+// processes (or only the first: step_barrier), under a watchdog that sees this rank only. The multi-process counterpart of
 // RunLocal; the caller gathers the ranks' timelines
 // (simulation/measured_timeline.h).
 #pragma once
@@ -25,6 +25,11 @@ struct RankRunOptions {
   // Called before each step; returns once every rank is there. Time zero of the step's
   // timeline is taken right after it (ranks on one host share the steady clock).
   std::function<Status(int step)> barrier;
+  // false: only the first step opens with the barrier; each later one starts as soon as this
+  // rank ended its last (post-validation's end-of-step sends are waited at the next step's
+  // end), and every timeline counts from the first barrier, the run's start, for the caller
+  // to rebase each step to its earliest rank (ShiftRankTimeline).
+  bool step_barrier = true;
   // Times the ops (a device clock: torch_ext's CUDA-event timer); null: the host clock.
   OpTimer* timer = nullptr;
 };

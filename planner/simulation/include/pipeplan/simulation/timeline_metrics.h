@@ -21,6 +21,11 @@ void SummarizeComputeTimes(const RankProgram& program, RankTimeline& timeline);
 // static memory). No-op without action_memory.
 void SummarizeMeasuredMemory(const RankProgram& program, RankTimeline& timeline);
 
+// Moves a rank's timings `offset` units earlier: its actions and their discarded first runs,
+// and the memory curve that follows them (measured memory). For steps timed from the run's
+// start rather than their own (steps without a barrier).
+void ShiftRankTimeline(const RankProgram& program, double offset, RankTimeline& timeline);
+
 // Makespan, bubble figures and the gap to `lower_bound` over summarised rank timelines.
 Metrics ComputeMetrics(const std::vector<RankTimeline>& ranks, double lower_bound);
 
