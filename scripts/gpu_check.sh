@@ -7,8 +7,8 @@
 # tests, profiles the built-in transformer on cuda:0 with CUDA-event timing (hidden 1024),
 # reports I + W against B, calibrates, simulates and diffs a one-GPU plan, predicts peak memory
 # in bytes, splits a TorchScript stage, clips and skips a non-finite step; with two or more
-# GPUs the GPU tests also check gradients over NCCL against the CPU run, and 1f1b, zbv and
-# dualpipe-v run over NCCL with measured beside simulated step time. The dated Markdown block
+# GPUs the GPU tests also check gradients over NCCL against the CPU run, and 1f1b, zbv,
+# dualpipe-v and dualpipe run over NCCL with measured beside simulated step time. The dated Markdown block
 # of results goes to stdout and is appended to RESULTS.md.
 # Without a CUDA device it stops after the load check: "no CUDA device: GPU checks not run",
 # exit 0. Any other failure: exit 1. Done in under 8 minutes on one H100.
@@ -207,8 +207,9 @@ echo >>"$block"
 # 4b. The same at P = 2 and 4 on the one GPU: the ranks take turns (--device cuda:0) and each
 #     counts its own bytes in its turns (a turn meter over the caching allocator's figures),
 #     so every rank's peak is predicted and measured as on one GPU per rank. At each P every
-#     plan runs one model of 2P x 2 blocks (V = 1: two blocks a stage; V = 2: one), so that
-#     the rows rank the strategies as the papers do (4c). JSON timelines: exact bytes for 4c.
+#     plan runs one model of 2P x 2 blocks (V = 1: two blocks a stage; V = 2: one; dualpipe:
+#     P x 1 block twice, its two copies), so that the rows rank the strategies as the papers
+#     do (4c). JSON timelines: exact bytes for 4c.
 {
   echo "### Peak memory per rank on cuda:0, ranks taking turns (M = 2P, in-sample calibration)"
   echo "(At each P one model, 2P x 2 blocks: two a stage at V = 1, one at V = 2.)"
@@ -231,7 +232,7 @@ profile_in_turns() {
 }
 
 for ranks in 2 4; do
-  for strategy in 1f1b zb-h1 zb-h2 zbv v-half v-min dualpipe-v; do
+  for strategy in 1f1b zb-h1 zb-h2 zbv v-half v-min dualpipe-v dualpipe; do
     name=turns-$strategy-$ranks
     if "$pipeplan" plan --strategy "$strategy" --ranks "$ranks" \
         --microbatches $((2 * ranks)) -o "$work/$name.pb" >/dev/null &&
@@ -408,11 +409,12 @@ else
   tail -5 "$work/clip.log" >>"$block"
 fi
 
-# 7. With two GPUs or more: 1f1b, zbv and dualpipe-v over NCCL, measured beside simulated.
+# 7. With two GPUs or more: 1f1b, zbv, dualpipe-v and dualpipe over NCCL, measured beside
+#    simulated.
 if (( gpus >= 2 )); then
   ranks=$(( gpus >= 4 ? 4 : 2 ))
   echo "### Over NCCL, $ranks GPUs, M = $((2 * ranks)): simulated (calibrated) vs measured" >>"$block"
-  for strategy in 1f1b zbv dualpipe-v; do
+  for strategy in 1f1b zbv dualpipe-v dualpipe; do
     extra=()
     [[ "$strategy" == 1f1b ]] || extra=(--stages-per-rank 2)
     echo '```' >>"$block"
@@ -431,7 +433,7 @@ if (( gpus >= 2 )); then
     echo '```' >>"$block"
   done
 else
-  echo "(One GPU: the NCCL runs of 1f1b, zbv and dualpipe-v need two or more.)" >>"$block"
+  echo "(One GPU: the NCCL runs of 1f1b, zbv, dualpipe-v and dualpipe need two or more.)" >>"$block"
 fi
 
 echo >>"$block"
