@@ -24,8 +24,7 @@ Status CheckRunsOn(Runtime runtime, std::string_view name, Placement placement,
                    bool post_validation) {
   switch (runtime) {
     case Runtime::kAny:
-      return Status::Ok();
-    case Runtime::kPipeplanTorch:
+    case Runtime::kPipeplanTorch:  // every strategy, dual placement included
       return Status::Ok();
     case Runtime::kTorch:
     case Runtime::kTorchtitan:
