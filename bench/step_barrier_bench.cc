@@ -12,8 +12,9 @@
 //                ranks behind it, so each works on: its 48 units.
 // The check's exposed time, 5 units a step, is what post-validation saves. With the barrier
 // (the rows barrier:1) both wait for the last rank: 53 and 51 units, post-validation saving
-// only the check. Budget: each median period within 3% of its derived figure. The figures are the median over 5 runs of
-// each run's median over 20 steps (1 ms per unit), and the spread of the 5 run medians.
+// only the check. Budget: each median period within 3% of its derived figure. The figures are the
+// median over 5 runs of each run's median over 20 steps (1 ms per unit), and the spread of the 5
+// run medians.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

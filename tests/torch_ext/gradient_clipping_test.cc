@@ -298,11 +298,11 @@ TEST(PostValidation, SpeculativeStepsEndAsTheSynchronousReferenceDoes) {
       const std::string name =
           c.strategy + "-pv-" + threshold + (c.step_barrier ? "" : "-no-step-barrier");
       const std::string got_dir = dir.path() + "/" + name;
-      std::vector<std::string> flags = {"--transport",     c.transport, "--clip-grad-norm",
-                                        threshold,         "--dump-params", got_dir};
+      std::vector<std::string> flags = {"--transport", c.transport,     "--clip-grad-norm",
+                                        threshold,     "--dump-params", got_dir};
       if (!c.step_barrier) flags.emplace_back("--no-step-barrier");
-      const std::vector<Metric> all = Train(
-          dir, WritePlan(dir, c.strategy, c.ranks, c.stages_per_rank, true), name, flags);
+      const std::vector<Metric> all =
+          Train(dir, WritePlan(dir, c.strategy, c.ranks, c.stages_per_rank, true), name, flags);
       const std::vector<Metric> got = LossLines(all);
       ASSERT_EQ(got.size(), reference.size()) << name;
       for (size_t i = 0; i < got.size(); ++i) {

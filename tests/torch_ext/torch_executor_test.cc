@@ -219,8 +219,8 @@ testing::CommandResult RunWithFault(const std::string& name, const Plan& plan,
   const testing::TempDir dir(name);
   const std::string path = dir.path() + "/plan.pb";
   std::ofstream(path, std::ios::binary) << *SerializePlan(plan, ProtoFormat::kBinary);
-  std::vector<std::string> args = {"run",     "--plan", path, "--local-ranks",  "2",  "--steps",
-                                   "2",       "--timeout", "5", "--inject-fault", fault};
+  std::vector<std::string> args = {"run", "--plan",    path, "--local-ranks",  "2",  "--steps",
+                                   "2",   "--timeout", "5",  "--inject-fault", fault};
   args.insert(args.end(), flags.begin(), flags.end());
   return testing::RunTorchTool(args, 120);
 }

@@ -49,17 +49,16 @@ at::Tensor FlattenGradients(const std::vector<at::Tensor>& parameters, double lo
     flat.push_back(grad.detach().reshape({-1}).to(at::kFloat));
   }
   const auto options = at::TensorOptions().dtype(at::kFloat);
-  flat.push_back(at::full({1}, loss, options.device(parameters.empty()
-                                                        ? at::Device(at::kCPU)
-                                                        : parameters.front().device())));
+  flat.push_back(at::full(
+      {1}, loss,
+      options.device(parameters.empty() ? at::Device(at::kCPU) : parameters.front().device())));
   return at::cat(flat);
 }
 
 double AddFlatGradients(const at::Tensor& flat, const std::vector<at::Tensor>& parameters) {
   int64_t offset = 0;
   for (const at::Tensor& p : parameters) {
-    const at::Tensor theirs =
-        flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type());
+    const at::Tensor theirs = flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type());
     offset += p.numel();
     if (p.grad().defined()) {
       p.mutable_grad().add_(theirs);

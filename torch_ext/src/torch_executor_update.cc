@@ -1,8 +1,6 @@
 // The end of a step across ranks: dual placement's sum with the mirror rank, the
 // gradient-state exchange, and the update it decides, made at once (synchronous) or
 // speculatively and judged at the next step's PV (torch_executor.h).
-#include "pipeplan/torch_ext/torch_executor.h"
-
 #include <ATen/ATen.h>
 
 #include <limits>
@@ -12,6 +10,7 @@
 
 #include "pipeplan/torch_ext/gradient_state.h"
 #include "pipeplan/torch_ext/memory_meter.h"
+#include "pipeplan/torch_ext/torch_executor.h"
 
 namespace pipeplan::torch_ext {
 

@@ -490,10 +490,9 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   if (rank.value == 0) {
     reported = [&]() -> Status {
       std::vector<double> added;
-      PIPEPLAN_ASSIGN_OR_RETURN(
-          const std::vector<Timeline> steps,
-          GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o),
-                          o.step_barrier ? nullptr : &added));
+      PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
+                                GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o),
+                                                o.step_barrier ? nullptr : &added));
       PIPEPLAN_ASSIGN_OR_RETURN(
           const std::vector<std::vector<StepRecord>> records,
           GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
@@ -503,8 +502,7 @@ Status RunAsRank(const Plan& plan, const Options& o) {
             full_backwards,
             GatherFullBackwards(coordinator, plan.request.topology.num_stages(), TimeoutOf(o)));
       }
-      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards,
-                    std::move(added));
+      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards, std::move(added));
     }();
   }
   PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));

@@ -109,11 +109,11 @@ class OpExecutor {
   // ranks 0..r-1 from rank r-1, asks for its own (which writes it) and sends those of ranks
   // 0..r to rank r+1; EndStep then runs `speculative`. Those sends may still be in flight
   // through the next step (steps without a barrier): the executor leaves their buffers as
-  // they are until the runtime asks for them again at that step's end. The next step's RECV_PV and SEND_PV carry
-  // the last rank's complete state back to rank 0 (SendBuffer, RecvBuffer) and PV asks for the
-  // verdict. On kRedone the executor has undone that update bit for bit, redone or skipped it,
-  // and forgotten every forward of this step (their buffers stay valid until EndStep); the
-  // runtime then takes the stale message of every receive tagged rollback that is still to
+  // they are until the runtime asks for them again at that step's end. The next step's RECV_PV and
+  // SEND_PV carry the last rank's complete state back to rank 0 (SendBuffer, RecvBuffer) and PV
+  // asks for the verdict. On kRedone the executor has undone that update bit for bit, redone or
+  // skipped it, and forgotten every forward of this step (their buffers stay valid until EndStep);
+  // the runtime then takes the stale message of every receive tagged rollback that is still to
   // come, and runs the actions before the PV again. Default: Run(pv), then kKept.
   virtual StatusOr<Verdict> Validate(const Action& pv, const OpContext& context);
   // Op times the executor measured itself during the step just ended; they replace the

@@ -1,7 +1,7 @@
 // Running one rank of a plan in a process of its own (torchrun, or 'pipeplan-torch run
 // --local-ranks'): warm-up plus measured steps, each opened by a barrier with the other
-// processes (or only the first: step_barrier), under a watchdog that sees this rank only. The multi-process counterpart of
-// RunLocal; the caller gathers the ranks' timelines
+// processes (or only the first: step_barrier), under a watchdog that sees this rank only. The
+// multi-process counterpart of RunLocal; the caller gathers the ranks' timelines
 // (simulation/measured_timeline.h).
 #pragma once
 

@@ -77,7 +77,7 @@ class SyntheticExecutor final : public OpExecutor {
   std::unordered_map<uint64_t, std::vector<std::byte>> slots_;  // one buffer per comm key
   std::vector<OpSpan> spans_;  // compute actions, and transfers as the simulator draws them
   std::unordered_map<uint64_t, PostedRecv> posted_;  // this step's receives, by comm key
-  std::vector<std::array<double, 2>> states_;  // the gradient-state rows, one per rank
+  std::vector<std::array<double, 2>> states_;        // the gradient-state rows, one per rank
   std::mutex hold_mutex_;
   std::condition_variable_any hold_;
 };
