@@ -465,7 +465,9 @@ StatusOr<std::span<std::byte>> TorchExecutor::AllocateReceive(const Action& recv
   }
 }
 
-double TorchExecutor::LocalLoss() const { return at::stack(losses_).sum().item<double>(); }
+double TorchExecutor::LocalLoss() const {
+  return losses_.empty() ? 0.0 : at::stack(losses_).sum().item<double>();
+}
 
 Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   const MemoryMeter::Scope scope(meter_.get());

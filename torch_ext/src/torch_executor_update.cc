@@ -117,7 +117,7 @@ std::optional<RankId> TorchExecutor::GradientMirror() const {
 StatusOr<runtime::MirrorBuffers> TorchExecutor::MirrorGradientBuffers(
     const runtime::OpContext& /*context*/) {
   const MemoryMeter::Scope scope(meter_.get());
-  mirror_send_ = FlattenGradients(mirror_parameters_, losses_.empty() ? 0.0 : LocalLoss());
+  mirror_send_ = FlattenGradients(mirror_parameters_, LocalLoss());
   mirror_receive_ = at::empty_like(mirror_send_);
   return runtime::MirrorBuffers{BytesOf(mirror_send_), BytesOf(mirror_receive_)};
 }

@@ -57,22 +57,22 @@ StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const 
                                 FetchTimeline(coordinator, r, step, timeout));
       ranks.push_back(std::move(timeline));
     }
+    // Without the step barrier: from the run's start to the step's earliest action.
+    double start = 0.0;
     if (added != nullptr) {
-      double start = std::numeric_limits<double>::infinity();
-      double end = -start;
+      start = std::numeric_limits<double>::infinity();
       for (const RankTimeline& rank : ranks) {
-        for (const ActionTiming& action : rank.actions) {
-          start = std::min(start, action.start);
-          end = std::max(end, action.end);
-        }
+        for (const ActionTiming& action : rank.actions) start = std::min(start, action.start);
       }
-      if (step > 0) added->push_back(end - previous_end);
-      previous_end = end;
       for (size_t r = 0; r < ranks.size(); ++r) {
         ShiftRankTimeline(plan.programs[r], start, ranks[r]);
       }
     }
     PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, AssembleMeasuredTimeline(plan, std::move(ranks)));
+    // The step ends where RunLocal's does: its makespan after its start.
+    const double end = start + timeline.metrics.makespan;
+    if (added != nullptr && step > 0) added->push_back(end - previous_end);
+    previous_end = end;
     gathered.push_back(std::move(timeline));
   }
   return gathered;

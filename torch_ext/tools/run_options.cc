@@ -56,11 +56,10 @@ StatusOr<NonfiniteInjection> ParseNonfiniteInjection(const std::string& text) {
 }
 
 // "--device cpu|cuda:N" and "--serial": in-process runs only; a GPU implies the in-process
-// transport (when none is named) and turns. "--no-step-barrier" goes with any transport.
+// transport (when none is named) and turns.
 Status ParseDevice(const Flags& flags, Options& o) {
   const std::optional<std::string> device = flags.GetString("device");
   o.serial = flags.GetBool("serial");
-  o.step_barrier = !flags.GetBool("no-step-barrier");
   if (device) {
     int index = -1;
     int consumed = 0;
@@ -80,7 +79,6 @@ Status ParseDevice(const Flags& flags, Options& o) {
         ": for ranks that are threads of this process (--transport inproc); over gloo every "
         "rank is a CPU process, over nccl rank r takes cuda:LOCAL_RANK");
   }
-
   return Status::Ok();
 }
 // A directory the run will write into: created now and written to once, so that a path that
@@ -208,6 +206,7 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
     PIPEPLAN_ASSIGN_OR_RETURN(o.inject_nonfinite, ParseNonfiniteInjection(*injection));
   }
   o.count_memory = !flags.GetBool("no-memory");
+  o.step_barrier = !flags.GetBool("no-step-barrier");
   o.metrics = flags.GetString("metrics");
   o.timeline = flags.GetString("timeline");
   o.dump_grads = flags.GetString("dump-grads");

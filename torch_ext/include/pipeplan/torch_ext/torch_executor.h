@@ -166,7 +166,7 @@ class TorchExecutor final : public runtime::OpExecutor {
   StatusOr<std::span<std::byte>> AllocateReceive(const Action& recv);
   StatusOr<Microbatch*> Find(StageId stage, MicrobatchId mb, const char* needed_by);
   StageModule* Local(StageId stage);
-  // The sum of the losses of this rank's last stages this step (some must exist).
+  // The sum of the losses of this rank's last stages this step (0 without any).
   double LocalLoss() const;
   bool OnThisRank(int stage) const;
   at::Tensor EmptyActivation() const;
