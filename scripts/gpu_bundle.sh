@@ -4,7 +4,7 @@
 #   bin/  pipeplan, pipeplan-torch and the GPU test binary (torch_cuda_tests)
 #   lib/  libpipeplan_torch_ops.so and the shared libraries they load that are neither
 #         glibc's nor torch's (protobuf, the C++ runtime, ...), found through an $ORIGIN rpath
-#   gpu_check.sh, make_stage_modules.py (its TorchScript stages)
+#   gpu_check.sh, make_stage_modules.py (its TorchScript stages), runtime_side_by_side.py
 # Built by scripts/build.sh (the project's build directory, RelWithDebInfo: -O2) and stripped,
 # against the pinned torch wheel (scripts/setup_torch.sh: 2.11.0+cu130 with NCCL 2.28.9), the
 # build the GPU machines have: their LibTorch, CUDA runtime and NCCL are loaded there.
@@ -73,6 +73,7 @@ done
 strip --strip-unneeded "$dir.partial"/lib/*.so* 2>/dev/null || true
 cp "$repo/scripts/gpu_check.sh" "$dir.partial/gpu_check.sh"
 cp "$repo/examples/make_stage_modules.py" "$dir.partial/make_stage_modules.py"
+cp "$repo/bench/runtime_side_by_side.py" "$dir.partial/runtime_side_by_side.py"
 chmod +x "$dir.partial/gpu_check.sh"
 
 size_kib=$(du -sk "$dir.partial" | cut -f1)

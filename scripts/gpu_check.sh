@@ -6,7 +6,8 @@
 # (with this machine's torch, CUDA runtime and NCCL); then, with a CUDA device: runs the GPU
 # tests, profiles the built-in transformer on cuda:0 with CUDA-event timing (hidden 1024),
 # reports I + W against B, calibrates, simulates and diffs a one-GPU plan, predicts peak memory
-# in bytes, splits a TorchScript stage, clips and skips a non-finite step; with two or more
+# in bytes, splits a TorchScript stage, clips and skips a non-finite step, times pipeplan-torch
+# beside torch's own runtime on one plan (P = 1, V = 4); with two or more
 # GPUs the GPU tests also check gradients over NCCL against the CPU run, and 1f1b, zbv,
 # dualpipe-v and dualpipe run over NCCL with measured beside simulated step time. The dated Markdown block
 # of results goes to stdout and is appended to RESULTS.md.
@@ -407,6 +408,19 @@ PY
 else
   status=1
   tail -5 "$work/clip.log" >>"$block"
+fi
+
+# 6b. pipeplan-torch against torch's own runtime on cuda:0: the same plan (interleaved-1f1b,
+#     P = 1, V = 4), the same TorchScript stages, beside the same compute as a bare autograd
+#     loop: step time and each runtime's overhead per action (runtime_side_by_side.py).
+echo "### pipeplan-torch against torch's runtime on cuda:0 (P = 1, V = 4)" >>"$block"
+if "$python" "$here/runtime_side_by_side.py" --pipeplan "$pipeplan" \
+     --pipeplan-torch "$torch_tool" --stage-maker "$here/make_stage_modules.py" --device cuda \
+     --hidden 1024 --sequence 512 --microbatch-size 4 >"$work/side-by-side.log" 2>&1; then
+  { echo '```'; cat "$work/side-by-side.log"; echo '```'; } >>"$block"
+else
+  status=1
+  tail -20 "$work/side-by-side.log" >>"$block"
 fi
 
 # 7. With two GPUs or more: 1f1b, zbv, dualpipe-v and dualpipe over NCCL, measured beside

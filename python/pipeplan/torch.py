@@ -6,8 +6,8 @@
     schedule.step(inputs, target=targets, losses=losses)      # as with torch's own classes
 
 `schedule` builds the stages this rank holds as the plan places them (a V shape's rank 0 holds
-stages 0 and 2P - 1), loads the plan's actions into torch's `_PipelineScheduleRuntime` and
-returns it. Only this module imports torch; `import pipeplan` does not.
+stages 0 and 2P - 1; a dual plan's two model copies, see _two_copies.py), loads the plan's
+actions into torch's `_PipelineScheduleRuntime` and returns it. Only this module imports torch; `import pipeplan` does not.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 from . import Error, Plan, Split, _count, _flag
+from ._two_copies import CopyStage, TwoCopyRuntime
 from .pipeplan_profiler import profile_steps
 
 __all__ = ["measure_layers", "profile_steps", "schedule", "split_model"]
@@ -209,9 +210,6 @@ def split_model(model: torch.nn.Module, split: Split,
     if not isinstance(model, torch.nn.Module):
         raise Error(f"model must be a torch.nn.Module, got {type(model).__name__}")
     plan = split.plan
-    if plan.placement == "dual":
-        raise Error(f"split: {plan.strategy} places two model copies (dual placement), which "
-                    "torch's schedules cannot run")
     if rank is None:
         if not dist.is_initialized():
             raise Error("rank: not given, and torch.distributed is not initialized")
@@ -219,7 +217,7 @@ def split_model(model: torch.nn.Module, split: Split,
     rank = _count("rank", rank)
     stages: dict[int, torch.nn.Module] = {}
     for index in plan.stage_indices(rank):
-        names = split.stages[index]
+        names = split.stages[index % len(split.stages)]  # a dual plan's copy B: its depth
         modules = []
         for name in names:
             try:
@@ -231,19 +229,26 @@ def split_model(model: torch.nn.Module, split: Split,
     return stages
 
 
-def _module_of(stages: StageModules, index: int, num_stages: int) -> torch.nn.Module:
+def _module_of(stages: StageModules, index: int, num_stages: int,
+               depths: int) -> torch.nn.Module:
+    """The module of stage `index`; `depths` < `num_stages` for a dual plan, whose stage
+    depths + d (copy B) is the model's stage d: a dict or sequence may then give the model's
+    stages alone."""
+    depth = index % depths
     if callable(stages) and not isinstance(stages, torch.nn.Module):
         module = stages(index)
         where = f"stages({index})"
     elif isinstance(stages, Mapping):
-        if index not in stages:
+        key = index if index in stages else depth
+        if key not in stages:
             raise Error(f"stages: no module for stage {index}, which this rank holds")
-        module, where = stages[index], f"stages[{index}]"
+        module, where = stages[key], f"stages[{key}]"
     elif isinstance(stages, Sequence):
-        if len(stages) != num_stages:
+        if len(stages) not in (num_stages, depths):
             raise Error(f"stages: {len(stages)} modules, but the plan has {num_stages} stages "
                         "(give one per stage, or a function of the stage index)")
-        module, where = stages[index], f"stages[{index}]"
+        key = index if len(stages) == num_stages else depth
+        module, where = stages[key], f"stages[{key}]"
     else:
         raise Error("stages must be a function of the stage index, a sequence of one module per "
                     f"stage or a dict of them, got {type(stages).__name__}")
@@ -271,7 +276,10 @@ def schedule(
         to get only what this runtime executes, with each receive posted when its data is
         sent, which torch's runtime on NCCL needs: docs/torch-interop.md).
       stages: the model's stages: a function of the stage index returning its module (only
-        this rank's are built), a sequence of one module per stage (P * V), or a dict.
+        this rank's are built), a sequence of one module per stage (P * V), or a dict. A dual
+        plan's (dualpipe) stage P + d is the second copy of the model's stage d: a sequence
+        or dict may give the model's P stages alone; the second copy's weights are made the
+        first copy's when the schedule is built (docs/python.md).
       loss_fn: as torch's schedules take it, loss_fn(output, target).
       rank: the pipeline rank (default: this process's rank in `group`).
       device: where the stages run (default: cuda:<local rank> under NCCL, else cpu).
@@ -284,16 +292,20 @@ def schedule(
 
     Returns:
       The schedule; call `step(*inputs, target=..., losses=...)` on every rank as with torch's
-      own schedule classes (inputs on the rank of stage 0, target where the last stage is).
+      own schedule classes (inputs on the rank of stage 0, target where the last stage is; a
+      dual plan's ranks 0 and P - 1 pass both, and its step ends by summing the two copies'
+      gradients of each layer).
     """
     if not isinstance(plan, Plan):
         raise Error(f"plan must be a pipeplan.Plan, got {type(plan).__name__}")
     if not callable(loss_fn):
         raise Error(f"loss_fn must be callable, got {type(loss_fn).__name__}")
     comms = _flag("comms", comms)
-    if plan.placement == "dual":
-        raise Error(f"plan: {plan.strategy} places two model copies (dual placement), and torch's "
-                    "schedules run one chain of stages; dualpipe-v is its V-shaped form")
+    dual = plan.placement == "dual"
+    if dual and not comms:
+        raise Error(f"comms: {plan.strategy} places two model copies (dual placement), and "
+                    "torch's own lowering of the transfers (comms=False) knows one chain of "
+                    "stages; leave comms=True (pipeplan's transfers)")
     if not dist.is_initialized():
         raise Error("torch.distributed is not initialized: call "
                     "torch.distributed.init_process_group first (torchrun sets the rank)")
@@ -305,14 +317,28 @@ def schedule(
         device = (torch.device("cuda", torch.cuda.current_device())
                   if dist.get_backend(group) == "nccl" else torch.device("cpu"))
     num_stages = plan.ranks * plan.stages_per_rank
-    stage_type = _GlooPipelineStage if dist.get_backend(group) == "gloo" else PipelineStage
-    built = [stage_type(_module_of(stages, index, num_stages).to(device), index, num_stages,
-                        torch.device(device), group=group, **stage_kwargs)
-             for index in plan.stage_indices(rank)]
-    runtime = _PipelineScheduleRuntime(built, plan.microbatches, loss_fn=loss_fn,
-                                       scale_grads=scale_grads)
+    depths = plan.ranks if dual else num_stages
+    gloo = dist.get_backend(group) == "gloo"
+    modules = {index: _module_of(stages, index, num_stages, depths).to(device)
+               for index in plan.stage_indices(rank)}
     actions = {r: [_Action.from_str(token) for token in tokens]
                for r, tokens in enumerate(plan.action_table(comms=comms))}
+    if dual:
+        built = [CopyStage(module, index, num_stages, torch.device(device), group=group,
+                           depths=depths, gloo=gloo, **stage_kwargs)
+                 for index, module in modules.items()]
+        runtime = TwoCopyRuntime(built, plan.microbatches, loss_fn=loss_fn,
+                                 scale_grads=scale_grads, mirror=plan.ranks - 1 - rank,
+                                 group=group)
+        runtime._prepare_schedule_with_comms(actions, format="compute_comms")
+        runtime.copy_weights_from_mirror()
+        return runtime
+    stage_type = _GlooPipelineStage if gloo else PipelineStage
+    built = [stage_type(module, index, num_stages, torch.device(device), group=group,
+                        **stage_kwargs)
+             for index, module in modules.items()]
+    runtime = _PipelineScheduleRuntime(built, plan.microbatches, loss_fn=loss_fn,
+                                       scale_grads=scale_grads)
     if comms:
         runtime._prepare_schedule_with_comms(actions, format="compute_comms")
     else:

@@ -327,9 +327,7 @@ StatusOr<SplitHandle> PartitionFor(const PartitionCall& call) {
 }
 
 StatusOr<std::vector<std::vector<std::string>>> ActionTable(const Plan& plan, bool comms) {
-  PIPEPLAN_ASSIGN_OR_RETURN(TorchCsvExport exported, ExportTorchCsv(plan, CsvFormat(comms)));
-  std::vector<std::vector<std::string>> rows = TorchCsvRows(exported.csv);
-  // A rank with no actions has no row at the end of the file.
+  std::vector<std::vector<std::string>> rows = TorchActionRows(plan, CsvFormat(comms));
   rows.resize(static_cast<size_t>(plan.request.topology.ranks));
   return rows;
 }

@@ -73,9 +73,10 @@ struct CompareRow {
 // `pipeplan compare`: every strategy on the request (uniform figures are one rank's share).
 StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call);
 
-// Torch's action tokens of `rank` ("0F0", "1SEND_F0", ...), as the torch CSV exports them.
+// Torch's action tokens of `rank` ("0F0", "1SEND_F0", ...), as the torch CSV exports them
+// (a dual-placement plan as pipeplan.torch.schedule runs it: TorchActionRows).
 StatusOr<std::vector<std::string>> ActionTokens(const Plan& plan, int rank, bool comms);
-// Every rank's tokens, in rank order, from one export.
+// Every rank's tokens, in rank order.
 StatusOr<std::vector<std::vector<std::string>>> ActionTable(const Plan& plan, bool comms);
 // The stages `rank` holds, in its local order (chunk 0 first).
 StatusOr<std::vector<int>> StageIndices(const Plan& plan, int rank);

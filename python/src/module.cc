@@ -186,7 +186,9 @@ void BindPlan(nb::module_& m) {
           nb::arg("rank"), nb::arg("comms") = true,
           nb::sig("def actions(self, rank: int, comms: bool = True) -> list[str]"),
           "The rank's actions as torch pipelining tokens, in order: '0F0', '1SEND_F0', ... "
-          "(comms=False: compute only, as torch's own lowering adds the transfers).")
+          "(comms=False: compute only, as torch's own lowering adds the transfers). A dual "
+          "plan's second copy (stages P..2P-1) numbers its microbatches as the batch's, "
+          "M/2..M-1: pipeplan.torch.schedule runs it; torch's own loaders cannot.")
       .def(
           "action_table",
           [](const PlanHandle& p, nb::handle comms) {

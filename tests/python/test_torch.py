@@ -17,32 +17,53 @@ import pipeplan.torch  # noqa: E402
 JOB = Path(__file__).with_name("torch_job.py")
 
 
-def run_job(out: Path, *args: str) -> dict:
+def run_job(out: Path, *args: str, ranks: int = 2) -> dict:
     out.mkdir()
-    result = subprocess.run([sys.executable, str(JOB), "--out", str(out), *args],
+    result = subprocess.run([sys.executable, str(JOB), "--out", str(out), "--ranks", str(ranks),
+                             *args],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
-    grads = {}
-    for rank in ranks:
+    saved = [torch.load(out / f"rank{r}.pt") for r in range(ranks)]
+    grads, grads_copy_b = {}, {}
+    for rank in saved:
         grads.update(rank["grads"])
-    losses = [loss for rank in ranks for loss in rank["losses"]]
-    return {"grads": grads, "losses": losses}
+        grads_copy_b.update(rank["grads_copy_b"])
+    # Every rank holding a last stage reports the step's losses: a dual plan's two do.
+    reported = [rank["losses"] for rank in saved if rank["losses"]]
+    assert all(losses == reported[0] for losses in reported), reported
+    return {"grads": grads, "grads_copy_b": grads_copy_b, "losses": reported[0]}
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    return run_job(tmp_path_factory.mktemp("torch") / "1f1b", "--torch-1f1b")
+def references(tmp_path_factory):
+    """torch's Schedule1F1B run of the model, by rank count (run when first asked)."""
+    runs = {}
+
+    def reference(ranks):
+        if ranks not in runs:
+            runs[ranks] = run_job(tmp_path_factory.mktemp("torch") / f"1f1b_{ranks}",
+                                  "--torch-1f1b", ranks=ranks)
+        return runs[ranks]
+    return reference
 
 
-@pytest.mark.parametrize("strategy", ["zbv", "interleaved-1f1b"])
-def test_gradients_equal_torchs_schedule_1f1b(strategy, reference, tmp_path):
-    ours = run_job(tmp_path / strategy, "--strategy", strategy)
+@pytest.mark.parametrize("strategy,ranks", [("zbv", 2), ("interleaved-1f1b", 2), ("dualpipe", 2),
+                                            ("dualpipe", 4)])
+def test_gradients_equal_torchs_schedule_1f1b(strategy, ranks, references, tmp_path):
+    """dualpipe: both model copies' gradients, after the sum across the copies, are the whole
+    batch's; each copy ran half of it (at P = 4 ranks 1 and 2 hold neither end of a copy)."""
+    reference = references(ranks)
+    ours = run_job(tmp_path / strategy, "--strategy", strategy, ranks=ranks)
     assert sorted(ours["grads"]) == sorted(reference["grads"]) == [0, 1, 2, 3]
-    for layer, expected in reference["grads"].items():
-        for got, want in zip(ours["grads"][layer], expected):
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6,
-                                       msg=lambda m: f"layer {layer}: {m}")
+    copies = {"": ours["grads"]}
+    if strategy == "dualpipe":
+        assert sorted(ours["grads_copy_b"]) == [0, 1, 2, 3]
+        copies["second copy, "] = ours["grads_copy_b"]
+    for copy, grads in copies.items():
+        for layer, expected in reference["grads"].items():
+            for got, want in zip(grads[layer], expected, strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6,
+                                           msg=lambda m: f"{copy}layer {layer}: {m}")
     losses = ours["losses"]
     assert len(losses) == 3 and losses[-1] < losses[0], losses
     # The same model and data: the first step's loss is the reference's.
@@ -92,8 +113,9 @@ def test_schedule_refuses_what_does_not_fit(tmp_path):
     with pytest.raises(pipeplan.Error, match="torch.distributed is not initialized"):
         pipeplan.torch.schedule(plan, [torch.nn.Linear(2, 2)] * 2, loss_fn=torch.nn.MSELoss())
     dualpipe = pipeplan.plan("dualpipe", ranks=2, microbatches=4)
-    with pytest.raises(pipeplan.Error, match="dual placement.*dualpipe-v"):
-        pipeplan.torch.schedule(dualpipe, [torch.nn.Linear(2, 2)] * 4, loss_fn=torch.nn.MSELoss())
+    with pytest.raises(pipeplan.Error, match="comms: dualpipe places two model copies"):
+        pipeplan.torch.schedule(dualpipe, [torch.nn.Linear(2, 2)] * 2, loss_fn=torch.nn.MSELoss(),
+                                comms=False)
     with pytest.raises(pipeplan.Error, match="plan must be a pipeplan.Plan"):
         pipeplan.torch.schedule("plan.pb", [], loss_fn=torch.nn.MSELoss())
     assert callable(pipeplan.torch.profile_steps)
@@ -141,6 +163,13 @@ def test_split_model_builds_each_ranks_stages_from_the_partition():
         x = stages[index](x)
     assert torch.equal(x, model(tokens))
     assert stages[0].layers[0] is model.tok_embeddings
+    # dualpipe: rank r's second-copy stage (2P - 1 - r) is the model's stage P - 1 - r, the
+    # other ranks' first copy of it; schedule() then makes its weights the first copy's.
+    dual = pipeplan.partition(layers, ranks=2, microbatches=4, strategy="dualpipe")
+    assert len(dual.stages) == 2 and dual.plan.stage_indices(0) == [0, 3]
+    built = pipeplan.torch.split_model(model, dual, 0)
+    assert built[0].names == dual.stages[0] and built[3].names == dual.stages[1]
+    assert built[3].layers[-1] is model.output
     with pytest.raises(pipeplan.Error, match="holds layer 'tok_embeddings', which the model has "
                                              "no module of"):
         pipeplan.torch.split_model(torch.nn.Linear(2, 2), split, 0)

@@ -1,9 +1,10 @@
 """A small training job as a user writes it, for tests/python/test_torch.py: a stack of layers
-split into stages, run by 2 local Gloo processes, either through pipeplan.torch.schedule (any
+split into stages, run by 2 (or 4) local Gloo processes, either through pipeplan.torch.schedule (any
 strategy) or through torch's own Schedule1F1B (the reference). Each rank saves its layers'
 gradients after the first step and the last stage's loss of every step to OUT/rank<r>.pt.
 
-    python torch_job.py --out DIR [--strategy zbv | --torch-1f1b] [--steps 3] [--traces DIR]
+    python torch_job.py --out DIR [--strategy zbv | --torch-1f1b] [--ranks 2] [--steps 3]
+                        [--traces DIR]
 
 --traces: the steps after the first are profiled with pipeplan.torch.profile_steps (the traces
 pipeplan.import_torch_traces reads).
@@ -25,46 +26,63 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 import pipeplan
 import pipeplan.torch
 
-RANKS = 2
-LAYERS = 4  # P * V for V = 2; torch's Schedule1F1B holds two per rank
+LAYERS = 4  # P * V for P = 2, V = 2; torch's Schedule1F1B holds LAYERS / P per rank
 WIDTH = 32
-MICROBATCHES = 4
 ROWS = 16  # per microbatch
 
 
-def layer(index):
-    torch.manual_seed(100 + index)  # the same parameters whoever builds it
+def layer(index, seed=100):
+    torch.manual_seed(seed + index)  # the same parameters whoever builds it
     return torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh())
 
 
-def batch():
+def batch(microbatches):
     generator = torch.Generator().manual_seed(7)
-    inputs = torch.randn(MICROBATCHES * ROWS, WIDTH, generator=generator)
+    inputs = torch.randn(microbatches * ROWS, WIDTH, generator=generator)
     return inputs, torch.sin(inputs)
 
 
 def run(rank, args):
+    ranks = args.ranks
+    microbatches = 2 * ranks  # dualpipe's least
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=RANKS,
+    dist.init_process_group("gloo", rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=120))
     try:
         shape = {"input_args": torch.empty(ROWS, WIDTH), "output_args": torch.empty(ROWS, WIDTH)}
         if args.torch_1f1b:
-            layers = {2 * rank + i: layer(2 * rank + i) for i in range(2)}
+            per_rank = LAYERS // ranks
+            layers = {i: layer(i) for i in range(rank * per_rank, (rank + 1) * per_rank)}
             module = torch.nn.Sequential(*layers.values())
-            stage = PipelineStage(module, rank, RANKS, torch.device("cpu"), **shape)
-            schedule = Schedule1F1B(stage, MICROBATCHES, loss_fn=torch.nn.functional.mse_loss)
-            first, last = rank == 0, rank == RANKS - 1
+            stage = PipelineStage(module, rank, ranks, torch.device("cpu"), **shape)
+            schedule = Schedule1F1B(stage, microbatches, loss_fn=torch.nn.functional.mse_loss)
+            first, last = rank == 0, rank == ranks - 1
+            copy_b = {}
         else:
-            plan = pipeplan.plan(args.strategy, ranks=RANKS, microbatches=MICROBATCHES,
-                                 stages_per_rank=LAYERS // RANKS, runtime="torch")
-            layers = {index: layer(index) for index in plan.stage_indices(rank)}
-            schedule = pipeplan.torch.schedule(plan, layers, loss_fn=torch.nn.functional.mse_loss,
-                                               **shape)
-            first, last = 0 in layers, LAYERS - 1 in layers
-        optimizer = torch.optim.SGD([p for m in layers.values() for p in m.parameters()], lr=0.1)
-        inputs, targets = batch()
-        grads, losses_per_step = {}, []
+            dual = args.strategy == "dualpipe"  # torch's runtime does not run it: no runtime=
+            plan = pipeplan.plan(args.strategy, ranks=ranks, microbatches=microbatches,
+                                 **({} if dual else {"runtime": "torch",
+                                                     "stages_per_rank": LAYERS // ranks}))
+            # A dual plan's stage P + d is the second copy of the model's stage d, built
+            # here from other weights: the schedule makes them the first copy's.
+            depths = ranks if dual else LAYERS
+            per_stage = LAYERS // depths
+            stage_layers = {s: [layer(i, seed=100 if s < depths else 200)
+                                for i in range(s % depths * per_stage, (s % depths + 1) * per_stage)]
+                            for s in plan.stage_indices(rank)}
+            modules = {s: torch.nn.Sequential(*built) for s, built in stage_layers.items()}
+            schedule = pipeplan.torch.schedule(plan, modules,
+                                               loss_fn=torch.nn.functional.mse_loss, **shape)
+            first = any(s % depths == 0 for s in modules)
+            last = any(s % depths == depths - 1 for s in modules)
+            layers = {i: module for s, built in stage_layers.items() if s < depths
+                      for i, module in zip(range(s * per_stage, LAYERS), built)}
+            copy_b = {i: module for s, built in stage_layers.items() if s >= depths
+                      for i, module in zip(range((s - depths) * per_stage, LAYERS), built)}
+        optimizer = torch.optim.SGD([p for m in [*layers.values(), *copy_b.values()]
+                                     for p in m.parameters()], lr=0.1)
+        inputs, targets = batch(microbatches)
+        grads, grads_copy_b, losses_per_step = {}, {}, []
         profiling = (pipeplan.torch.profile_steps(args.traces, warmup=1, active=args.steps - 1,
                                                   quiet=True)
                      if args.traces else contextlib.nullcontext(lambda: None))
@@ -77,11 +95,14 @@ def run(rank, args):
                 if step == 0:
                     grads = {index: [p.grad.clone() for p in m.parameters()]
                              for index, m in layers.items()}
+                    grads_copy_b = {index: [p.grad.clone() for p in m.parameters()]
+                                    for index, m in copy_b.items()}
                 if last:
+                    assert len(losses) == microbatches, losses
                     losses_per_step.append(torch.stack(losses).mean().item())
                 optimizer.step()
                 next_step()
-        torch.save({"grads": grads, "losses": losses_per_step},
+        torch.save({"grads": grads, "grads_copy_b": grads_copy_b, "losses": losses_per_step},
                    os.path.join(args.out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -93,13 +114,14 @@ def main():
     parser.add_argument("--strategy", default="zbv")
     parser.add_argument("--torch-1f1b", action="store_true")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--ranks", type=int, default=2, choices=(2, 4))
     parser.add_argument("--traces", help="profile the steps after the first into this directory")
     args = parser.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
-    torch.multiprocessing.spawn(run, args=(args,), nprocs=RANKS)
+    torch.multiprocessing.spawn(run, args=(args,), nprocs=args.ranks)
     return 0
 
 

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/model/topology.h"
+
 namespace pipeplan {
 namespace {
 
@@ -131,6 +133,30 @@ void AppendRow(const std::vector<std::string>& cells, std::string* csv) {
   *csv += kRowEnd;
 }
 
+// Copy B's microbatches of a dual-placement plan renumbered as the batch's
+// (StageMap::BatchMicrobatchOf); every other action keeps its number.
+void NumberByBatch(const StageMap& stages, Action* action) {
+  action->microbatch = MicrobatchId{stages.BatchMicrobatchOf(action->stage, action->microbatch)};
+  for (Action& sub : action->sub_actions) NumberByBatch(stages, &sub);
+}
+
+// Every rank's cells, in rank order; what the grammar cannot express goes to `left_out`.
+std::vector<std::vector<std::string>> Cells(const Plan& plan, TorchCsvFormat format,
+                                            LeftOut* left_out) {
+  std::vector<std::vector<std::string>> rows;
+  for (const RankProgram& program : plan.programs) {
+    switch (format) {
+      case TorchCsvFormat::kComputeOnly:
+        rows.push_back(ComputeOnlyCells(program, left_out));
+        break;
+      case TorchCsvFormat::kComputeComms:
+        rows.push_back(ComputeCommsCells(program, left_out));
+        break;
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
 StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format) {
@@ -140,22 +166,28 @@ StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format)
         "): rank r runs stage r of one model copy and stage P-1-r of another, but torch's "
         "grammar has one model copy per stage index and would read a different schedule; "
         "dualpipe-v, the single-copy V-shape variant, can be exported (torch runs it as "
-        "ScheduleDualPipeV)");
+        "ScheduleDualPipeV), and pipeplan.torch.schedule runs a dualpipe plan in Python");
   }
   TorchCsvExport out;
   LeftOut left_out;
-  for (const RankProgram& program : plan.programs) {
-    switch (format) {
-      case TorchCsvFormat::kComputeOnly:
-        AppendRow(ComputeOnlyCells(program, &left_out), &out.csv);
-        break;
-      case TorchCsvFormat::kComputeComms:
-        AppendRow(ComputeCommsCells(program, &left_out), &out.csv);
-        break;
-    }
+  for (const std::vector<std::string>& cells : Cells(plan, format, &left_out)) {
+    AppendRow(cells, &out.csv);
   }
   out.notes = Notes(left_out);
   return out;
+}
+
+std::vector<std::vector<std::string>> TorchActionRows(const Plan& plan, TorchCsvFormat format) {
+  LeftOut left_out;
+  if (plan.request.topology.placement != Placement::kDual) {
+    return Cells(plan, format, &left_out);
+  }
+  const StageMap stages(plan.request.topology);
+  Plan by_batch = plan;
+  for (RankProgram& program : by_batch.programs) {
+    for (Action& action : program.actions) NumberByBatch(stages, &action);
+  }
+  return Cells(by_batch, format, &left_out);
 }
 
 std::vector<std::vector<std::string>> TorchCsvRows(std::string_view csv) {

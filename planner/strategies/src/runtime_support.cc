@@ -32,7 +32,8 @@ Status CheckRunsOn(Runtime runtime, std::string_view name, Placement placement,
         return Refuse(runtime, name,
                       "torch's schedule has one model copy per stage index, so a dual placement "
                       "(two copies per rank) cannot be loaded; dualpipe-v is the single-copy "
-                      "variant torch runs");
+                      "variant torch runs (pipeplan.torch.schedule runs a dualpipe plan made "
+                      "without --runtime)");
       }
       if (post_validation) {
         return Refuse(runtime, name,

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/planner/planner.h"
@@ -99,6 +101,42 @@ TEST(TorchCsvExportTest, DualPlacementIsRefusedNamingDualPipeV) {
   }
 }
 
+// The rows pipeplan.torch.schedule loads: a plan of one model copy as the CSV spells it; a
+// dual plan's copy B (stages P..2P-1) with the batch's microbatches M/2..M-1, copy A 0..M/2-1.
+TEST(TorchActionRowsTest, OneCopyAsTheCsvAndDualWithTheBatchsMicrobatches) {
+  const StatusOr<TorchCsvExport> csv = ExportTorchCsv(OneFOneB(), TorchCsvFormat::kComputeComms);
+  ASSERT_TRUE(csv.ok()) << csv.status().message();
+  EXPECT_EQ(TorchActionRows(OneFOneB(), TorchCsvFormat::kComputeComms), TorchCsvRows(csv->csv));
+
+  PlanRequest request;
+  request.strategy = "dualpipe";
+  request.topology = {
+      .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kDual};
+  const StatusOr<Plan> plan = BuildPlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const std::vector<std::vector<std::string>> rows =
+      TorchActionRows(*plan, TorchCsvFormat::kComputeOnly);
+  ASSERT_EQ(rows.size(), 2U);
+  // Rank 0 holds stage 0 (copy A's first) and 3 (copy B's last); rank 1 stages 1 and 2.
+  EXPECT_EQ(rows[0].front(), "0F0");
+  EXPECT_EQ(rows[1].front(), "2F2");
+  std::set<std::pair<int, int>> forwards;  // (stage, microbatch)
+  const auto check = [&forwards](const Action& one, const std::string& cell) {
+    EXPECT_EQ(one.microbatch.value >= 2, one.stage.value >= 2) << cell;
+    if (one.kind == ActionKind::kForward) forwards.emplace(one.stage.value, one.microbatch.value);
+  };
+  for (const std::vector<std::string>& row : rows) {
+    for (const std::string& cell : row) {
+      const StatusOr<std::optional<Action>> action = ParseTorchActionToken(cell);
+      ASSERT_TRUE(action.ok() && action->has_value()) << cell;
+      check(**action, cell);
+      for (const Action& sub : (*action)->sub_actions) check(sub, cell);
+    }
+  }
+  // Each stage's forward of each of its copy's two microbatches.
+  EXPECT_EQ(forwards, (std::set<std::pair<int, int>>{
+                          {0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 2}, {2, 3}, {3, 2}, {3, 3}}));
+}
 TEST(TorchCsvExportTest, ZeroBubbleComputeOnlyLeavesOutPostValidation) {
   const StatusOr<TorchCsvExport> out =
       ExportTorchCsv(ZeroBubbleWithPostValidation(), TorchCsvFormat::kComputeOnly);

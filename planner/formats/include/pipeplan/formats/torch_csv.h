@@ -28,6 +28,13 @@ struct TorchCsvExport {
 // another schedule (and its own checks refuse it).
 StatusOr<TorchCsvExport> ExportTorchCsv(const Plan& plan, TorchCsvFormat format);
 
+// Every rank's cells (one row per rank, in rank order) as ExportTorchCsv writes them, for a
+// runtime that loads the actions in memory. A dual-placement plan is spelled as
+// pipeplan.torch.schedule runs it, which torch's own loaders cannot: stage ids are the plan's
+// (copy B's stage P + j), and copy B's microbatch k is the batch's microbatch M/2 + k, the part
+// of the batch its first stage reads.
+std::vector<std::vector<std::string>> TorchActionRows(const Plan& plan, TorchCsvFormat format);
+
 // The cells of each row (one per rank, in rank order) of a CSV ExportTorchCsv wrote: its rows
 // end with "\r\n" and its tokens hold no ','.
 std::vector<std::vector<std::string>> TorchCsvRows(std::string_view csv);
