@@ -82,14 +82,19 @@ TEST(TorchCsvExportTest, OneFOneBComputeComms) {
   EXPECT_TRUE(out->notes.empty());
 }
 
-// Torch's grammar has one model copy per stage index; dualpipe's two copies would be read as
-// another schedule, so the export refuses and names the variant torch runs.
-TEST(TorchCsvExportTest, DualPlacementIsRefusedNamingDualPipeV) {
+// dualpipe at P = 2, M = 4: two model copies, stages 0..3.
+StatusOr<Plan> DualPipePlan() {
   PlanRequest request;
   request.strategy = "dualpipe";
   request.topology = {
       .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kDual};
-  const StatusOr<Plan> plan = BuildPlan(request);
+  return BuildPlan(request);
+}
+
+// Torch's grammar has one model copy per stage index; dualpipe's two copies would be read as
+// another schedule, so the export refuses and names the variant torch runs.
+TEST(TorchCsvExportTest, DualPlacementIsRefusedNamingDualPipeV) {
+  const StatusOr<Plan> plan = DualPipePlan();
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   for (const TorchCsvFormat format :
        {TorchCsvFormat::kComputeOnly, TorchCsvFormat::kComputeComms}) {
@@ -108,11 +113,7 @@ TEST(TorchActionRowsTest, OneCopyAsTheCsvAndDualWithTheBatchsMicrobatches) {
   ASSERT_TRUE(csv.ok()) << csv.status().message();
   EXPECT_EQ(TorchActionRows(OneFOneB(), TorchCsvFormat::kComputeComms), TorchCsvRows(csv->csv));
 
-  PlanRequest request;
-  request.strategy = "dualpipe";
-  request.topology = {
-      .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kDual};
-  const StatusOr<Plan> plan = BuildPlan(request);
+  const StatusOr<Plan> plan = DualPipePlan();
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   const std::vector<std::vector<std::string>> rows =
       TorchActionRows(*plan, TorchCsvFormat::kComputeOnly);
