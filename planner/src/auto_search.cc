@@ -111,58 +111,10 @@ class AutoSearcher {
         candidate.memory = std::move(fitted->memory);
         notes = std::move(fitted->notes);
       }
-      const size_t first = candidates_.size();
-      switch (strategy.setting) {
-        case StrategySetting::kGroupSizes:
-          AddGroupSizes(candidate);
-          break;
-        case StrategySetting::kMemorySteps:
-          AddMemorySteps(candidate);
-          break;
-        case StrategySetting::kNone:
-          candidates_.push_back({candidate, Status::Ok(), 0, 0});
-          break;
+      for (PlanRequest& variant : SettingVariants(strategy, candidate, request_.memory.limit)) {
+        candidates_.push_back({std::move(variant), Status::Ok(), 0, 0});
+        candidates_.back().notes = notes;
       }
-      for (size_t i = first; i < candidates_.size(); ++i) candidates_[i].notes = notes;
-    }
-  }
-
-  void AddGroupSizes(PlanRequest candidate) {
-    const int p = candidate.topology.ranks;
-    const int m = candidate.topology.microbatches;
-    const size_t before = candidates_.size();
-    for (int g = p; g <= m && g <= 4 * p; g *= 2) {
-      if (m % g != 0 && m % g < p) continue;
-      candidate.options.microbatch_group_size = g;
-      candidates_.push_back({candidate, Status::Ok(), 0, 0});
-    }
-    if (candidates_.size() == before) {
-      candidate.options.microbatch_group_size = 0;  // lets the planner report why it fails
-      candidates_.push_back({candidate, Status::Ok(), 0, 0});
-    }
-  }
-
-  // The greedy scheduler is not monotone in its limit: try whole activations from P up to
-  // the limit (2P without one).
-  void AddMemorySteps(PlanRequest candidate) {
-    const int p = candidate.topology.ranks;
-    const double activation =
-        candidate.memory.Activation(StageId(0), ChunksPerShare(candidate.topology));
-    const double base = candidate.memory.LargestFixed(
-        StageMap(candidate.topology),
-        candidate.topology.stages_per_rank * candidate.topology.microbatches);
-    const double top = request_.memory.limit.value_or(base + 2 * p * activation);
-    const size_t before = candidates_.size();
-    for (int k = 1; k <= 2 * p; ++k) {
-      const double limit = base + k * activation;
-      if (limit > top * (1 + 1e-12)) break;
-      if (k < p && base + (k + 1) * activation <= top) continue;  // below P only as a last resort
-      candidate.memory.limit = limit;
-      candidates_.push_back({candidate, Status::Ok(), 0, 0});
-    }
-    if (candidates_.size() == before) {
-      candidate.memory.limit = top;
-      candidates_.push_back({candidate, Status::Ok(), 0, 0});
     }
   }
 
@@ -284,6 +236,66 @@ class AutoSearcher {
 
 }  // namespace
 
+namespace {
+
+// Group sizes from P to 4P that divide the microbatches (or leave at least P over).
+std::vector<PlanRequest> GroupSizeVariants(PlanRequest candidate) {
+  const int p = candidate.topology.ranks;
+  const int m = candidate.topology.microbatches;
+  std::vector<PlanRequest> out;
+  for (int g = p; g <= m && g <= 4 * p; g *= 2) {
+    if (m % g != 0 && m % g < p) continue;
+    candidate.options.microbatch_group_size = g;
+    out.push_back(candidate);
+  }
+  if (out.empty()) {
+    candidate.options.microbatch_group_size = 0;  // lets the planner report why it fails
+    out.push_back(std::move(candidate));
+  }
+  return out;
+}
+
+// The greedy scheduler is not monotone in its limit: whole activations from P up to the
+// asked limit (2P without one).
+std::vector<PlanRequest> MemoryStepVariants(PlanRequest candidate,
+                                            std::optional<double> asked_limit) {
+  const int p = candidate.topology.ranks;
+  const double activation =
+      candidate.memory.Activation(StageId(0), ChunksPerShare(candidate.topology));
+  const double base = candidate.memory.LargestFixed(
+      StageMap(candidate.topology),
+      candidate.topology.stages_per_rank * candidate.topology.microbatches);
+  const double top = asked_limit.value_or(base + 2 * p * activation);
+  std::vector<PlanRequest> out;
+  for (int k = 1; k <= 2 * p; ++k) {
+    const double limit = base + k * activation;
+    if (limit > top * (1 + 1e-12)) break;
+    if (k < p && base + (k + 1) * activation <= top) continue;  // below P only as a last resort
+    candidate.memory.limit = limit;
+    out.push_back(candidate);
+  }
+  if (out.empty()) {
+    candidate.memory.limit = top;
+    out.push_back(std::move(candidate));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PlanRequest> SettingVariants(const Strategy& strategy, const PlanRequest& candidate,
+                                         std::optional<double> asked_limit) {
+  switch (strategy.setting) {
+    case StrategySetting::kGroupSizes:
+      return GroupSizeVariants(candidate);
+    case StrategySetting::kMemorySteps:
+      return MemoryStepVariants(candidate, asked_limit);
+    case StrategySetting::kNone:
+      break;
+  }
+  return {candidate};
+}
+
 std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request) {
   std::vector<const Strategy*> out;
   for (const Strategy& strategy : AllStrategies()) {
@@ -321,7 +333,11 @@ std::vector<int> StagesPerRankOptions(const Strategy& strategy) {
 }
 
 std::string StrategyAtV(const PlanRequest& request) {
-  return request.strategy + " (V=" + std::to_string(request.topology.stages_per_rank) + ")";
+  std::string out = request.strategy + " (V=" + std::to_string(request.topology.stages_per_rank);
+  if (request.options.microbatch_group_size > 0) {
+    out += ", microbatch groups of " + std::to_string(request.options.microbatch_group_size);
+  }
+  return out + ")";
 }
 
 StatusOr<AutoResult> AutoSearch(const PlanRequest& request) {

@@ -133,6 +133,30 @@ class SplitSearch {
     }
   }
 
+  // The strategy's settings (group sizes, memory steps: what auto sweeps) tried at the best
+  // split found, which was searched with the defaults; the best of them kept.
+  void SweepSettings() {
+    if (strategy_.setting == StrategySetting::kNone || !best_.has_value() || !best_score_.fits) {
+      return;
+    }
+    const LayerSplit split = best_->split;
+    for (const PlanRequest& variant : SettingVariants(
+             strategy_, RequestOf(request_, strategy_, v_, split), request_.memory_limit)) {
+      StatusOr<Evaluated> planned = BuildAndSimulatePlan(variant);
+      ++*evaluations_;
+      if (!planned.ok()) continue;  // within the limit asked, or none: it fits
+      const Score score{.planned = true,
+                        .fits = true,
+                        .makespan = planned->timeline.metrics.makespan,
+                        .peak = PeakMemory(planned->timeline),
+                        .status = Status::Ok()};
+      if (Better(score, best_score_)) {
+        best_ = SplitPlan{.split = split, .planned = *std::move(planned)};
+        best_score_ = score;
+      }
+    }
+  }
+
   PartitionCandidate Candidate() const {
     PartitionCandidate out{.strategy = std::string(strategy_.name),
                            .stages_per_rank = v_,
@@ -434,6 +458,7 @@ StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
     search.Descend(EvenSplit(layers, search.chain_stages()));
     search.Descend(MinMaxSplit(weights, search.chain_stages()));
     search.Enumerate(request.enumerate_up_to);
+    search.SweepSettings();
   }
 
   // Candidates fastest first; the pick the fastest whose step rests on given figures alone.

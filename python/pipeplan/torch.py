@@ -21,6 +21,7 @@ from typing import Any, Optional, Union
 
 import torch
 import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
@@ -29,6 +30,10 @@ from ._two_copies import CopyStage, TwoCopyRuntime
 from .pipeplan_profiler import profile_steps
 
 __all__ = ["measure_layers", "profile_steps", "schedule", "split_model"]
+
+# What sums gradients across data-parallel ranks itself: under a dual plan pipeplan does.
+_DATA_PARALLEL_WRAPPERS = (torch.nn.parallel.DistributedDataParallel, FSDPModule,
+                           FullyShardedDataParallel)
 
 StageModules = Union[Callable[[int], torch.nn.Module], Sequence[torch.nn.Module],
                      Mapping[int, torch.nn.Module]]
@@ -324,6 +329,11 @@ def schedule(
     actions = {r: [_Action.from_str(token) for token in tokens]
                for r, tokens in enumerate(plan.action_table(comms=comms))}
     if dual:
+        for index, module in modules.items():
+            if any(isinstance(m, _DATA_PARALLEL_WRAPPERS) for m in module.modules()):
+                raise Error(f"stages: stage {index} is wrapped in DDP or FSDP, which a dual plan "
+                            f"({plan.strategy}) does not support: its step ends with the two "
+                            "copies' gradients summed by pipeplan, not by the wrapper")
         built = [CopyStage(module, index, num_stages, torch.device(device), group=group,
                            depths=depths, gloo=gloo, **stage_kwargs)
                  for index, module in modules.items()]

@@ -307,7 +307,10 @@ TEST(CliTest, PlanCutsAChainsFiguresForDualPipesTwoCopies) {
   EXPECT_EQ(from_eight.err,
             "note: the 8 per-stage entries of the costs were cut by depth into the 8 stages of "
             "dualpipe at V=2 (two model copies, each the whole model) (an estimate: profile a "
-            "plan with that V to measure them)\n");
+            "plan with that V to measure them)\n"
+            "note: dualpipe's step ends with each rank r and rank P-1-r adding each other's "
+            "gradients of their two stages (the two model copies' sum): the makespan leaves it "
+            "out, as a measured timeline's does (first action to last)\n");
   const RunResult from_four = plan("four.textproto", "four.pb");
   ASSERT_EQ(from_four.exit_code, 0) << from_four.err;
   const RunResult a = RunPipeplan({"simulate", "eight.pb", "--json"}, dir.path());

@@ -53,10 +53,14 @@ TEST(MakePlan, AutoIsAutoSearchsPickAndSaysWhatItChose) {
   EXPECT_EQ(made->plan, searched->best.plan);
   EXPECT_EQ(made->timeline, testing::SimulateOrDie(made->plan));
   ASSERT_FALSE(made->notes.empty());
+  const PlanRequest& picked = made->plan.request;
+  std::string settings;
+  if (picked.options.microbatch_group_size > 0) {
+    settings = ", microbatch groups of " + std::to_string(picked.options.microbatch_group_size);
+  }
   const std::string expected_start =
-      "auto chose " + made->plan.request.strategy +
-      " (V=" + std::to_string(made->plan.request.topology.stages_per_rank) + "): makespan " +
-      FormatCompact(made->timeline.metrics.makespan) + ", peak memory ";
+      "auto chose " + picked.strategy + " (V=" + std::to_string(picked.topology.stages_per_rank) +
+      settings + "): makespan " + FormatCompact(made->timeline.metrics.makespan) + ", peak memory ";
   EXPECT_EQ(made->notes[0].rfind(expected_start, 0), 0u) << made->notes[0];
 }
 

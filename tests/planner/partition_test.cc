@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/planner/planner.h"
+
 namespace pipeplan {
 namespace {
 
@@ -134,14 +136,23 @@ TEST(Partition, FindsASplitWithinOnePercentOfTheBestInNineteenOfTwenty) {
                  (limited ? " limited" : ""));
     const StatusOr<PartitionResult> found = Partition(request);
     ASSERT_TRUE(found.ok()) << found.status().message();
-    const double makespan = found->best.planned.timeline.metrics.makespan;
+    // The split is searched with the strategy's default settings, which are then swept on it:
+    // the split's quality is its step at the defaults.
+    const auto at_defaults = [&](const LayerSplit& split) {
+      StatusOr<Evaluated> planned = PlanSplit(request, c.strategy, c.stages_per_rank, split);
+      return planned.ok() ? planned->timeline.metrics.makespan
+                          : std::numeric_limits<double>::infinity();
+    };
+    const double makespan = at_defaults(found->best.split);
+    EXPECT_LE(found->best.planned.timeline.metrics.makespan, makespan);
     EXPECT_GE(makespan, best * (1 - 1e-12));
     EXPECT_EQ(found->candidates[found->pick].exhaustive, 0);
     // Where every split is weighed, the split is the best.
     request.enumerate_up_to = 2000;
     const StatusOr<PartitionResult> enumerated = Partition(request);
     ASSERT_TRUE(enumerated.ok()) << enumerated.status().message();
-    EXPECT_EQ(enumerated->best.planned.timeline.metrics.makespan, best);
+    EXPECT_EQ(at_defaults(enumerated->best.split), best);
+    EXPECT_LE(enumerated->best.planned.timeline.metrics.makespan, best);
     EXPECT_GT(enumerated->candidates[enumerated->pick].exhaustive, 0);
     ++instances;
     if (makespan <= best * 1.01) {
@@ -166,6 +177,45 @@ TEST(Partition, FindsASplitWithinOnePercentOfTheBestInNineteenOfTwenty) {
   ASSERT_GE(instances, 30);
   EXPECT_GE(within * 20, instances * 19) << within << " of " << instances << " within 1%";
   std::cout << within << " of " << instances << " instances within 1% of the best split\n";
+}
+
+// The split is searched at the strategy's default settings; auto's settings are then tried on
+// it. interleaved-1f1b at P = 2, V = 2, M = 8 with transfers of 0.5: groups of 4 or 8
+// microbatches take 52, the default (P = 2) 54.
+TEST(Partition, SweepsTheStrategysSettingsOnTheSplitItFound) {
+  LayerCosts layers;
+  for (int i = 0; i < 8; ++i) {
+    LayerFigures& layer = layers.layers.emplace_back();
+    layer.name = "l" + std::to_string(i);
+    layer.forward = 0.5;
+    layer.backward = 1.0;
+  }
+  const PartitionRequest request{.layers = layers,
+                                 .ranks = 2,
+                                 .microbatches = 8,
+                                 .strategy = "interleaved-1f1b",
+                                 .stages_per_rank = 2,
+                                 .memory_limit = std::nullopt,
+                                 .link = {.latency = 0.5, .bandwidth = 0},
+                                 .runtime = Runtime::kAny,
+                                 .enumerate_up_to = 2000};
+  const StatusOr<PartitionResult> found = Partition(request);
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  const StatusOr<Evaluated> defaults = PlanSplit(request, "interleaved-1f1b", 2, found->best.split);
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->timeline.metrics.makespan, 54);
+  double best = defaults->timeline.metrics.makespan;
+  for (const int group : {2, 4, 8}) {
+    PlanRequest grouped = defaults->plan.request;
+    grouped.options.microbatch_group_size = group;
+    const StatusOr<Evaluated> planned = BuildAndSimulatePlan(grouped);
+    ASSERT_TRUE(planned.ok()) << planned.status().message();
+    best = std::min(best, planned->timeline.metrics.makespan);
+  }
+  EXPECT_EQ(best, 52);
+  EXPECT_EQ(found->best.planned.timeline.metrics.makespan, best);
+  EXPECT_EQ(found->candidates[found->pick].makespan, best);
+  EXPECT_GT(found->best.planned.plan.request.options.microbatch_group_size, 2);
 }
 
 }  // namespace

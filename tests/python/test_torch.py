@@ -3,6 +3,7 @@ every layer equal torch's own Schedule1F1B run of the same model, and the loss g
 Skipped where torch is not importable (scripts/test_python.sh gives its venv the torch of
 scripts/setup_torch.sh)."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,11 @@ def test_schedule_refuses_what_does_not_fit(tmp_path):
     with pytest.raises(pipeplan.Error, match="comms: dualpipe places two model copies"):
         pipeplan.torch.schedule(dualpipe, [torch.nn.Linear(2, 2)] * 2, loss_fn=torch.nn.MSELoss(),
                                 comms=False)
+    ddp = subprocess.run([sys.executable, str(JOB), "--out", str(tmp_path), "--strategy",
+                          "dualpipe", "--ddp"], capture_output=True, text=True, timeout=300)
+    assert ddp.returncode != 0
+    assert re.search(r"pipeplan.Error: stages: stage \d is wrapped in DDP or FSDP, which a "
+                     r"dual plan \(dualpipe\) does not support", ddp.stderr), ddp.stderr[-2000:]
     with pytest.raises(pipeplan.Error, match="plan must be a pipeplan.Plan"):
         pipeplan.torch.schedule("plan.pb", [], loss_fn=torch.nn.MSELoss())
     assert callable(pipeplan.torch.profile_steps)

@@ -71,6 +71,9 @@ def run(rank, args):
                                 for i in range(s % depths * per_stage, (s % depths + 1) * per_stage)]
                             for s in plan.stage_indices(rank)}
             modules = {s: torch.nn.Sequential(*built) for s, built in stage_layers.items()}
+            if args.ddp:  # what a dual plan refuses
+                modules = {s: torch.nn.parallel.DistributedDataParallel(m)
+                           for s, m in modules.items()}
             schedule = pipeplan.torch.schedule(plan, modules,
                                                loss_fn=torch.nn.functional.mse_loss, **shape)
             first = any(s % depths == 0 for s in modules)
@@ -115,6 +118,7 @@ def main():
     parser.add_argument("--torch-1f1b", action="store_true")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--ranks", type=int, default=2, choices=(2, 4))
+    parser.add_argument("--ddp", action="store_true", help="wrap each stage in DDP")
     parser.add_argument("--traces", help="profile the steps after the first into this directory")
     args = parser.parse_args()
     with socket.socket() as s:

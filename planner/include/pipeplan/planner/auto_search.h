@@ -3,6 +3,7 @@
 // and keep the fastest plan that fits the memory limit.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +29,8 @@ struct AutoCandidate {
 // The V values auto tries for `strategy`: 1, 2 and 4 within its V range.
 std::vector<int> StagesPerRankOptions(const Strategy& strategy);
 
-// "zbv (V=2)": how notes name a candidate or a pick.
+// "zbv (V=2)", "interleaved-1f1b (V=2, microbatch groups of 4)": how notes name a candidate
+// or a pick (the group size where one was set).
 std::string StrategyAtV(const PlanRequest& request);
 
 struct AutoResult {
@@ -45,6 +47,13 @@ struct AutoResult {
 // The catalogue strategies `auto` and `compare` plan for `request`, in catalogue order: those
 // its runtime runs and, with post-validation asked, those that take it.
 std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request);
+
+// The requests auto plans of `candidate` (a request of `strategy` at its V, figures fitted) for
+// the strategy's setting (StrategySetting): one per group size (P to 4P) or per memory step
+// (whole activations up to `asked_limit`, 2P without one); `candidate` alone for none.
+// partition sweeps them at the split it found.
+std::vector<PlanRequest> SettingVariants(const Strategy& strategy, const PlanRequest& candidate,
+                                         std::optional<double> asked_limit);
 
 // `share` asked of `strategy` at V = `stages_per_rank` under `placement`: where the figures are
 // uniform, one rank's share of the model split over the stages that share becomes
