@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/model/plan_util.h"
+#include "pipeplan/reports/svg_steps.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/synthetic_run.h"
 #include "pipeplan/simulation/simulator.h"
@@ -28,7 +30,7 @@ namespace {
 constexpr std::string_view kHelp =
     R"(usage: pipeplan run PLAN [--executor synthetic] [--transport inproc] [--steps N]
                      [--warmup K] [--time-scale S] [--timeout SEC] [--timeline FILE]
-                     [--html FILE] [--no-step-barrier] [--check-cost UNITS]
+                     [--html FILE] [--steps-svg FILE] [--no-step-barrier] [--check-cost UNITS]
                      [--inject-fault KIND@RANK:ACTION[:STEP]]
                      [--inject-validation-failure STEP]
 
@@ -57,6 +59,10 @@ Options:
                         'pipeplan diff' and 'pipeplan profile')
   --html FILE           write an HTML report: simulated and measured timelines one above the
                         other on one time axis
+  --steps-svg FILE      write an SVG of the first three measured steps one after another on
+                        the run's clock (step k's microbatch m labelled kM + m): with
+                        --no-step-barrier, where step k+1's first actions ran over step
+                        k's tail
   --no-step-barrier     start each rank's next step as soon as it ended its last (default:
                         every step opens on all ranks at once): step k+1's first actions
                         overlap step k's tail where their inputs allow. The median step
@@ -90,7 +96,7 @@ Examples:
   pipeplan run plan.pb --timeout 1 --inject-fault stall@2:7
   pipeplan plan --strategy zbv --ranks 4 --microbatches 8 --post-validation -o zbv.pb
   pipeplan run zbv.pb --inject-validation-failure 3
-  pipeplan run zbv.pb --no-step-barrier --check-cost 2 --steps 20
+  pipeplan run zbv.pb --no-step-barrier --check-cost 2 --steps 20 --steps-svg steps.svg
 )";
 
 constexpr double kAutoOpSeconds = 0.003;
@@ -103,6 +109,7 @@ struct RunOptions {
   double timeout = 30;
   std::optional<std::string> timeline;
   std::optional<std::string> html;
+  std::optional<std::string> steps_svg;
   std::optional<runtime::Fault> fault;
   std::optional<int> failed_validation;  // the step, from 0
   bool step_barrier = true;
@@ -135,6 +142,7 @@ StatusOr<RunOptions> ParseRunOptions(const app::Flags& flags) {
   options.timeout = timeout.value_or(options.timeout);
   options.timeline = flags.GetString("timeline");
   options.html = flags.GetString("html");
+  options.steps_svg = flags.GetString("steps-svg");
   options.step_barrier = !flags.GetBool("no-step-barrier");
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> check,
                             flags.GetNonNegativeDouble("check-cost"));
@@ -180,8 +188,12 @@ std::string Significant(double value) {
   return text;
 }
 
+// The measured steps drawn by --steps-svg.
+constexpr size_t kStepsDrawn = 3;
+
 StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& options,
-                                         double time_scale, std::vector<double>& seconds) {
+                                         double time_scale, std::vector<double>& seconds,
+                                         std::vector<double>& starts) {
   runtime::LocalRunOptions run;
   run.steps = options.steps;
   run.warmup = options.warmup;
@@ -195,12 +207,28 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
               << (report.step == options.failed_validation ? " (validation failed: replayed)" : "")
               << "\n";
     seconds.push_back(report.seconds);
+    if (!report.warmup) starts.push_back(report.start);
   };
   const runtime::SyntheticOptions synthetic{
       .seconds_per_unit = time_scale,
       .fail_validation_at = options.failed_validation.value_or(-1),
       .check_units = options.check_units};
   return runtime::RunSyntheticInProcess(plan, synthetic, run, options.fault);
+}
+
+// The first measured steps on one axis, each from its time zero on the run's clock.
+StatusOr<std::string> StepsSvg(const Plan& plan, const RunOptions& options,
+                               const std::vector<Timeline>& steps,
+                               const std::vector<double>& starts, double time_scale) {
+  const size_t drawn = std::min({kStepsDrawn, steps.size(), starts.size()});
+  std::vector<double> offsets;
+  for (size_t k = 0; k < drawn; ++k) offsets.push_back((starts[k] - starts[0]) / time_scale);
+  SvgOptions svg;
+  svg.title = options.plan_path + ": measured steps " + std::to_string(options.warmup + 1) +
+              " to " + std::to_string(options.warmup + drawn) +
+              (options.step_barrier ? ", each opened by the step barrier" : ", no step barrier") +
+              " (step k's microbatch m is labelled kM + m)";
+  return RenderSvgSteps(plan, std::span(steps).first(drawn), offsets, svg);
 }
 
 // "step 3 (failed validation): 14.2 ms; the other steps: median 12.0 ms".
@@ -247,8 +275,9 @@ Status ExecuteRun(const RunOptions& options) {
             << std::flush;
 
   std::vector<double> seconds;  // every step's wall time, warm-up included
+  std::vector<double> starts;   // every measured step's time zero on the run's clock
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
-                            RunSteps(plan, options, time_scale, seconds));
+                            RunSteps(plan, options, time_scale, seconds, starts));
   PIPEPLAN_ASSIGN_OR_RETURN(const Timeline simulated, Simulate(plan));
   // A failed validation is what the user asked to see: its step, when it was measured.
   const bool show_failed =
@@ -275,6 +304,10 @@ Status ExecuteRun(const RunOptions& options) {
                       ? ", step " + std::to_string(*options.failed_validation + 1) +
                             " (its validation failed)"
                       : ", median of " + std::to_string(options.steps) + " measured steps"))});
+  }
+  if (options.steps_svg) {
+    PIPEPLAN_ASSIGN_OR_RETURN(std::string svg, StepsSvg(plan, options, steps, starts, time_scale));
+    files.push_back({*options.steps_svg, std::move(svg)});
   }
   PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
 
@@ -313,6 +346,7 @@ int RunRunCommand(const std::vector<std::string>& args) {
                                                       {"timeout"},
                                                       {"timeline"},
                                                       {"html"},
+                                                      {"steps-svg"},
                                                       {"no-step-barrier", app::FlagKind::kBool},
                                                       {"check-cost"},
                                                       {"inject-fault"},

@@ -1,5 +1,6 @@
 #include "pipeplan/planner/make_plan.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,19 +78,6 @@ Status CheckPlanOptions(const PlanRequest& request, const PlanOptions& options) 
   return Status::Ok();
 }
 
-// What a dual plan's step holds beyond its actions: DualPipe ends each step by summing the two
-// model copies' gradients, which neither the simulation nor a measured timeline counts.
-Evaluated WithStepEndNote(Evaluated made) {
-  if (made.plan.request.topology.placement == Placement::kDual) {
-    made.notes.push_back(made.plan.request.strategy +
-                         "'s step ends with each rank r and rank P-1-r adding each other's "
-                         "gradients of their two stages (the two model copies' sum): the "
-                         "makespan leaves it out, as a measured timeline's does (first action "
-                         "to last)");
-  }
-  return made;
-}
-
 StatusOr<Evaluated> Made(const PlanRequest& request, const PlanOptions& options) {
   PIPEPLAN_RETURN_IF_ERROR(CheckPlanOptions(request, options));
   if (options.with_solver) {
@@ -113,7 +101,10 @@ StatusOr<Evaluated> Made(const PlanRequest& request, const PlanOptions& options)
 
 StatusOr<Evaluated> MakePlan(const PlanRequest& request, const PlanOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(Evaluated made, Made(request, options));
-  return WithStepEndNote(std::move(made));
+  if (std::optional<std::string> note = StepEndNote(made.plan)) {
+    made.notes.push_back(*std::move(note));
+  }
+  return made;
 }
 
 }  // namespace pipeplan

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "pipeplan/model/figure_sources.h"
@@ -477,6 +479,9 @@ StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
   result.notes = NotesOn(result.candidates, result.pick);
   SplitSearch& picked = searches[order[result.pick]];
   result.best = *std::move(picked.best());
+  if (std::optional<std::string> note = StepEndNote(result.best.planned.plan)) {
+    result.notes.push_back(*std::move(note));
+  }
   result.even_same = even_plans[order[result.pick]];
   if (result.even_same.has_value() && !even[order[result.pick]].fits) result.even_same.reset();
   // The even split's best strategy, picked as the search's pick is: given figures first.

@@ -257,6 +257,14 @@ StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request) {
   return request;
 }
 
+std::optional<std::string> StepEndNote(const Plan& plan) {
+  if (plan.request.topology.placement != Placement::kDual) return std::nullopt;
+  return plan.request.strategy +
+         "'s step ends with each rank r and rank P-1-r adding each other's gradients of their "
+         "two stages (the two model copies' sum): the makespan leaves it out, as a measured "
+         "timeline's does (first action to last)";
+}
+
 StatusOr<Evaluated> BuildAndSimulatePlan(const PlanRequest& request) {
   PIPEPLAN_RETURN_IF_ERROR(RefuseNotCatalogue(request));
   return BuildStrategyPlan(request);

@@ -126,16 +126,20 @@ class LocalRun {
 
   StatusOr<std::vector<Timeline>> RunSteps() {
     std::vector<Timeline> measured;
+    std::optional<TimePoint> first_epoch;
     for (int step = 0; step < options_.warmup + options_.steps; ++step) {
       step_options_.step = step;
       step_options_.last_step = step + 1 == options_.warmup + options_.steps;
       const TimePoint begin = Clock::now();
       start_.arrive_and_wait();
+      const TimePoint epoch = step_options_.epoch;  // stamped as the barrier let the ranks go
+      if (!first_epoch.has_value()) first_epoch = epoch;
       finish_.arrive_and_wait();
       PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Collect());
       const bool warmup = step < options_.warmup;
       if (options_.on_step) {
-        options_.on_step({step, warmup, SecondsBetween(begin, Clock::now()), &timeline});
+        options_.on_step({step, warmup, SecondsBetween(begin, Clock::now()),
+                          SecondsBetween(*first_epoch, epoch), &timeline});
       }
       if (!warmup) measured.push_back(std::move(timeline));
     }
@@ -201,6 +205,7 @@ class LocalRun {
   StatusOr<std::vector<Timeline>> AssembleSteps(int steps) {
     std::vector<Timeline> measured;
     double previous_end = 0.0;  // seconds since the run's epoch
+    double first_start = 0.0;
     for (int step = 0; step < steps; ++step) {
       std::vector<HandedIn> ranks;
       {
@@ -211,10 +216,13 @@ class LocalRun {
         for (std::optional<HandedIn>& h : handed_in_[step]) ranks.push_back(std::move(*h));
       }
       const double start = std::ranges::min_element(ranks, {}, &HandedIn::start)->start;
+      if (step == 0) first_start = start;
       PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, AssembleStep(ranks, start));
       const double end = start + timeline.metrics.makespan * options_.seconds_per_unit;
       const bool warmup = step < options_.warmup;
-      if (options_.on_step) options_.on_step({step, warmup, end - previous_end, &timeline});
+      if (options_.on_step) {
+        options_.on_step({step, warmup, end - previous_end, start - first_start, &timeline});
+      }
       previous_end = end;
       if (!warmup) measured.push_back(std::move(timeline));
     }

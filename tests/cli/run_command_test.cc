@@ -177,6 +177,27 @@ Plan DeadlockingPlan() {
   return *plan;
 }
 
+// --steps-svg: the first three measured steps on the run's clock, each step's microbatches
+// numbered on (M = 4: the third step's are 8 to 11).
+TEST(CliRun, DrawsTheFirstMeasuredStepsOneAfterAnother) {
+  ScratchDir dir;
+  PlanInto(dir, "1f1b", "plan.pb");
+  for (const bool barrier : {true, false}) {
+    std::vector<std::string> args = With({"run", "plan.pb", "--steps-svg", "steps.svg"}, kFast);
+    if (!barrier) args.emplace_back("--no-step-barrier");
+    const RunResult run = RunPipeplan(args, dir.path());
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.out.find("wrote steps.svg\n"), std::string::npos) << run.out;
+    const std::string svg = dir.Read("steps.svg");
+    EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+    EXPECT_NE(svg.find(std::string("plan.pb: measured steps 2 to 4, ") +
+                       (barrier ? "each opened by the step barrier" : "no step barrier")),
+              std::string::npos);
+    EXPECT_NE(svg.find(">11</text>"), std::string::npos) << "the third step's last microbatch";
+    EXPECT_EQ(svg.find(">12</text>"), std::string::npos) << "a fourth step drawn";
+  }
+}
+
 TEST(CliRun, RefusesAPlanThatWouldDeadlockAndWritesNothing) {
   ScratchDir dir;
   const StatusOr<std::string> text = SerializePlan(DeadlockingPlan(), ProtoFormat::kText);

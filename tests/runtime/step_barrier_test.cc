@@ -62,6 +62,38 @@ TEST(NoStepBarrier, EveryStrategyRunsWithEveryMessageWhereItBelongs) {
   }
 }
 
+// Each step's time zero on the run's clock (StepReport::start): with the barrier a step opens
+// after the last one ended; without it, 1F1B's last rank, done with a step while rank 0 still
+// runs its last backwards, starts the next one before that step's end.
+TEST(NoStepBarrier, StepStartsOverlapThePreviousStepsTailOnlyWithoutTheBarrier) {
+  const Plan plan = BuildOrFail(testing::SmallRequest("1f1b", 4, 1, false));
+  constexpr double kSecondsPerUnit = 2e-4;
+  for (const bool barrier : {true, false}) {
+    LocalRunOptions options = WithoutBarrier(30);
+    options.step_barrier = barrier;
+    options.seconds_per_unit = kSecondsPerUnit;  // timelines in the plan's unit
+    std::vector<double> starts;
+    std::vector<double> ends;  // each step's last action, on the run's clock
+    options.on_step = [&](const StepReport& report) {
+      starts.push_back(report.start);
+      ends.push_back(report.start + report.timeline->metrics.makespan * kSecondsPerUnit);
+    };
+    const auto run = RunSyntheticInProcess(plan, {.seconds_per_unit = kSecondsPerUnit}, options);
+    ASSERT_TRUE(run.ok()) << run.status().message();
+    ASSERT_EQ(starts.size(), 4u);
+    EXPECT_EQ(starts[0], 0.0);
+    for (size_t k = 1; k < starts.size(); ++k) {
+      SCOPED_TRACE((barrier ? "barrier, step " : "no barrier, step ") + std::to_string(k));
+      EXPECT_GT(starts[k], starts[k - 1]);
+      if (barrier) {
+        EXPECT_GE(starts[k], ends[k - 1]);
+      } else {
+        EXPECT_LT(starts[k], ends[k - 1]);
+      }
+    }
+  }
+}
+
 // Rank 0 stalls in its second step's forward: ranks that went ahead wait for it, and the
 // watchdog names it first.
 TEST(NoStepBarrier, AStalledRankIsNamed) {

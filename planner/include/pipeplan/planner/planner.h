@@ -3,6 +3,7 @@
 // Front ends come in through MakePlan (make_plan.h), which also searches and solves.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ struct Evaluated {
 // or one from the list schedule comm insertion ran anyway. auto and the solver-made strategies
 // are refused: MakePlan (make_plan.h), the way in for every strategy, plans them.
 StatusOr<Evaluated> BuildAndSimulatePlan(const PlanRequest& request);
+
+// What a dual plan's step holds beyond its actions, which neither its simulation nor a
+// measured timeline counts: DualPipe ends each step by summing the two model copies'
+// gradients. nullopt for any other plan. MakePlan and partition note it.
+std::optional<std::string> StepEndNote(const Plan& plan);
 // BuildAndSimulatePlan's plan alone.
 StatusOr<Plan> BuildPlan(const PlanRequest& request);
 

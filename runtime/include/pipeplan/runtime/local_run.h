@@ -21,6 +21,10 @@ struct StepReport {
   // Wall time of the step; without a step barrier, from the previous step's end (its last
   // action on any rank) to this one's, the time the step adds to the run.
   double seconds = 0.0;
+  // The step's time zero (its timeline's 0), in seconds since the run's first step began:
+  // with the barrier, when the barrier let the ranks go; without, the earliest rank's start
+  // of the step, which can precede the previous step's end (step k + 1 over step k's tail).
+  double start = 0.0;
   const Timeline* timeline = nullptr;
 };
 
