@@ -28,6 +28,12 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 
+def without_self_sends(ops: list, rank: int) -> list:
+    """torch's warm-up ops of a stage less those addressed to its own rank (a V shape's turn,
+    rank P - 1's two copies), which Gloo cannot post; the warm-up only opens connections."""
+    return [op for op in ops if op.group_peer != rank]
+
+
 class CopyStage(PipelineStage):
     """A stage of one of the two copies: first and last by its depth in its copy."""
 
@@ -45,10 +51,8 @@ class CopyStage(PipelineStage):
         return self.stage_index % self._depths == self._depths - 1
 
     def _get_init_p2p_neighbors_ops(self):
-        # Gloo cannot send to its own rank: the warm-up only opens connections (as in torch.py).
-        ops = [op for op in super()._get_init_p2p_neighbors_ops()
-               if not self._gloo or op.group_peer != self.group_rank]
-        return ops
+        ops = super()._get_init_p2p_neighbors_ops()
+        return without_self_sends(ops, self.group_rank) if self._gloo else ops
 
     # Rank P - 1's stages P - 1 (copy A's last) and P (copy B's first) have adjacent indices,
     # which torch takes for a V shape's turn: nothing crosses from one copy to the other.

@@ -7,7 +7,8 @@
 
 `schedule` builds the stages this rank holds as the plan places them (a V shape's rank 0 holds
 stages 0 and 2P - 1; a dual plan's two model copies, see _two_copies.py), loads the plan's
-actions into torch's `_PipelineScheduleRuntime` and returns it. Only this module imports torch; `import pipeplan` does not.
+actions into torch's `_PipelineScheduleRuntime` and returns it. Only this module imports
+torch; `import pipeplan` does not.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 from . import Error, Plan, Split, _count, _flag
-from ._two_copies import CopyStage, TwoCopyRuntime
+from ._two_copies import CopyStage, TwoCopyRuntime, without_self_sends
 from .pipeplan_profiler import profile_steps
 
 __all__ = ["measure_layers", "profile_steps", "schedule", "split_model"]
@@ -45,8 +46,7 @@ class _GlooPipelineStage(PipelineStage):
     opens connections, so the self-addressed ops are dropped. NCCL needs no such change."""
 
     def _get_init_p2p_neighbors_ops(self):
-        return [op for op in super()._get_init_p2p_neighbors_ops()
-                if op.group_peer != self.group_rank]
+        return without_self_sends(super()._get_init_p2p_neighbors_ops(), self.group_rank)
 
 
 class _LayerStage(torch.nn.Module):
@@ -250,8 +250,9 @@ def _module_of(stages: StageModules, index: int, num_stages: int,
         module, where = stages[key], f"stages[{key}]"
     elif isinstance(stages, Sequence):
         if len(stages) not in (num_stages, depths):
+            model = f" or the model's {depths} stages" if depths != num_stages else ""
             raise Error(f"stages: {len(stages)} modules, but the plan has {num_stages} stages "
-                        "(give one per stage, or a function of the stage index)")
+                        f"(give one per stage{model}, or a function of the stage index)")
         key = index if len(stages) == num_stages else depth
         module, where = stages[key], f"stages[{key}]"
     else:
