@@ -138,8 +138,9 @@ class LocalRun {
       PIPEPLAN_ASSIGN_OR_RETURN(Timeline timeline, Collect());
       const bool warmup = step < options_.warmup;
       if (options_.on_step) {
-        options_.on_step({step, warmup, SecondsBetween(begin, Clock::now()),
-                          SecondsBetween(*first_epoch, epoch), &timeline});
+        const double start = SecondsBetween(*first_epoch, epoch);
+        options_.on_step({step, warmup, SecondsBetween(begin, Clock::now()), start,
+                          std::vector<double>(programs_.size(), start), &timeline});
       }
       if (!warmup) measured.push_back(std::move(timeline));
     }
@@ -221,7 +222,10 @@ class LocalRun {
       const double end = start + timeline.metrics.makespan * options_.seconds_per_unit;
       const bool warmup = step < options_.warmup;
       if (options_.on_step) {
-        options_.on_step({step, warmup, end - previous_end, start - first_start, &timeline});
+        std::vector<double> rank_starts(ranks.size());
+        for (size_t r = 0; r < ranks.size(); ++r) rank_starts[r] = ranks[r].start - first_start;
+        options_.on_step(
+            {step, warmup, end - previous_end, start - first_start, rank_starts, &timeline});
       }
       previous_end = end;
       if (!warmup) measured.push_back(std::move(timeline));

@@ -5,6 +5,7 @@
 // and a rank that stalls is still named, though no barrier waits for it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,14 @@ TEST(NoStepBarrier, StepStartsOverlapThePreviousStepsTailOnlyWithoutTheBarrier) 
     std::vector<double> starts;
     std::vector<double> ends;  // each step's last action, on the run's clock
     options.on_step = [&](const StepReport& report) {
+      // Every rank's start; the step's is the earliest (all of them with the barrier).
+      ASSERT_EQ(report.rank_starts.size(), 4u);
+      EXPECT_EQ(*std::ranges::min_element(report.rank_starts), report.start);
+      if (barrier) {
+        EXPECT_EQ(*std::ranges::max_element(report.rank_starts), report.start);
+      } else if (report.step > 0) {
+        EXPECT_GT(report.rank_starts[0], report.rank_starts[3]) << "rank 3 ended first";
+      }
       starts.push_back(report.start);
       ends.push_back(report.start + report.timeline->metrics.makespan * kSecondsPerUnit);
     };

@@ -25,6 +25,9 @@ struct StepReport {
   // with the barrier, when the barrier let the ranks go; without, the earliest rank's start
   // of the step, which can precede the previous step's end (step k + 1 over step k's tail).
   double start = 0.0;
+  // Each rank's start of the step on the same clock, in rank order: `start` for every rank
+  // with the barrier; without it, when each rank ended its previous step.
+  std::vector<double> rank_starts;
   const Timeline* timeline = nullptr;
 };
 
