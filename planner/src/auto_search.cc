@@ -234,10 +234,6 @@ class AutoSearcher {
   std::vector<AutoCandidate> candidates_;
 };
 
-}  // namespace
-
-namespace {
-
 // Group sizes from P to 4P that divide the microbatches (or leave at least P over).
 std::vector<PlanRequest> GroupSizeVariants(PlanRequest candidate) {
   const int p = candidate.topology.ranks;
