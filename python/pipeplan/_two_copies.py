@@ -20,6 +20,7 @@ B's first stage, on rank P - 1, reads the second half of the inputs and its last
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Optional
 
 import torch
@@ -130,25 +131,29 @@ class TwoCopyRuntime(_PipelineScheduleRuntime):
         theirs = self._sum_with_mirror(own)
         if losses is not None and own:
             # Rank P - 1 holds copy A's last stage (the first half), rank 0 copy B's.
-            holds_copy_a_end = any(stage.is_last and stage.stage_index < stage._depths
-                                   for stage in self._stages)
+            holds_copy_a_end = any(stage.is_last for stage in self._by_copy(lambda s: [s])[0])
             losses.clear()
             losses.extend(own + theirs if holds_copy_a_end else theirs + own)
         self._losses_by_microbatch.clear()
         return output
 
-    def _gradients(self) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
-        """This rank's (copy A, copy B) parameters that take gradients, in module order."""
-        copy_a, copy_b = [], []
+    def _by_copy(self, items_of: Callable[[CopyStage], list]) -> tuple[list, list]:
+        """items_of(stage) of this rank's copy A stages, then of its copy B stages."""
+        copies: tuple[list, list] = ([], [])
         for stage in self._stages:
-            params = [p for p in stage.submod.parameters() if p.requires_grad]
-            (copy_a if stage.stage_index < stage._depths else copy_b).extend(params)
-        return copy_a, copy_b
+            copies[0 if stage.stage_index < stage._depths else 1].extend(items_of(stage))
+        return copies
+
+    def _peer(self) -> int:
+        """The mirror's rank in the default group (what P2POp takes)."""
+        return dist.get_global_rank(self._group, self._mirror) if self._group else self._mirror
 
     def _sum_with_mirror(self, own_losses: list[torch.Tensor]) -> list[torch.Tensor]:
         """Adds the mirror's gradients of this rank's layers (its copy B's of our copy A's
         depth, and the other way round); returns the mirror's losses (as 0-d tensors)."""
-        copy_a, copy_b = self._gradients()
+        # Parameters that take gradients, in module order.
+        copy_a, copy_b = self._by_copy(
+            lambda stage: [p for p in stage.submod.parameters() if p.requires_grad])
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in copy_a + copy_b]
         device = grads[0].device if grads else torch.device("cpu")
         mine = torch.cat([_flat(grads).to(device),
@@ -156,7 +161,7 @@ class TwoCopyRuntime(_PipelineScheduleRuntime):
                           if own_losses else torch.zeros(0, device=device)])
         # The mirror sends its copy A (our copy B's depth) first, then its copy B (our A's).
         theirs = torch.empty_like(mine)
-        peer = dist.get_global_rank(self._group, self._mirror) if self._group else self._mirror
+        peer = self._peer()
         works = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, peer, self._group),
                                         dist.P2POp(dist.irecv, theirs, peer, self._group)])
         for work in works:
@@ -173,13 +178,9 @@ class TwoCopyRuntime(_PipelineScheduleRuntime):
 
     def copy_weights_from_mirror(self) -> None:
         """Copy B's weights := copy A's of the same depth, held by the mirror."""
-        by_copy: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
-        for stage in self._stages:
-            tensors = list(stage.submod.state_dict().values())
-            by_copy[0 if stage.stage_index < stage._depths else 1].extend(tensors)
-        copy_a, copy_b = by_copy
+        copy_a, copy_b = self._by_copy(lambda stage: list(stage.submod.state_dict().values()))
         received = [torch.empty_like(t) for t in copy_b]
-        peer = dist.get_global_rank(self._group, self._mirror) if self._group else self._mirror
+        peer = self._peer()
         ops = [dist.P2POp(dist.isend, t.contiguous(), peer, self._group) for t in copy_a]
         ops += [dist.P2POp(dist.irecv, t, peer, self._group) for t in received]
         if ops:
