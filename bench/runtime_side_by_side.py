@@ -152,7 +152,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pipeplan-side-by-side-") as work:
         stage_dir, plan = os.path.join(work, "stages"), os.path.join(work, "plan.pb")
         csv_path = os.path.join(work, "plan.csv")
-        run_checked([sys.executable, args.stage_maker, "--stages", str(STAGES), "--hidden", str(args.hidden), stage_dir])
+        run_checked([sys.executable, args.stage_maker, "--stages", str(STAGES),
+                     "--hidden", str(args.hidden), stage_dir])
         run_checked([args.pipeplan, "plan", "--strategy", "interleaved-1f1b", "--ranks", "1",
                      "--stages-per-rank", str(STAGES), "--microbatches", str(MICROBATCHES),
                      "--runtime", "torch", "-o", plan])

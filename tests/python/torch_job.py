@@ -1,7 +1,8 @@
 """A small training job as a user writes it, for tests/python/test_torch.py: a stack of layers
-split into stages, run by 2 (or 4) local Gloo processes, either through pipeplan.torch.schedule (any
-strategy) or through torch's own Schedule1F1B (the reference). Each rank saves its layers'
-gradients after the first step and the last stage's loss of every step to OUT/rank<r>.pt.
+split into stages, run by 2 (or 4) local Gloo processes, either through
+pipeplan.torch.schedule (any strategy) or through torch's own Schedule1F1B (the reference).
+Each rank saves its layers' gradients after the first step and the last stage's loss of every
+step to OUT/rank<r>.pt.
 
     python torch_job.py --out DIR [--strategy zbv | --torch-1f1b] [--ranks 2] [--steps 3]
                         [--traces DIR]
@@ -67,9 +68,11 @@ def run(rank, args):
             # here from other weights: the schedule makes them the first copy's.
             depths = ranks if dual else LAYERS
             per_stage = LAYERS // depths
-            stage_layers = {s: [layer(i, seed=100 if s < depths else 200)
-                                for i in range(s % depths * per_stage, (s % depths + 1) * per_stage)]
-                            for s in plan.stage_indices(rank)}
+            def layers_of(s):  # the model's layers of stage s's depth
+                first = s % depths * per_stage
+                return [layer(i, seed=100 if s < depths else 200)
+                        for i in range(first, first + per_stage)]
+            stage_layers = {s: layers_of(s) for s in plan.stage_indices(rank)}
             modules = {s: torch.nn.Sequential(*built) for s, built in stage_layers.items()}
             if args.ddp:  # what a dual plan refuses
                 modules = {s: torch.nn.parallel.DistributedDataParallel(m)
