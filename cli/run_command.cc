@@ -249,6 +249,8 @@ void PrintFailedValidation(int step, const std::vector<double>& seconds) {
 
 Status ExecuteRun(const RunOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, app::ReadPlanFile(options.plan_path));
+  PIPEPLAN_RETURN_IF_ERROR(
+      app::CheckOutputPaths({options.timeline, options.html, options.steps_svg}));
   if (options.fault) {
     PIPEPLAN_RETURN_IF_ERROR(
         runtime::CheckFault(plan, *options.fault, options.warmup + options.steps)

@@ -191,6 +191,19 @@ class StagedFile {
   std::string_view in_place_content_;  // the caller's, alive until Commit
 };
 
+// Each path once: "'x' is given for two outputs" otherwise.
+Status DistinctPaths(const std::vector<std::string>& paths) {
+  std::set<std::filesystem::path> targets;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::absolute(path, ec).lexically_normal();
+    if (!ec && !targets.insert(std::move(target)).second) {
+      return InvalidArgument("'" + path + "' is given for two outputs");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status WriteFileAtomic(const std::string& path, std::string_view content, bool create_parents) {
@@ -198,15 +211,21 @@ Status WriteFileAtomic(const std::string& path, std::string_view content, bool c
   return staged.Commit();
 }
 
-Status WriteFilesAtomic(const std::vector<OutputFile>& files, bool create_parents) {
-  std::set<std::filesystem::path> targets;
-  for (const OutputFile& file : files) {
-    std::error_code ec;
-    std::filesystem::path target = std::filesystem::absolute(file.path, ec).lexically_normal();
-    if (!ec && !targets.insert(std::move(target)).second) {
-      return InvalidArgument("'" + file.path + "' is given for two outputs");
-    }
+Status CheckOutputPaths(const std::vector<std::optional<std::string>>& paths) {
+  std::vector<std::string> given;
+  for (const std::optional<std::string>& path : paths) {
+    if (path.has_value() && !path->empty() && *path != "-") given.push_back(*path);
   }
+  PIPEPLAN_RETURN_IF_ERROR(DistinctPaths(given));
+  for (const std::string& path : given) PIPEPLAN_RETURN_IF_ERROR(ResolveTarget(path).status());
+  return Status::Ok();
+}
+
+Status WriteFilesAtomic(const std::vector<OutputFile>& files, bool create_parents) {
+  std::vector<std::string> paths;
+  paths.reserve(files.size());
+  for (const OutputFile& file : files) paths.push_back(file.path);
+  PIPEPLAN_RETURN_IF_ERROR(DistinctPaths(paths));
   std::vector<StagedFile> staged;
   staged.reserve(files.size());
   for (const OutputFile& file : files) {

@@ -198,6 +198,24 @@ TEST(CliRun, DrawsTheFirstMeasuredStepsOneAfterAnother) {
   }
 }
 
+TEST(CliRun, ABadOutputPathIsNamedBeforeTheRunNotAfterIt) {
+  ScratchDir dir;
+  PlanInto(dir, "1f1b", "plan.pb");
+  dir.Write("out/keep", "");  // out/ is a directory
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--steps-svg", "out"}, "cannot write 'out': is a directory"},
+      {{"--timeline", "plan.pb"}, "cannot write 'plan.pb': it is an input of this command"},
+      {{"--html", "r.html", "--steps-svg", "r.html"}, "'r.html' is given for two outputs"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const RunResult run = RunPipeplan(With(With({"run", "plan.pb"}, kFast), flags), dir.path());
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
+    EXPECT_EQ(run.err.find("step 1/4"), std::string::npos) << "ran before refusing:\n" << run.err;
+    EXPECT_FALSE(dir.Exists("r.html"));
+  }
+}
+
 TEST(CliRun, RefusesAPlanThatWouldDeadlockAndWritesNothing) {
   ScratchDir dir;
   const StatusOr<std::string> text = SerializePlan(DeadlockingPlan(), ProtoFormat::kText);

@@ -373,6 +373,20 @@ TEST(TorchTool, ThePlanIsGivenOnce) {
       << none.output;
 }
 
+// A profile or timeline that could not be written is named before the ranks run, not after
+// the run's work is lost.
+TEST(TorchTool, ABadOutputPathIsNamedBeforeTheRun) {
+  const testing::TempDir dir("bad-output");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(TwoRankPlan(), ProtoFormat::kBinary);
+  const testing::CommandResult run = testing::RunTorchTool(
+      {"profile", path, "--steps", "2", "-o", dir.path(), "--transport", "inproc"}, 60);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("cannot write '" + dir.path() + "': is a directory"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("steps:"), std::string::npos) << "ran before refusing:\n" << run.output;
+}
+
 // Rank 0's first activation of the second step arrives with half its bytes (8192 -> 4096 for
 // the default model): both ranks fail, the error names both sizes, nothing hangs.
 TEST(PeerFailure, AMalformedMessageEndsTheRunNamingBothSizes) {

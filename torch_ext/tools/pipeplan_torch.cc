@@ -541,6 +541,11 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return usage_error(options.status());
   StatusOr<Plan> plan = app::ReadPlanFile(options->plan_path);
   Status status = plan.ok() ? CheckOptionsAgainstPlan(*plan, *options) : plan.status();
+  if (status.ok()) {
+    const std::optional<std::string> profile =
+        options->profile ? options->output : std::optional<std::string>();
+    status = app::CheckOutputPaths({options->timeline, profile, options->metrics});
+  }
   if (!status.ok()) return input_error(status);
   at::set_num_threads(options->threads);
 

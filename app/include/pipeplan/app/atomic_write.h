@@ -7,6 +7,7 @@
 // cannot be replaced and is written in place.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,5 +32,11 @@ Status WriteFileAtomic(const std::string& path, std::string_view content,
 // first, and only when all of them are on disk are they renamed into place. Any failure before
 // the renames leaves every target untouched; a path may not be given twice.
 Status WriteFilesAtomic(const std::vector<OutputFile>& files, bool create_parents = false);
+
+// Before long work (a run, a profile): whether each path could be written as
+// WriteFilesAtomic writes it (not a directory, not an input of this command, no path for two
+// outputs), so that a bad output path is named before the work, not after it is lost. Unset
+// paths and "-" (standard output) are skipped; writing checks again.
+Status CheckOutputPaths(const std::vector<std::optional<std::string>>& paths);
 
 }  // namespace pipeplan::app
