@@ -22,6 +22,7 @@ constexpr std::string_view kHelp =
                        [--strategy-name NAME] [--costs FILE | cost flags] [-o FILE]
        pipeplan import --format torch-trace TRACE... [--plan PLAN] [--step N] [-o FILE]
                        [--plan-output FILE] [--profile-output FILE] [--max-trace-size SIZE]
+       pipeplan import --format torch-layer-trace TRACE... [-o FILE] [--max-trace-size SIZE]
 
 Reads a schedule in torch.distributed.pipelining's CSV format (one row per rank, no header,
 cells like 0F1, 1I0, 1W0, 0B3, (0F1;1B0)OVERLAP_F_B), inserts SEND/RECV, validates it and
@@ -41,6 +42,15 @@ is first used. With profile_memory=True, each action's memory (allocator totals 
 end, and the peak in between) is kept, in bytes. Every step complete on every rank is read
 (ProfilerStep ranges, or the program repeating); the median one is written.
 
+With --format torch-layer-trace, reads the traces of any job whose layers carry pipeplan's
+ranges (python/pipeplan_profiler.py: profile_steps(..., layers=model), or mark_layers under
+your own profiler; "pipeplan.layer.forward:<name>" and "pipeplan.layer.backward:<name>"), a
+plain training loop or a pipelining job running whole backwards, and writes a layer cost file
+for 'pipeplan partition --layers': per layer the median forward and backward over every
+microbatch (device spans on a GPU), in us; with memory events, the bytes its forward left
+allocated (activation) and its parameter and output bytes. Layers are in model order, rank by
+rank. A job that splits the backward into I and W is refused (the ranges would time only I).
+
 Options:
   --format FORMAT       required; one of:
                           torch-csv        compute actions only (what _load_csv reads and
@@ -52,6 +62,9 @@ Options:
                                            transfers
                           torch-trace      torch.profiler traces (one file per rank) to a
                                            measured timeline
+                          torch-layer-trace
+                                           the same traces' layer ranges to a layer cost
+                                           file (per-layer F, B and bytes)
   --plan PLAN           torch-trace: the plan the job ran (e.g. the plan exported with
                         'pipeplan export --format torch-csv'); every rank's compute actions
                         must match it in order. Without it, the order the job ran becomes the
@@ -64,8 +77,9 @@ Options:
                         of timelines, for 'pipeplan calibrate'; all files are written or none
   --step N              torch-trace: write step N (its ProfilerStep number) instead of the
                         median step
-  --max-trace-size SIZE torch-trace: the most JSON one trace may hold, once inflated
-                        (default 1GiB; e.g. 4GiB). Past it a file is refused before it takes
+  --max-trace-size SIZE torch-trace, torch-layer-trace: the most JSON one trace may hold,
+                        once inflated (default 1GiB; e.g. 4GiB). Past it a file is refused
+                        before it takes
                         memory; an import takes about 6 times its traces' JSON at its peak
   --microbatches M      microbatches per step, integer >= 1; every token must be below M
                         (default: inferred as the largest microbatch id + 1)
@@ -90,6 +104,7 @@ Examples:
   pipeplan import --format torch-trace traces/rank*.json.gz --plan plan.pb -o measured.pb
   pipeplan import --format torch-trace traces/rank*.json.gz -o measured.pb \
       --plan-output ran.pb
+  pipeplan import --format torch-layer-trace traces/rank*.json.gz -o layers.json
 )";
 
 struct ImportOptions {
@@ -99,7 +114,8 @@ struct ImportOptions {
   std::string strategy_name = "imported";
   app::CostFlags costs;
   std::optional<std::string> output;
-  std::optional<TraceImportOptions> trace;  // --format torch-trace
+  std::optional<TraceImportOptions> trace;  // --format torch-trace or torch-layer-trace
+  bool layers = false;                      // --format torch-layer-trace
 };
 
 std::vector<app::FlagSpec> ImportFlags() {
@@ -115,7 +131,8 @@ StatusOr<TorchCsvFormat> ParseImportFormat(const std::string& name) {
   if (name == "torch-csv") return TorchCsvFormat::kComputeOnly;
   if (name == "torch-csv-comms") return TorchCsvFormat::kComputeComms;
   return InvalidArgument("unknown --format '" + name +
-                         "' (expected torch-csv, torch-csv-comms or torch-trace)");
+                         "' (expected torch-csv, torch-csv-comms, torch-trace or "
+                         "torch-layer-trace)");
 }
 
 // What both imports take for the plan they make and where it goes.
@@ -165,6 +182,21 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
     PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
     return options;
   }
+  if (format == "torch-layer-trace") {
+    std::vector<std::string_view> not_for_layers = {"plan", "step", "plan-output", "profile-output",
+                                                    "strategy-name"};
+    for (const app::FlagSpec& spec : app::CostFlagSpecs()) not_for_layers.push_back(spec.name);
+    for (const std::string_view name : not_for_layers) {
+      if (flags.Has(std::string(name))) {
+        return InvalidArgument("--" + std::string(name) +
+                               " is not for --format torch-layer-trace (it writes the layers' "
+                               "figures, no plan)");
+      }
+    }
+    PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
+    options.layers = true;
+    return options;
+  }
   for (const char* trace_only :
        {"plan", "step", "plan-output", "max-trace-size", "profile-output"}) {
     if (flags.Has(trace_only)) {
@@ -182,6 +214,7 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
 }
 
 Status ExecuteImport(const ImportOptions& options) {
+  if (options.layers) return ExecuteLayerTraceImport(*options.trace);
   if (options.trace.has_value()) return ExecuteTraceImport(*options.trace);
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string csv, app::ReadFile(options.csv_path));
   if (const StatusOr<FileHeader> header =

@@ -21,7 +21,7 @@ namespace pipeplan::cli {
 namespace {
 
 StatusOr<std::vector<TraceFile>> ReadTraces(const std::vector<std::string>& paths,
-                                            uint64_t max_bytes) {
+                                            uint64_t max_bytes, TraceContent content) {
   std::vector<TraceFile> files;
   for (const std::string& path : paths) {
     StatusOr<std::string> json = app::ReadMaybeGzipped(path, max_bytes);
@@ -30,7 +30,7 @@ StatusOr<std::vector<TraceFile>> ReadTraces(const std::vector<std::string>& path
       return FailedPrecondition(json.status().message() +
                                 " of JSON (a trace's limit; --max-trace-size raises it)");
     }
-    StatusOr<TorchTrace> trace = ParseTorchTrace(*json);
+    StatusOr<TorchTrace> trace = ParseTorchTrace(*json, content);
     if (!trace.ok()) return trace.status().WithContext(path);
     files.push_back({path, *std::move(trace)});
   }
@@ -123,11 +123,53 @@ StatusOr<Profile> ProfileOfEveryStep(const Plan& plan, const TraceImport& import
   return BuildProfile(plan, steps, profile_options);
 }
 
+void PrintLayerSummary(const LayerTraceImport& imported, const std::string& output) {
+  const bool memory = imported.costs.HasMemory();
+  std::vector<std::string> head = {"layer", "forward", "backward", "ranges F/B"};
+  if (memory) head.insert(head.end(), {"activation", "parameters", "output"});
+  app::TextTable table(head, {true, false, false, false, false, false, false});
+  for (size_t i = 0; i < imported.costs.layers.size(); ++i) {
+    const LayerFigures& layer = imported.costs.layers[i];
+    std::vector<std::string> row = {layer.name,
+                                    app::FormatFixed(layer.forward.value_or(0) / 1e3, 3) + " ms",
+                                    app::FormatFixed(layer.backward.value_or(0) / 1e3, 3) + " ms",
+                                    std::to_string(imported.counts[i].forwards) + "/" +
+                                        std::to_string(imported.counts[i].backwards)};
+    if (memory) {
+      row.insert(row.end(),
+                 {app::FormatBytes(layer.activation), app::FormatBytes(layer.parameter_bytes),
+                  app::FormatBytes(layer.output_bytes)});
+    }
+    table.AddRow(row);
+  }
+  std::cout << table.Render() << "wrote " << output << " (for 'pipeplan partition --layers')\n";
+}
+
 }  // namespace
+
+StatusOr<LayerTraceImport> ImportLayerTraces(const TraceImportOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      const std::vector<TraceFile> ranks,
+      ReadTraces(options.traces, options.max_trace_bytes, TraceContent::kLayers));
+  return LayerCostsOfTraces(ranks);
+}
+
+Status ExecuteLayerTraceImport(const TraceImportOptions& options) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const LayerTraceImport imported, ImportLayerTraces(options));
+  for (const std::string& note : imported.notes) app::PrintNote(note);
+  const bool to_stdout = !options.output.has_value() || *options.output == "-";
+  const ProtoFormat format =
+      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeLayerCosts(imported.costs, format));
+  PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
+  if (!to_stdout) PrintLayerSummary(imported, *options.output);
+  return Status::Ok();
+}
 
 StatusOr<ImportedTraces> ImportTraces(const TraceImportOptions& options, std::optional<Plan> plan) {
   ImportedTraces out;
-  PIPEPLAN_ASSIGN_OR_RETURN(out.ranks, ReadTraces(options.traces, options.max_trace_bytes));
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      out.ranks, ReadTraces(options.traces, options.max_trace_bytes, TraceContent::kActions));
   if (plan.has_value()) {
     out.plan = *std::move(plan);
   } else {

@@ -165,6 +165,39 @@ with open(f"{out}/cpu-1f1b-p1.json", "w") as f:
     f.write(trace("trace-p1", 0, 2, False, False))
 PY
 gzip -9 -n -c "$corpus/torch_trace/cpu-1f1b-p2.json" >"$corpus/torch_trace/cpu-1f1b-p2.json.gz"
+# A layer trace (import --format torch-layer-trace): two ranks' marked layers, two
+# microbatches, as pipeplan_profiler's mark_layers writes them on a CPU run, with allocator
+# events and the layers' bytes.
+python3 - "$corpus/torch_trace/cpu-layers-p2.json" <<'PY'
+import json, sys
+RANKS = [["embed", "blocks.0"], ["blocks.1", "head"]]
+
+
+def layer_trace(rank):
+    events, t, allocated = [], 1000.0 + rank, 1 << 20
+    for m in range(2):
+        for name in RANKS[rank]:
+            events.append({"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1,
+                           "name": f"pipeplan.layer.forward:{name}", "ts": t, "dur": 40.0 + m})
+            allocated += 8192
+            events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                           "pid": 1, "tid": 1, "ts": t + 20, "args": {
+                               "Total Allocated": allocated, "Bytes": 8192, "Device Type": 0}})
+            t += 50
+        for name in reversed(RANKS[rank]):
+            events.append({"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1,
+                           "name": f"pipeplan.layer.backward:{name}", "ts": t, "dur": 70.0})
+            t += 80
+    head = {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2},
+            "pipeplan_layers": {name: {"parameter_bytes": 16640, "output_bytes": 8192}
+                                for name in RANKS[rank]},
+            "traceEvents": events}
+    return json.dumps(head)
+
+
+with open(sys.argv[1], "w") as f:
+    f.write(layer_trace(1) + "\0" + layer_trace(0))
+PY
 python3 - "$repo/examples/traces/h200_interleaved_zb_rank0.json.gz" \
   "$corpus/torch_trace/h200-step1.json" <<'PY'
 import gzip, json, re, sys

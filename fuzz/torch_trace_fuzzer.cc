@@ -5,7 +5,8 @@
 // ranks (1f1b at M = 2 and 4, interleaved 1F1B at V = 2), and without a plan, as the job's
 // executed order. An import that succeeds must give steps whose timelines are finite with no
 // action ending before it starts, finite clock shifts >= 0, a chosen step among them, and the
-// same step again when asked for it by number.
+// same step again when asked for it by number. The same text is also read for its layer
+// ranges, as 'import --format torch-layer-trace' does.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/formats/torch_trace.h"
 #include "pipeplan/measurement/import_trace.h"
+#include "pipeplan/measurement/layer_trace.h"
 
 namespace {
 
@@ -134,11 +136,33 @@ std::optional<Plan> PlanOfExecutedOrder(const std::vector<TraceFile>& ranks) {
   return *std::move(plan);
 }
 
+// 'import --format torch-layer-trace': the same text read for its layer ranges. A file made
+// must be a valid layer cost file with a count of ranges per layer.
+void ImportLayers(const std::vector<std::string_view>& texts) {
+  std::vector<TraceFile> files;
+  for (const std::string_view text : texts) {
+    StatusOr<TorchTrace> trace = ParseTorchTrace(text, TraceContent::kLayers);
+    if (!trace.ok()) return;
+    PIPEPLAN_FUZZ_CHECK(!trace->layer_ranges.empty());
+    files.push_back({"trace" + std::to_string(files.size()) + ".json", *std::move(trace)});
+  }
+  StatusOr<std::vector<TraceFile>> ordered = OrderByRank(std::move(files));
+  if (!ordered.ok()) return;
+  const StatusOr<LayerTraceImport> imported = LayerCostsOfTraces(*ordered);
+  if (!imported.ok()) return;
+  PIPEPLAN_FUZZ_CHECK_OK(ValidateLayerCosts(imported->costs));
+  PIPEPLAN_FUZZ_CHECK(imported->counts.size() == imported->costs.layers.size());
+  for (const LayerSampleCounts& counts : imported->counts) {
+    PIPEPLAN_FUZZ_CHECK(counts.forwards >= 1 && counts.backwards >= 0);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::optional<std::string> text = TraceText(fuzz::AsText(data, size));
   if (!text.has_value()) return 0;
+  ImportLayers(SplitRanks(*text));
   const std::optional<std::vector<TraceFile>> ranks = ReadRanks(SplitRanks(*text));
   if (!ranks.has_value()) return 0;
   for (const Plan& plan : PlansOf(ranks->size())) ImportWith(plan, *ranks);

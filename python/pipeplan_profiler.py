@@ -37,6 +37,11 @@ metadata, "pipeplan_live_bytes": {step number: bytes}; the import adds what the 
 count to every memory figure of that step, so static memory and peaks are the process's
 whole. On a GPU the CUDA allocator's total already is, and nothing is added.
 
+Layers: given `layers=` (the model, or {name: module} of the layers this rank holds), every
+layer's forward and backward of each microbatch gets a range of its own (mark_layers), and the
+traces also make a layer cost file for `pipeplan partition`:
+`pipeplan import --format torch-layer-trace`.
+
 Gradients: given the schedule, every rank also writes "pipeplan_stages": per stage it holds,
 its parameters' bytes and whether their gradients were allocated when the step's first forward
 began. They are not where the loop frees them between steps (`zero_grad(set_to_none=True)`,
@@ -134,6 +139,12 @@ def import_command(directory, world_size, plan=None):
     return f"pipeplan import --format torch-trace {traces}{plan_flag} -o measured.pb"
 
 
+def layer_import_command(directory, world_size):
+    """The `pipeplan import` command that makes a layer cost file of the traces' layer ranges."""
+    traces = " ".join(os.path.join(directory, f"rank{r}.json.gz") for r in range(world_size))
+    return f"pipeplan import --format torch-layer-trace {traces} -o layers.json"
+
+
 def _marks_its_actions(schedule):
     """Whether torch's runtime already names every action of `schedule` "PP:<action>"."""
     from torch.distributed.pipelining import schedules
@@ -201,16 +212,175 @@ def mark_actions(schedule):
             delattr(stage, name)  # the instance attribute goes; the class's method is back
 
 
+# Per-layer ranges (mark_layers): what `pipeplan import --format torch-layer-trace` reads.
+LAYER_RANGE_PREFIX = "pipeplan.layer."
+
+
+def layers_of(layers):
+    """(name, module) pairs in model order: a module's children, a ModuleList's or ModuleDict's
+    entries one by one ("layers.0", "layers.1", ...); a dict or a list of pairs as given."""
+    if isinstance(layers, torch.nn.Module):
+        pairs = []
+        for name, child in layers.named_children():
+            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+                pairs.extend((f"{name}.{sub}", module) for sub, module in child.named_children())
+            else:
+                pairs.append((name, child))
+        return pairs
+    if isinstance(layers, dict):
+        return list(layers.items())
+    return list(layers)
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors(item)]
+    return []
+
+
+def _nbytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _on_gradient(tensor, end, call):
+    """Calls `call` when the gradient of `tensor` is computed. One hook per tensor runs every
+    call registered on it, the ends of ranges before the beginnings: a tensor is one layer's
+    input and the previous layer's output, and its backward range must close before the
+    previous layer's opens (ranges of one thread nest)."""
+    marks = tensor.__dict__.get("_pipeplan_marks")
+    if marks is None:
+        marks = ([], [])
+        tensor._pipeplan_marks = marks
+
+        def fire(grad):
+            for pending in marks:
+                for pending_call in pending:
+                    pending_call()
+                pending.clear()
+        tensor.register_hook(fire)
+    marks[0 if end else 1].append(call)
+
+
+class _Backward:
+    """One microbatch's backward of one layer: opens when the first of the layer's outputs gets
+    its gradient, closes when the last of its inputs that need one has it (a layer whose inputs
+    need none, an embedding's, closes when its parameters' gradients are accumulated)."""
+
+    def __init__(self, name, ends):
+        self.name = name
+        self.ends = ends
+        self.range = None
+
+    def begin(self):
+        if self.range is None:
+            self.range = record_function(f"{LAYER_RANGE_PREFIX}backward:{self.name}")
+            self.range.__enter__()
+
+    def end(self):
+        self.ends -= 1
+        if self.ends == 0 and self.range is not None:
+            self.range.__exit__(None, None, None)
+
+
+class _LayerMarks:
+    def __init__(self, name, module):
+        self.name = name
+        self.module = module
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.open = []  # (forward range, inputs needing a gradient), innermost last
+        self.waiting = []  # backwards that close when the parameters' gradients are in
+        self.output_bytes = None
+
+    def pre_forward(self, module, args, kwargs):
+        inputs = [t for t in _tensors((args, kwargs)) if t.requires_grad]
+        forward = record_function(f"{LAYER_RANGE_PREFIX}forward:{self.name}")
+        forward.__enter__()
+        self.open.append((forward, inputs))
+
+    def post_forward(self, module, args, kwargs, output):
+        forward, inputs = self.open.pop()
+        forward.__exit__(None, None, None)
+        outputs = [t for t in _tensors(output) if t.requires_grad]
+        self.output_bytes = _nbytes(_tensors(output))
+        if not outputs or not (inputs or self.params):
+            return  # no backward, or nothing that would tell where it ends
+        backward = _Backward(self.name, len(inputs) if inputs else len(self.params))
+        for tensor in inputs:
+            _on_gradient(tensor, True, backward.end)
+        if not inputs:
+            self.waiting.append(backward)
+        for tensor in outputs:
+            _on_gradient(tensor, False, backward.begin)
+
+    def accumulated(self, param):
+        if self.waiting:
+            self.waiting[0].end()
+            if self.waiting[0].ends == 0:
+                self.waiting.pop(0)
+
+    def facts(self):
+        out = {"parameter_bytes": _nbytes(list(self.module.parameters()))}
+        if self.output_bytes is not None:
+            out["output_bytes"] = self.output_bytes
+        return out
+
+
+class LayerMarks:
+    """Marks each layer's forward and backward of every microbatch with a torch.profiler range,
+    "pipeplan.layer.forward:<name>" and "pipeplan.layer.backward:<name>", while the block runs
+    (module hooks and gradient hooks, removed on exit). `add_metadata(prof)` writes each layer's
+    parameter and output bytes into the trace ("pipeplan_layers")."""
+
+    def __init__(self, layers):
+        self.layers = [_LayerMarks(name, module) for name, module in layers_of(layers)]
+        if not self.layers:
+            raise ValueError("layers: nothing to mark (a module with no children, or an empty "
+                             "list)")
+        self._hooks = []
+
+    def __enter__(self):
+        for layer in self.layers:
+            self._hooks.append(layer.module.register_forward_pre_hook(layer.pre_forward,
+                                                                      with_kwargs=True))
+            self._hooks.append(layer.module.register_forward_hook(layer.post_forward,
+                                                                  with_kwargs=True))
+            for param in layer.params:
+                self._hooks.append(param.register_post_accumulate_grad_hook(layer.accumulated))
+        return self
+
+    def __exit__(self, *exc):
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+        return False
+
+    def add_metadata(self, prof):
+        prof.add_metadata_json("pipeplan_layers",
+                               json.dumps({layer.name: layer.facts() for layer in self.layers}))
+
+
+def mark_layers(layers):
+    """A context manager marking `layers` (see layers_of, LayerMarks) for
+    `pipeplan import --format torch-layer-trace`."""
+    return LayerMarks(layers)
+
+
 @contextlib.contextmanager
 def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect_garbage=True,
-                  schedule=None):
+                  schedule=None, layers=None):
     """Profiles `active` steps after `warmup` ones; yields the function to call after each step.
 
     `plan`: the pipeplan plan the job runs (its CSV export loaded with _load_csv), only for the
     printed command. The trace is written when the last active step ends. `collect_garbage`:
     automatic garbage collection off inside the block, a collection at each step's end instead.
     `schedule`: the schedule the loop steps; needed only for one that does not name its actions
-    itself (Schedule1F1B, ScheduleGPipe: see mark_actions).
+    itself (Schedule1F1B, ScheduleGPipe: see mark_actions). `layers`: the model's layers this
+    rank runs (a module, whose children they are, or {name: module}); each one's forward and
+    backward is marked for `pipeplan import --format torch-layer-trace` (see mark_layers).
     """
     if warmup < 0 or active < 1:
         raise ValueError(f"need warmup >= 0 and active >= 1, got {warmup} and {active}")
@@ -235,11 +405,15 @@ def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect
             prof.add_metadata_json("pipeplan_live_bytes", json.dumps(live_bytes))
         if gradients.stages:
             prof.add_metadata_json("pipeplan_stages", json.dumps(gradients.end_step()))
+        if marks is not None:
+            marks.add_metadata(prof)
 
-    with mark_actions(schedule), gradients, torch.profiler.profile(
-            activities=activities, record_shapes=False, profile_memory=True, with_stack=False,
-            schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
-            on_trace_ready=lambda prof: prof.export_chrome_trace(path)) as prof:
+    marks = LayerMarks(layers) if layers is not None else None
+    profiler = torch.profiler.profile(
+        activities=activities, record_shapes=False, profile_memory=True, with_stack=False,
+        schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
+        on_trace_ready=lambda prof: prof.export_chrome_trace(path))
+    with mark_actions(schedule), gradients, marks or contextlib.nullcontext(), profiler as prof:
         def end_step():
             record_memory(prof)
             prof.step()
@@ -262,3 +436,6 @@ def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect
     if rank == 0 and not quiet:
         print(f"pipeplan_profiler: traces in {directory}; import them with:\n  "
               f"{import_command(directory, world_size, plan)}", flush=True)
+        if layers is not None:
+            print("pipeplan_profiler: and the layers' figures, for 'pipeplan partition', with:\n"
+                  f"  {layer_import_command(directory, world_size)}", flush=True)

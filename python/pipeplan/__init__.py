@@ -22,6 +22,7 @@ import importlib.util as _importlib_util
 import json as _json
 import os as _os
 import sys as _sys
+import warnings as _warnings
 from numbers import Integral as _Integral, Real as _Real
 from typing import Any, Optional, Sequence, Union
 
@@ -40,6 +41,7 @@ __all__ = [
     "calibrate",
     "compare",
     "diff",
+    "import_layer_traces",
     "import_torch_traces",
     "load",
     "partition",
@@ -364,6 +366,21 @@ def import_torch_traces(
     if plan is not None and not isinstance(plan, Plan):
         raise Error(f"plan must be a pipeplan.Plan, got {type(plan).__name__}")
     return _core.import_torch_traces(names, plan, _count("step", step))
+
+
+def import_layer_traces(paths: Union[PathLike, Sequence[PathLike]]) -> dict:
+    """The layer costs of a job whose layers carry pipeplan's ranges
+    (``pipeplan.torch.profile_steps(..., layers=...)``), from its torch.profiler traces (one per
+    rank), as ``pipeplan import --format torch-layer-trace`` reads them: the dict
+    :func:`partition` takes, times in microseconds. What the figures leave out (I and W not
+    split, no bytes without allocator events) is issued as a ``UserWarning`` each."""
+    if isinstance(paths, (str, _os.PathLike)):
+        paths = [paths]
+    names = [_path(f"paths[{i}]", path) for i, path in enumerate(paths)]
+    text, notes = _core.import_layer_traces(names)
+    for note in notes:
+        _warnings.warn(note, stacklevel=2)
+    return _json.loads(text)
 
 
 def diff(expected: Timeline, measured: Timeline) -> Diff:

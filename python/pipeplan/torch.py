@@ -28,9 +28,9 @@ from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRun
 
 from . import Error, Plan, Split, _count, _flag
 from ._two_copies import CopyStage, TwoCopyRuntime, without_self_sends
-from .pipeplan_profiler import profile_steps
+from .pipeplan_profiler import layers_of, mark_layers, profile_steps
 
-__all__ = ["measure_layers", "profile_steps", "schedule", "split_model"]
+__all__ = ["mark_layers", "measure_layers", "profile_steps", "schedule", "split_model"]
 
 # What sums gradients across data-parallel ranks itself: under a dual plan pipeplan does.
 _DATA_PARALLEL_WRAPPERS = (torch.nn.parallel.DistributedDataParallel, FSDPModule,
@@ -62,18 +62,6 @@ class _LayerStage(torch.nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
-
-
-def _layer_names(model: torch.nn.Module) -> list[str]:
-    """The model's top-level layers in order: its children, a ModuleList's or ModuleDict's
-    entries one by one ("layers.0", "layers.1", ...)."""
-    names = []
-    for name, child in model.named_children():
-        if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
-            names.extend(f"{name}.{sub}" for sub, _ in child.named_children())
-        else:
-            names.append(name)
-    return names
 
 
 class _Clock:
@@ -131,7 +119,9 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     ``layers``: the names to measure, in order (default: the model's children, a ModuleList's
     entries one by one). A layer whose input is not a float tensor (an embedding's tokens) has
     no input gradient: its I is 0 and its W the whole backward."""
-    names = list(layers) if layers is not None else _layer_names(model)
+    # The model's top-level layers in order: its children, a ModuleList's or ModuleDict's
+    # entries one by one ("layers.0", "layers.1", ...).
+    names = list(layers) if layers is not None else [name for name, _ in layers_of(model)]
     if not names:
         raise Error("layers: the model has no layers to measure")
     repeats = _count("repeats", repeats)

@@ -488,6 +488,18 @@ StatusOr<TimelineHandle> ImportTorchTraces(const std::vector<std::string>& paths
                         .seconds_per_unit = cli::kTraceSecondsPerUnit};
 }
 
+StatusOr<std::pair<std::string, std::vector<std::string>>> ImportLayerTraces(
+    const std::vector<std::string>& paths) {
+  const CallScope call_scope;
+  if (paths.empty()) return InvalidArgument("paths: no trace given (one per rank)");
+  cli::TraceImportOptions options;
+  options.traces = paths;
+  PIPEPLAN_ASSIGN_OR_RETURN(LayerTraceImport imported, cli::ImportLayerTraces(options));
+  PIPEPLAN_ASSIGN_OR_RETURN(std::string json,
+                            SerializeLayerCosts(imported.costs, ProtoFormat::kJson));
+  return std::pair(std::move(json), std::move(imported.notes));
+}
+
 StatusOr<TimelineDiff> DiffOf(const TimelineHandle& expected, const TimelineHandle& measured) {
   PIPEPLAN_ASSIGN_OR_RETURN(
       const Plan plan,

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -141,6 +142,11 @@ StatusOr<CostModel> CalibrateProfile(const Profile& profile, const std::string& 
 StatusOr<TimelineHandle> ImportTorchTraces(const std::vector<std::string>& paths,
                                            const std::optional<PlanHandle>& plan,
                                            std::optional<int> step);
+
+// The layer ranges of torch.profiler traces (one per rank) as a layer cost file's JSON, and
+// the import's notes (`pipeplan import --format torch-layer-trace`).
+StatusOr<std::pair<std::string, std::vector<std::string>>> ImportLayerTraces(
+    const std::vector<std::string>& paths);
 
 // Two timelines of one plan side by side (`pipeplan diff`): `measured` against `expected`.
 StatusOr<TimelineDiff> DiffOf(const TimelineHandle& expected, const TimelineHandle& measured);

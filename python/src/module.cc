@@ -4,6 +4,7 @@
 // message the library wrote, in the API's terms. The planner runs without the GIL.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
@@ -486,6 +487,13 @@ void BindFunctions(nb::module_& m) {
         return ValueOr(ImportTorchTraces(paths, plan, step));
       },
       nb::arg("paths"), nb::arg("plan").none(), nb::arg("step").none());
+  m.def(
+      "import_layer_traces",
+      [](const std::vector<std::string>& paths) {
+        nb::gil_scoped_release unlocked;
+        return ValueOr(ImportLayerTraces(paths));
+      },
+      nb::arg("paths"));
   m.def(
       "diff",
       [](const TimelineHandle& expected, const TimelineHandle& measured) {

@@ -217,7 +217,15 @@ const std::vector<ErrorCase>& ErrorCases() {
        {"import", "--format", "csv", "s.csv"},
        {},
        Usage("import",
-             "unknown --format 'csv' (expected torch-csv, torch-csv-comms or torch-trace)"),
+             "unknown --format 'csv' (expected torch-csv, torch-csv-comms, torch-trace or "
+             "torch-layer-trace)"),
+       2},
+      {"ImportLayerTracesTakeNoPlan",
+       {"import", "--format", "torch-layer-trace", "t.json", "--forward", "2"},
+       {},
+       Usage("import",
+             "--forward is not for --format torch-layer-trace (it writes the layers' figures, "
+             "no plan)"),
        2},
       {"ImportTracesNeedFiles",
        {"import", "--format", "torch-trace"},

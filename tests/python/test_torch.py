@@ -181,6 +181,38 @@ def test_split_model_builds_each_ranks_stages_from_the_partition():
         pipeplan.torch.split_model(torch.nn.Linear(2, 2), split, 0)
 
 
+def test_a_marked_training_loop_gives_the_layer_costs_partition_splits(tmp_path):
+    torch.manual_seed(0)
+    model = _Decoder()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    tokens = torch.randint(0, 100, (4, 64))
+    with pipeplan.torch.profile_steps(tmp_path / "traces", warmup=1, active=2, quiet=True,
+                                      layers=model) as next_step:
+        for _ in range(3):
+            for microbatch in tokens.chunk(2):
+                out = model(microbatch)
+                torch.nn.functional.cross_entropy(out.flatten(0, 1),
+                                                  microbatch.flatten()).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            next_step()
+    with pytest.warns(UserWarning, match="I and W are not split by the ranges"):
+        costs = pipeplan.import_layer_traces(tmp_path / "traces" / "rank0.json.gz")
+    names = ["tok_embeddings"] + [f"layers.{i}" for i in range(6)] + ["norm", "output"]
+    assert [layer["name"] for layer in costs["layers"]] == names
+    assert costs["time_unit"] == "us"
+    for layer in costs["layers"]:
+        assert layer["forward"] > 0 and layer["backward"] > 0, layer
+        assert layer["parameter_bytes"] == 4 * sum(
+            p.numel() for p in model.get_submodule(layer["name"]).parameters())
+    # One microbatch's hidden state (2 x 64 x 16 floats) leaves every layer but the head.
+    assert costs["layers"][1]["output_bytes"] == 2 * 64 * 16 * 4
+    split = pipeplan.partition(costs, ranks=2, microbatches=4, strategy="1f1b")
+    assert [name for stage in split.stages for name in stage] == names
+    with pytest.raises(pipeplan.Error, match="paths: no trace given"):
+        pipeplan.import_layer_traces([])
+
+
 def test_measured_layers_plan_a_split_of_the_model(tmp_path):
     torch.manual_seed(0)
     model = _Decoder()

@@ -15,14 +15,24 @@
 #include <utility>
 
 #include "pipeplan/formats/torch_csv.h"
+#include "trace_json.h"
+#include "trace_metadata.h"
 
 namespace pipeplan {
 namespace {
 
 namespace od = simdjson::ondemand;
+using trace_json::IsTruncation;
+using trace_json::JsonError;
+using trace_json::NotANumber;
+using trace_json::NumberOf;
+using trace_json::Written;
 
 constexpr std::string_view kActionPrefix = "PP:";
 constexpr std::string_view kStepPrefix = "ProfilerStep#";
+constexpr std::string_view kLayerPrefix = "pipeplan.layer.";
+constexpr std::string_view kLayerForward = "pipeplan.layer.forward:";
+constexpr std::string_view kLayerBackward = "pipeplan.layer.backward:";
 
 // A timestamp, exactly: traces write microseconds since boot with nanosecond decimals
 // ("4793894544575.062"), past what a double holds to the nanosecond, so the whole
@@ -58,12 +68,6 @@ struct Range {
   std::optional<int64_t> external_id;
 };
 
-std::string ErrorText(simdjson::error_code error) { return simdjson::error_message(error); }
-
-bool IsTruncation(simdjson::error_code error) {
-  return error == simdjson::INCOMPLETE_ARRAY_OR_OBJECT || error == simdjson::UNCLOSED_STRING;
-}
-
 // The string value after the last `"key": "` in `text` (a cut file's last event's name).
 std::string LastStringValue(std::string_view text, std::string_view key) {
   const std::string pattern = "\"" + std::string(key) + "\": \"";
@@ -89,38 +93,6 @@ Status Truncated(std::string_view json) {
   return InvalidArgument(
       "the file ends in the middle of its JSON (truncated?): " + where +
       (name.empty() ? "no event was complete" : "the last event begun is '" + name + "'"));
-}
-
-Status JsonError(std::string_view where, simdjson::error_code error) {
-  return InvalidArgument(std::string(where) + ": " + ErrorText(error) +
-                         (IsTruncation(error) ? " (is the file truncated?)" : ""));
-}
-
-// A value's text as written, a view into the parser's buffer (no copy: every event has
-// several numbers); read before the value is.
-std::string_view Written(od::value& value) {
-  std::string_view text = value.raw_json_token();
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' ||
-                           text.back() == '\t' || text.back() == ',' || text.back() == '}')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-// The message quotes at most 40 characters of what was written.
-Status NotANumber(std::string_view key, std::string_view written, std::string_view expected) {
-  return InvalidArgument(std::string(key) + " is " + std::string(written.substr(0, 40)) + ", not " +
-                         std::string(expected));
-}
-
-// Numbers in traces are integers or decimals (an exponent allowed), finite.
-StatusOr<double> NumberOf(std::string_view key, od::value value) {
-  const std::string_view written = Written(value);
-  double number = 0.0;
-  if (value.get_double().get(number) || !std::isfinite(number)) {
-    return NotANumber(key, written, "a finite number");
-  }
-  return number;
 }
 
 // Whole microseconds and the fraction in a trace's own form ("4793894544575.062"); any other
@@ -213,8 +185,9 @@ Status ReadEvent(od::object object, Event* event) {
 
 // What one pass over traceEvents keeps.
 struct Collected {
-  std::vector<Range> host;                                     // "PP:" user_annotation ranges
-  std::vector<Range> device;                                   // "PP:" gpu_user_annotation ranges
+  std::vector<Range> host;        // "PP:" user_annotation ranges
+  std::vector<Range> layer_host;  // "pipeplan.layer." user_annotation ranges
+  std::vector<Range> device;      // both kinds' gpu_user_annotation ranges
   std::unordered_map<int64_t, std::vector<double>> op_starts;  // cpu_op starts per thread
   // Kernel launches (any thread: autograd runs backward on threads of its own) and the device
   // work they started, joined by correlation id.
@@ -234,11 +207,16 @@ Status Keep(const Event& e, int64_t index, Collected* out) {
   // Times relative to the first event's whole microsecond (TorchTrace::origin_microseconds).
   if (!out->origin.has_value()) out->origin = e.ts->whole;
   const double ts = static_cast<double>(e.ts->whole - *out->origin) + e.ts->fraction;
-  if (e.ph == "X" && e.name.starts_with(kActionPrefix) &&
+  const bool layer = e.name.starts_with(kLayerPrefix);
+  if (e.ph == "X" && (layer || e.name.starts_with(kActionPrefix)) &&
       (e.cat == "user_annotation" || e.cat == "gpu_user_annotation")) {
     if (!(e.dur >= 0.0)) return InvalidArgument(EventName(index, e.name) + ": negative dur");
     Range range{e.name, index, e.tid, ts, ts + e.dur, e.external_id};
-    (e.cat == "user_annotation" ? out->host : out->device).push_back(range);
+    if (e.cat == "gpu_user_annotation") {
+      out->device.push_back(range);
+    } else {
+      (layer ? out->layer_host : out->host).push_back(range);
+    }
   } else if (e.ph == "X" && e.cat == "cpu_op") {
     out->op_starts[e.tid].push_back(ts);
   } else if (e.ph == "X" && (e.cat == "cuda_runtime" || e.cat == "cuda_driver") &&
@@ -338,22 +316,60 @@ std::optional<std::pair<double, double>> LaunchedWork(const Range& range,
   return span;
 }
 
-// Parses each host range's token and gives it a device span: what its gpu_user_annotation
-// (same External id, else the same name in the same order) and the kernels launched while it
-// ran cover together.
-Status BuildActions(Collected& collected, TorchTrace* trace) {
+// Sorts what was collected in the order the lookups below need.
+void SortCollected(Collected& collected) {
   for (auto& [tid, starts] : collected.op_starts) std::sort(starts.begin(), starts.end());
   std::sort(collected.launches.begin(), collected.launches.end());
   const auto by_start = [](const Range& a, const Range& b) { return a.start < b.start; };
   std::stable_sort(collected.host.begin(), collected.host.end(), by_start);
+  std::stable_sort(collected.layer_host.begin(), collected.layer_host.end(), by_start);
   std::stable_sort(collected.device.begin(), collected.device.end(), by_start);
-  std::map<int64_t, const Range*> device_by_id;
-  std::map<std::string_view, std::vector<const Range*>> device_by_name;
-  for (const Range& range : collected.device) {
-    if (range.external_id.has_value()) device_by_id[*range.external_id] = &range;
-    device_by_name[range.name].push_back(&range);
+}
+
+// A host range's device span: what its gpu_user_annotation (same External id, else the same
+// name in the same order) and the kernels launched while it ran cover together. Asked for
+// each host range in start order.
+class DeviceSpans {
+ public:
+  explicit DeviceSpans(const Collected& collected) : collected_(collected) {
+    for (const Range& range : collected.device) {
+      if (range.external_id.has_value()) by_id_[*range.external_id] = &range;
+      by_name_[range.name].push_back(&range);
+    }
   }
-  std::map<std::string_view, size_t> seen;
+
+  std::optional<std::pair<double, double>> Of(const Range& range) {
+    const Range* device = nullptr;
+    if (range.external_id.has_value()) {
+      if (auto it = by_id_.find(*range.external_id);
+          it != by_id_.end() && it->second->name == range.name) {
+        device = it->second;
+      }
+    }
+    const size_t nth = seen_[range.name]++;
+    if (device == nullptr && by_id_.empty()) {
+      const auto& same = by_name_[range.name];
+      if (nth < same.size()) device = same[nth];
+    }
+    std::optional<std::pair<double, double>> span = LaunchedWork(range, collected_);
+    if (device != nullptr) {
+      span = span.has_value() ? std::pair(std::min(span->first, device->start),
+                                          std::max(span->second, device->end))
+                              : std::pair(device->start, device->end);
+    }
+    return span;
+  }
+
+ private:
+  const Collected& collected_;
+  std::map<int64_t, const Range*> by_id_;
+  std::map<std::string_view, std::vector<const Range*>> by_name_;
+  std::map<std::string_view, size_t> seen_;
+};
+
+// Parses each host range's token and gives it its device span.
+Status BuildActions(const Collected& collected, TorchTrace* trace) {
+  DeviceSpans spans(collected);
   for (const Range& range : collected.host) {
     const std::string_view token = range.name.substr(kActionPrefix.size());
     const StatusOr<std::optional<Action>> parsed = ParseTorchActionToken(token);
@@ -372,25 +388,7 @@ Status BuildActions(Collected& collected, TorchTrace* trace) {
     action.start = range.start;
     action.end = range.end;
     action.work_start = WorkStart(range, collected);
-    const Range* device = nullptr;
-    if (range.external_id.has_value()) {
-      if (auto it = device_by_id.find(*range.external_id);
-          it != device_by_id.end() && it->second->name == range.name) {
-        device = it->second;
-      }
-    }
-    const size_t nth = seen[range.name]++;
-    if (device == nullptr && device_by_id.empty()) {
-      const auto& same = device_by_name[range.name];
-      if (nth < same.size()) device = same[nth];
-    }
-    std::optional<std::pair<double, double>> span = LaunchedWork(range, collected);
-    if (device != nullptr) {
-      span = span.has_value() ? std::pair(std::min(span->first, device->start),
-                                          std::max(span->second, device->end))
-                              : std::pair(device->start, device->end);
-    }
-    if (span.has_value()) {
+    if (const auto span = spans.Of(range); span.has_value()) {
       action.device_start = span->first;
       action.device_end = span->second;
     }
@@ -399,83 +397,39 @@ Status BuildActions(Collected& collected, TorchTrace* trace) {
   return Status::Ok();
 }
 
-// pipeplan_profiler.py's metadata `key`: an object whose keys are whole numbers >= 0 (step
-// numbers, stage indices; `what` names them in errors). Calls read(number, where, value) for
-// each entry, `where` naming it ("key.12").
-template <typename Read>
-Status ReadNumberedEntries(od::value value, std::string_view key, std::string_view what,
-                           Read read) {
-  od::object entries;
-  if (const auto error = value.get_object().get(entries)) return JsonError(key, error);
-  for (auto field : entries) {
-    std::string_view name;
-    if (const auto error = field.unescaped_key().get(name)) return JsonError(key, error);
-    const std::string where = std::string(key) + "." + std::string(name.substr(0, 40));
-    int number = 0;
-    const auto [end, bad] = std::from_chars(name.data(), name.data() + name.size(), number);
-    if (bad != std::errc() || end != name.data() + name.size() || number < 0) {
-      return InvalidArgument(where + ": the key is not " + std::string(what));
+// Each "pipeplan.layer." host range: forward or backward, the layer's name, its device span.
+Status BuildLayerRanges(const Collected& collected, TorchTrace* trace) {
+  DeviceSpans spans(collected);
+  for (const Range& range : collected.layer_host) {
+    TraceLayerRange layer;
+    layer.event = range.event;
+    layer.start = range.start;
+    layer.end = range.end;
+    if (range.name.starts_with(kLayerForward)) {
+      layer.layer = std::string(range.name.substr(kLayerForward.size()));
+    } else if (range.name.starts_with(kLayerBackward)) {
+      layer.backward = true;
+      layer.layer = std::string(range.name.substr(kLayerBackward.size()));
+    } else {
+      return InvalidArgument(EventName(range.event, range.name) +
+                             ": expected pipeplan.layer.forward:<name> or "
+                             "pipeplan.layer.backward:<name>");
     }
-    od::value entry;
-    if (const auto error = field.value().get(entry)) return JsonError(where, error);
-    PIPEPLAN_RETURN_IF_ERROR(read(number, where, entry));
+    if (layer.layer.empty()) {
+      return InvalidArgument(EventName(range.event, range.name) + ": the layer has no name");
+    }
+    if (const auto span = spans.Of(range); span.has_value()) {
+      layer.device_start = span->first;
+      layer.device_end = span->second;
+    }
+    trace->layer_ranges.push_back(std::move(layer));
   }
-  return Status::Ok();
-}
-
-// Finite bytes >= 0, named `where`.
-StatusOr<double> BytesOf(const std::string& where, od::value value) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const double bytes, NumberOf(where, value));
-  if (bytes < 0) return NotANumber(where, Written(value), "bytes >= 0");
-  return bytes;
-}
-
-// {"<step number>": bytes, ...}.
-Status ReadLiveBytes(od::value value, TorchTrace* trace) {
-  PIPEPLAN_RETURN_IF_ERROR(
-      ReadNumberedEntries(value, "pipeplan_live_bytes", "a step number",
-                          [&](int step, const std::string& where, od::value bytes) -> Status {
-                            PIPEPLAN_ASSIGN_OR_RETURN(const double live, BytesOf(where, bytes));
-                            trace->live_bytes.emplace_back(step, live);
-                            return Status::Ok();
-                          }));
-  std::sort(trace->live_bytes.begin(), trace->live_bytes.end());
-  return Status::Ok();
-}
-
-// {"<stage>": {"parameter_bytes": N, "gradients_held": true|false}, ...}.
-Status ReadStageParameters(od::value value, TorchTrace* trace) {
-  PIPEPLAN_RETURN_IF_ERROR(ReadNumberedEntries(
-      value, "pipeplan_stages", "a stage index",
-      [&](int index, const std::string& where, od::value figures) -> Status {
-        TraceStageParameters stage{.stage = index};
-        od::object entry;
-        if (const auto error = figures.get_object().get(entry)) return JsonError(where, error);
-        for (auto item : entry) {
-          std::string_view name;
-          if (const auto error = item.unescaped_key().get(name)) return JsonError(where, error);
-          od::value figure;
-          if (const auto error = item.value().get(figure)) return JsonError(where, error);
-          if (name == "parameter_bytes") {
-            PIPEPLAN_ASSIGN_OR_RETURN(stage.parameter_bytes,
-                                      BytesOf(where + ".parameter_bytes", figure));
-          } else if (name == "gradients_held" && figure.get_bool().get(stage.gradients_held)) {
-            return NotANumber(where + ".gradients_held", Written(figure), "true or false");
-          }
-        }
-        trace->stage_parameters.push_back(stage);
-        return Status::Ok();
-      }));
-  std::sort(trace->stage_parameters.begin(), trace->stage_parameters.end(),
-            [](const TraceStageParameters& a, const TraceStageParameters& b) {
-              return a.stage < b.stage;
-            });
   return Status::Ok();
 }
 
 }  // namespace
 
-StatusOr<TorchTrace> ParseTorchTrace(std::string_view json) {
+StatusOr<TorchTrace> ParseTorchTrace(std::string_view json, TraceContent content) {
   // A byte order mark is not JSON, but editors write one.
   if (json.starts_with("\xEF\xBB\xBF")) json.remove_prefix(3);
   od::parser parser;
@@ -507,20 +461,29 @@ StatusOr<TorchTrace> ParseTorchTrace(std::string_view json) {
     } else if (key == "baseTimeNanoseconds") {
       PIPEPLAN_ASSIGN_OR_RETURN(trace.base_nanoseconds, IdOf(key, value));
     } else if (key == "pipeplan_live_bytes") {
-      PIPEPLAN_RETURN_IF_ERROR(ReadLiveBytes(value, &trace));
+      PIPEPLAN_RETURN_IF_ERROR(trace_json::ReadLiveBytes(value, &trace));
     } else if (key == "pipeplan_stages") {
-      PIPEPLAN_RETURN_IF_ERROR(ReadStageParameters(value, &trace));
+      PIPEPLAN_RETURN_IF_ERROR(trace_json::ReadStageParameters(value, &trace));
+    } else if (key == "pipeplan_layers") {
+      PIPEPLAN_RETURN_IF_ERROR(trace_json::ReadLayerBytes(value, &trace));
     }
   }
   if (!has_events) return InvalidArgument("no traceEvents: not a torch.profiler Chrome trace");
-  if (collected.host.empty()) {
+  if (content == TraceContent::kLayers && collected.layer_host.empty()) {
+    return InvalidArgument(
+        "no 'pipeplan.layer.' ranges: mark the job's layers with python/pipeplan_profiler.py "
+        "(profile_steps(..., layers=model), or mark_layers(model) under your own profiler)");
+  }
+  if (content == TraceContent::kActions && collected.host.empty()) {
     return InvalidArgument(
         "no 'PP:' action ranges: was the job run by torch.distributed.pipelining's schedule "
         "(2.6 or later) under torch.profiler? (torch's Schedule1F1B and ScheduleGPipe mark no "
         "actions: profile them with python/pipeplan_profiler.py's "
         "profile_steps(..., schedule=schedule))");
   }
+  SortCollected(collected);
   PIPEPLAN_RETURN_IF_ERROR(BuildActions(collected, &trace));
+  PIPEPLAN_RETURN_IF_ERROR(BuildLayerRanges(collected, &trace));
   trace.origin_microseconds = collected.origin.value_or(0);
   std::sort(collected.steps.begin(), collected.steps.end(),
             [](const TraceStep& a, const TraceStep& b) { return a.start < b.start; });

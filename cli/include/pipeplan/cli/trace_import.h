@@ -9,6 +9,7 @@
 
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/measurement/import_trace.h"
+#include "pipeplan/measurement/layer_trace.h"
 #include "pipeplan/model/plan.h"
 #include "pipeplan/model/status.h"
 
@@ -46,5 +47,14 @@ StatusOr<ImportedTraces> ImportTraces(const TraceImportOptions& options, std::op
 
 // Reads the traces and writes the timeline (and the plan, the profile) the options name.
 Status ExecuteTraceImport(const TraceImportOptions& options);
+
+// The layer ranges of the traces (options.traces, options.max_trace_bytes) as a layer cost
+// file, in memory (pipeplan.import_layer_traces).
+StatusOr<LayerTraceImport> ImportLayerTraces(const TraceImportOptions& options);
+
+// 'pipeplan import --format torch-layer-trace': the layer ranges of the traces
+// (options.traces, options.max_trace_bytes) to a layer cost file at options.output
+// (measurement/layer_trace.h).
+Status ExecuteLayerTraceImport(const TraceImportOptions& options);
 
 }  // namespace pipeplan::cli

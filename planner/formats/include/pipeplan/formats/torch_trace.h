@@ -65,6 +65,26 @@ struct TraceStageParameters {
   bool gradients_held = true;
 };
 
+// A "pipeplan.layer.forward:<name>" or "pipeplan.layer.backward:<name>" range
+// (python/pipeplan_profiler.py's mark_layers): one microbatch's forward or backward of a layer.
+struct TraceLayerRange {
+  std::string layer;
+  bool backward = false;
+  int64_t event = 0;   // index in traceEvents, for messages
+  double start = 0.0;  // the host range (microseconds, see TorchTrace)
+  double end = 0.0;
+  // GPU traces, as for TraceAction: the kernels launched while the range ran.
+  std::optional<double> device_start;
+  std::optional<double> device_end;
+};
+
+// "pipeplan_layers" metadata (mark_layers): a layer's parameters' bytes and its output's.
+struct TraceLayerBytes {
+  std::string layer;
+  double parameter_bytes = 0.0;
+  std::optional<double> output_bytes;  // absent when the layer ran no forward
+};
+
 struct TorchTrace {
   std::optional<int> rank;        // distributedInfo.rank
   std::optional<int> world_size;  // distributedInfo.world_size
@@ -83,10 +103,17 @@ struct TorchTrace {
   // says how much more the process held. By step number.
   std::vector<std::pair<int, double>> live_bytes;
   std::vector<TraceStageParameters> stage_parameters;  // by stage
+  std::vector<TraceLayerRange> layer_ranges;           // by start time
+  std::vector<TraceLayerBytes> layer_bytes;            // as written
 };
+
+// What the caller reads of a trace: a pipelining job's "PP:" actions (an error when it has
+// none), or its layers' ranges (an error when it has none; actions are read too when there).
+enum class TraceContent : uint8_t { kActions, kLayers };
 
 // Parses one trace (JSON text, already decompressed). Errors name the event ("event 1234
 // (PP:0X1): ...") or what is missing; the caller adds the file name.
-StatusOr<TorchTrace> ParseTorchTrace(std::string_view json);
+StatusOr<TorchTrace> ParseTorchTrace(std::string_view json,
+                                     TraceContent content = TraceContent::kActions);
 
 }  // namespace pipeplan
