@@ -1,13 +1,17 @@
 """The partition's split and schedule against the even split with torch's own schedule classes,
 measured: a decoder of my own (an embedding and an LM head of an 8000-word vocabulary, eight
 blocks of two widths, a norm) trained by 2 Gloo processes on this machine's CPU, one thread
-each. The layer costs are measured first (pipeplan.torch.measure_layers, one process), the
-split and schedule chosen by pipeplan.partition(runtime="torch"); then every configuration runs
---runs times for --steps steps. Per run the step time is the median over the steps after the
+each. The layer costs are measured first: each layer alone (pipeplan.torch.measure_layers, one
+process; --figures alone), or in the job itself (--figures job: torch's Schedule1F1B on the even
+split with the layers marked, pipeplan_profiler's profile_steps(layers=...), the traces read by
+pipeplan.import_layer_traces); the split and schedule chosen by
+pipeplan.partition(runtime="torch"); then every configuration runs --runs times for --steps
+steps. Per run the step time is the median over the steps after the
 first two of the slowest rank's schedule.step; printed per configuration: the median over the
 runs, its spread, and each rank's peak resident memory (ru_maxrss, the process's whole).
 
     python bench/partition_gloo.py [--runs 5] [--steps 12] [--microbatches 8]
+                                   [--figures alone|job] [--only pipeplan,Schedule1F1B,...]
 """
 
 import argparse
@@ -28,6 +32,7 @@ from torch.distributed.pipelining import schedules as torch_schedules
 
 import pipeplan
 import pipeplan.torch
+from pipeplan.torch import profile_steps
 
 RANKS = 2
 VOCAB = 8000
@@ -160,14 +165,49 @@ def run(rank, config, result_path):
         dist.destroy_process_group()
 
 
-def measure(config):
+def profile_layers(rank, microbatches, directory):
+    """Torch's Schedule1F1B on the even split, each rank's layers marked: 1 warm-up step and 3
+    profiled ones, a trace per rank under `directory`."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=RANKS,
+                            timeout=datetime.timedelta(seconds=300))
+    try:
+        model = Decoder()
+        schedule, held = torch_schedule("Schedule1F1B", model, microbatches, rank)
+        layers = {name: model.get_submodule(name) for name in held[0]}
+        tokens = torch.randint(0, VOCAB, (microbatches * ROWS, SEQ),
+                               generator=torch.Generator().manual_seed(1))
+        with profile_steps(directory, warmup=1, active=3, quiet=True, schedule=schedule,
+                           layers=layers) as next_step:
+            for _ in range(4):
+                schedule.step(*((tokens,) if rank == 0 else ()),
+                              **({"target": tokens, "losses": []} if rank == RANKS - 1 else {}))
+                model.zero_grad(set_to_none=True)
+                next_step()
+                dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn(function, *args):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    torch.multiprocessing.spawn(function, args=args, nprocs=RANKS)
+
+
+def layers_in_the_job(microbatches):
+    with tempfile.TemporaryDirectory() as scratch:
+        spawn(profile_layers, microbatches, scratch)
+        return pipeplan.import_layer_traces(
+            [os.path.join(scratch, f"rank{r}.json.gz") for r in range(RANKS)])
+
+
+def measure(config):
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "result.json")
-        torch.multiprocessing.spawn(run, args=(config, path), nprocs=RANKS)
+        spawn(run, config, path)
         with open(path) as result:
             return json.load(result)
 
@@ -177,20 +217,28 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--figures", choices=["alone", "job"], default="alone")
+    parser.add_argument("--only", help="comma-separated configurations to run (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model = Decoder()
-    tokens = torch.randint(0, VOCAB, (ROWS, SEQ))
-    layers = pipeplan.torch.measure_layers(model, tokens, loss_fn, target=tokens, repeats=7)
+    if args.figures == "job":
+        layers = layers_in_the_job(args.microbatches)
+    else:
+        tokens = torch.randint(0, VOCAB, (ROWS, SEQ))
+        layers = pipeplan.torch.measure_layers(Decoder(), tokens, loss_fn, target=tokens,
+                                               repeats=7)
     split = pipeplan.partition(layers, ranks=RANKS, microbatches=args.microbatches,
                                runtime="torch")
-    print(f"layer costs (ms): " + ", ".join(f"{l['name']} F {l['forward']:.2f} "
-                                             f"B {l['backward']:.2f}" for l in layers["layers"]))
+    unit = layers["time_unit"]
+    print(f"layer costs ({unit}, {args.figures}): " + ", ".join(
+        f"{l['name']} F {l['forward']:.2f} B {l['backward']:.2f}" for l in layers["layers"]))
     print(f"partition: {split.plan.strategy} V={split.plan.stages_per_rank}, stages "
-          f"{split.stages}, simulated step {split.makespan:.1f} ms (even split, best strategy: "
-          f"{split.even_strategy} {split.even_makespan:.1f} ms)")
+          f"{split.stages}, simulated step {split.makespan:.1f} {unit} (even split, best "
+          f"strategy: {split.even_strategy} {split.even_makespan:.1f} {unit})")
     configs = ["pipeplan"] + ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
                               "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble"]
+    if args.only:
+        configs = [c for c in configs if c in args.only.split(",")]
     results = {}
     for kind in configs:
         runs = [measure({"kind": kind, "layers": layers, "microbatches": args.microbatches,
@@ -201,6 +249,8 @@ def main():
         print(f"{kind:32s} step median {results[kind][0]:7.1f} ms (runs {min(steps):.1f}-"
               f"{max(steps):.1f}), peak RSS per rank "
               + ", ".join(f"{p / 2**20:.0f} MiB" for p in peaks), flush=True)
+    if "pipeplan" not in results or len(results) < 2:
+        return 0
     best_torch = min((k for k in configs if k != "pipeplan"), key=lambda k: results[k][0])
     ours, theirs = results["pipeplan"][0], results[best_torch][0]
     print(f"partition's split + {split.plan.strategy}: {ours:.1f} ms; the even split with "
