@@ -188,9 +188,6 @@ std::string Significant(double value) {
   return text;
 }
 
-// The measured steps drawn by --steps-svg.
-constexpr size_t kStepsDrawn = 3;
-
 StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& options,
                                          double time_scale, std::vector<double>& seconds,
                                          std::vector<double>& starts) {
@@ -214,21 +211,6 @@ StatusOr<std::vector<Timeline>> RunSteps(const Plan& plan, const RunOptions& opt
       .fail_validation_at = options.failed_validation.value_or(-1),
       .check_units = options.check_units};
   return runtime::RunSyntheticInProcess(plan, synthetic, run, options.fault);
-}
-
-// The first measured steps on one axis, each from its time zero on the run's clock.
-StatusOr<std::string> StepsSvg(const Plan& plan, const RunOptions& options,
-                               const std::vector<Timeline>& steps,
-                               const std::vector<double>& starts, double time_scale) {
-  const size_t drawn = std::min({kStepsDrawn, steps.size(), starts.size()});
-  std::vector<double> offsets;
-  for (size_t k = 0; k < drawn; ++k) offsets.push_back((starts[k] - starts[0]) / time_scale);
-  SvgOptions svg;
-  svg.title = options.plan_path + ": measured steps " + std::to_string(options.warmup + 1) +
-              " to " + std::to_string(options.warmup + drawn) +
-              (options.step_barrier ? ", each opened by the step barrier" : ", no step barrier") +
-              " (step k's microbatch m is labelled kM + m)";
-  return RenderSvgSteps(plan, std::span(steps).first(drawn), offsets, svg);
 }
 
 // "step 3 (failed validation): 14.2 ms; the other steps: median 12.0 ms".
@@ -308,7 +290,14 @@ Status ExecuteRun(const RunOptions& options) {
                       : ", median of " + std::to_string(options.steps) + " measured steps"))});
   }
   if (options.steps_svg) {
-    PIPEPLAN_ASSIGN_OR_RETURN(std::string svg, StepsSvg(plan, options, steps, starts, time_scale));
+    std::vector<double> offsets(starts.size());  // the steps' starts in the timelines' unit
+    std::transform(starts.begin(), starts.end(), offsets.begin(),
+                   [&](double start) { return start / time_scale; });
+    PIPEPLAN_ASSIGN_OR_RETURN(std::string svg,
+                              RenderMeasuredStepsSvg(plan, steps, offsets,
+                                                     {.name = options.plan_path,
+                                                      .first_step = options.warmup + 1,
+                                                      .step_barrier = options.step_barrier}));
     files.push_back({*options.steps_svg, std::move(svg)});
   }
   PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));

@@ -387,6 +387,38 @@ TEST(TorchTool, ABadOutputPathIsNamedBeforeTheRun) {
   EXPECT_EQ(run.output.find("steps:"), std::string::npos) << "ran before refusing:\n" << run.output;
 }
 
+// --steps-svg: the first three measured steps on the run's clock, in-process with or without
+// the barrier and in processes without it; processes with the barrier time each step from
+// its own barrier, so their steps are drawn back to back and the title says so.
+TEST(TorchTool, DrawsTheFirstMeasuredStepsOneAfterAnother) {
+  const testing::TempDir dir("steps-svg");
+  const std::string path = dir.path() + "/plan.pb";
+  std::ofstream(path, std::ios::binary) << *SerializePlan(TwoRankPlan(), ProtoFormat::kBinary);
+  struct Case {
+    std::vector<std::string> flags;
+    std::string title;
+    bool back_to_back;
+  };
+  const std::vector<Case> cases = {
+      {{"--transport", "inproc"}, "each opened by the step barrier", false},
+      {{"--no-step-barrier"}, "no step barrier", false},
+      {{}, "each opened by the step barrier", true},
+  };
+  for (const Case& c : cases) {
+    const std::string svg_path = dir.path() + "/steps.svg";
+    std::vector<std::string> args = {"run", path, "--steps", "3", "--steps-svg", svg_path};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const testing::CommandResult run = testing::RunTorchTool(args, 120);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    std::ifstream in(svg_path);
+    const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(svg.rfind("<svg ", 0), 0u) << c.title;
+    EXPECT_NE(svg.find("measured steps 2 to 4, " + c.title), std::string::npos) << svg;
+    EXPECT_EQ(svg.find("drawn back to back") != std::string::npos, c.back_to_back) << c.title;
+    EXPECT_NE(svg.find("<title>0F11 "), std::string::npos) << "the third step's last microbatch";
+  }
+}
+
 // Rank 0's first activation of the second step arrives with half its bytes (8192 -> 4096 for
 // the default model): both ranks fail, the error names both sizes, nothing hangs.
 TEST(PeerFailure, AMalformedMessageEndsTheRunNamingBothSizes) {

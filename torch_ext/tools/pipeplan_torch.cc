@@ -24,12 +24,10 @@
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
-#include "pipeplan/measurement/build_profile.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/runtime/rank_run.h"
-#include "pipeplan/simulation/timeline_metrics.h"
 #include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/cuda_copy.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
@@ -39,6 +37,7 @@
 #include "pipeplan/torch_ext/torch_executor.h"
 #include "rank_exchange.h"
 #include "run_options.h"
+#include "run_report.h"
 
 extern char** environ;
 
@@ -93,6 +92,10 @@ Options:
                           rendezvous that does not complete in it fails the run (default 60)
   --timeline FILE         write the median measured step (with the plan; times in
                           microseconds) for 'pipeplan diff' and 'pipeplan profile'
+  --steps-svg FILE        write an SVG of the first three measured steps one after another
+                          (step k's microbatch m labelled kM + m): with --no-step-barrier,
+                          where step k+1's first actions ran over step k's tail. Ranks in
+                          processes time each step from its barrier: drawn back to back
   --dump-grads DIR        write each stage's gradients of the first step, before the
                           optimizer uses them (and the loss), as DIR/stage-S.pt
   --dump-params DIR       write each stage's parameters and optimizer state before the
@@ -141,8 +144,6 @@ Options:
 Exit code 0 on success, 1 when a rank fails (its error names the rank and the action; the
 other ranks stop with an error within --timeout), 2 for a usage error.
 )";
-
-constexpr double kMicroseconds = 1e-6;  // the timelines' unit
 
 // ---- what every rank does --------------------------------------------------------------
 
@@ -218,59 +219,7 @@ StatusOr<RankExecutor> MakeExecutor(const Plan& plan, RankId rank, const Options
   return made;
 }
 
-// Each rank's peak in the median step, as its allocator counted it (memory_meter.h).
-void PrintMemory(const Timeline& step) {
-  for (const RankTimeline& rank : step.ranks) {
-    if (rank.memory_unit != MemoryUnit::kBytes) continue;
-    std::cout << "memory: rank " << rank.rank.value << " peak "
-              << app::FormatBytes(rank.peak_memory) << " (static "
-              << app::FormatBytes(rank.peak_memory - rank.peak_activation_memory)
-              << ", activations and transients " << app::FormatBytes(rank.peak_activation_memory)
-              << ")\n";
-  }
-}
-
-// "gradients: 2 of 4 steps clipped, 1 skipped (non-finite), ...": rank 0's records (every
-// rank decides alike); with post-validation, what the verdicts undid over all ranks and the
-// most each rank's undo copy held (`undo_bytes`, by rank: where this process knows them).
-void PrintGradientSummary(const std::vector<std::vector<StepRecord>>& by_rank,
-                          const std::vector<int64_t>& undo_bytes) {
-  const std::vector<StepRecord>& records = by_rank.front();
-  int clipped = 0;
-  int skipped = 0;
-  for (const StepRecord& r : records) {
-    clipped += r.clipped ? 1 : 0;
-    skipped += r.skipped ? 1 : 0;
-  }
-  std::cout << "gradients: " << clipped << " of " << records.size() << " steps clipped, " << skipped
-            << " skipped (non-finite), by the global gradient norm over every rank\n";
-  int rolled_back = 0;
-  int replayed = 0;
-  for (const std::vector<StepRecord>& rank : by_rank) {
-    for (const StepRecord& r : rank) {
-      rolled_back += r.rolled_back ? 1 : 0;
-      replayed += r.replayed_forwards;
-    }
-  }
-  if (rolled_back + replayed > 0) {
-    std::cout << "post-validation: " << rolled_back << " speculative rank updates rolled back, "
-              << replayed << " forwards replayed on the corrected weights\n";
-  }
-  if (std::any_of(undo_bytes.begin(), undo_bytes.end(), [](int64_t b) { return b > 0; })) {
-    std::cout << "post-validation: undo copy of a speculative update (parameters and optimizer "
-                 "state), by rank:";
-    for (size_t r = 0; r < undo_bytes.size(); ++r) {
-      std::cout << (r == 0 ? " " : ", ") << app::FormatBytes(static_cast<double>(undo_bytes[r]));
-    }
-    std::cout << "\n";
-  }
-}
-
 // ---- the split check of a profile -------------------------------------------------------
-
-// B alone, for the profile of a plan that splits its backwards: set beside the I + W its
-// steps measured.
-constexpr int kReferenceRepetitions = 5;
 
 // Whether this run times B alone: a profile of a plan that splits its backwards.
 bool TimesFullBackwards(const Plan& plan, const Options& o) {
@@ -297,83 +246,6 @@ StatusOr<FullBackwards> TimeFullBackwards(const Plan& plan, const Options& o,
                               MedianBackwardSeconds(*stage, o.model, executor.device(), reference));
   }
   return seconds;
-}
-
-// "split: ..." and one line per stage that measured I and W: I + W against B alone.
-std::string SplitLines(const Profile& profile, const FullBackwards& full_backwards) {
-  if (full_backwards.empty()) return "";
-  std::string lines = "split: I + W of the steps against B timed alone after them (median of " +
-                      std::to_string(kReferenceRepetitions) + " microbatches), by stage:\n";
-  for (const auto& [stage, b] : full_backwards) {
-    if (stage < 0 || stage >= static_cast<int>(profile.stages.size())) continue;
-    const StageProfile& measured = profile.stages[stage];
-    if (measured.backward_input.samples == 0 || measured.backward_weight.samples == 0) continue;
-    const double i = measured.backward_input.median;
-    const double w = measured.backward_weight.median;
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "  stage %d: I %.3f ms + W %.3f ms = %.3f ms, B %.3f ms: (I + W) / B = %.3f\n",
-                  stage, i * 1e3, w * 1e3, (i + w) * 1e3, b * 1e3, b > 0 ? (i + w) / b : 0.0);
-    lines += line;
-  }
-  return lines;
-}
-
-// Writes the timeline, profile and metrics the run asked for, then prints a summary.
-// `records[r]` is rank r's step records.
-// `added`: without the step barrier, what each step added to the run (microseconds).
-Status Report(const Plan& plan, const Options& o, const std::vector<Timeline>& steps,
-              const std::vector<std::vector<StepRecord>>& records,
-              const std::vector<int64_t>& undo_bytes, const FullBackwards& full_backwards,
-              std::vector<double> added) {
-  const Timeline& median = MedianStep(steps);
-  std::vector<app::OutputFile> files;
-  std::string split_lines;
-  if (o.timeline) {
-    PIPEPLAN_ASSIGN_OR_RETURN(
-        std::string content,
-        SerializeTimelineFile({median, plan, kMicroseconds}, DetectProtoFormat(*o.timeline, "")));
-    files.push_back({*o.timeline, std::move(content)});
-  }
-  if (o.profile) {
-    ProfileOptions options;
-    options.seconds_per_unit = kMicroseconds;
-    // The clock goes with the device: a GPU profile is in kernel time (CUDA events).
-    const bool gpu = o.transport == TransportKind::kNccl || o.gpu >= 0;
-    std::string device = gpu ? "cuda, CUDA-event times" : "cpu, host-clock times";
-    if (o.serial) device += ", ranks as threads taking turns";
-    options.source = std::string("pipeplan-torch ") + device + ", " +
-                     Describe(o.model, plan.request.topology.num_stages());
-    PIPEPLAN_ASSIGN_OR_RETURN(const Profile profile, BuildProfile(plan, steps, options));
-    split_lines = SplitLines(profile, full_backwards);
-    PIPEPLAN_ASSIGN_OR_RETURN(std::string content,
-                              SerializeProfile(profile, DetectProtoFormat(*o.output, "")));
-    files.push_back({*o.output, std::move(content)});
-  }
-  if (o.metrics) files.push_back({*o.metrics, StepMetricsJsonLines(records, o.warmup)});
-  PIPEPLAN_RETURN_IF_ERROR(app::WriteFilesAtomic(files, /*create_parents=*/true));
-  std::string how = TransportName(o.transport);
-  if (o.device != "cpu") how += ", " + o.device;
-  if (o.serial) how += ", one op at a time";
-  char line[200];
-  std::snprintf(line, sizeof line, "steps: %d warm-up + %d measured; median step %.2f ms (%s)\n",
-                o.warmup, o.steps, median.metrics.makespan * kMicroseconds * 1e3, how.c_str());
-  std::cout << line;
-  if (!added.empty()) {
-    std::sort(added.begin(), added.end());
-    std::snprintf(line, sizeof line,
-                  "no step barrier: each step adds a median %.2f ms to the run (%zu steps; the "
-                  "median step above counts from its earliest rank's start)\n",
-                  added[added.size() / 2] * kMicroseconds * 1e3, added.size());
-    std::cout << line;
-  }
-  PrintMemory(median);
-  std::cout << split_lines;
-  if ((o.clip_grad_norm > 0 || o.inject_nonfinite) && !records.empty()) {
-    PrintGradientSummary(records, undo_bytes);
-  }
-  for (const app::OutputFile& file : files) std::cout << "wrote " << file.path << "\n";
-  return Status::Ok();
 }
 
 // torchrun's LOCAL_RANK (the GPU of this process), else the global rank.
@@ -417,11 +289,13 @@ Status RunInProcess(const Plan& plan, const Options& o) {
   run.warmup = o.warmup;
   run.timeout_seconds = o.timeout;
   run.seconds_per_unit = kMicroseconds;
-  std::vector<double> added;  // microseconds, measured steps, without the step barrier
+  StepTimes times;
   run.on_step = [&](const runtime::StepReport& report) {
     std::cerr << "step " << report.step + 1 << "/" << o.steps + o.warmup
               << (report.warmup ? " (warm-up)" : "") << ": " << report.seconds * 1e3 << " ms\n";
-    if (!o.step_barrier && !report.warmup) added.push_back(report.seconds / kMicroseconds);
+    if (report.warmup) return;
+    if (!o.step_barrier) times.added.push_back(report.seconds / kMicroseconds);
+    times.starts.push_back(report.start / kMicroseconds);
   };
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
                             runtime::RunLocal(plan, executor_ptrs, transport_ptrs, run));
@@ -436,7 +310,7 @@ Status RunInProcess(const Plan& plan, const Options& o) {
                               TimeFullBackwards(plan, o, *executor.torch));
     full_backwards.insert(mine.begin(), mine.end());
   }
-  return Report(plan, o, steps, records, undo_bytes, full_backwards, std::move(added));
+  return Report(plan, o, steps, records, undo_bytes, full_backwards, std::move(times));
 }
 
 // One rank of a multi-process run (torchrun or a child spawned by --local-ranks).
@@ -489,10 +363,11 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   Status reported = Status::Ok();
   if (rank.value == 0) {
     reported = [&]() -> Status {
-      std::vector<double> added;
+      StepTimes times;
       PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
                                 GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o),
-                                                o.step_barrier ? nullptr : &added));
+                                                o.step_barrier ? nullptr : &times.added,
+                                                o.step_barrier ? nullptr : &times.starts));
       PIPEPLAN_ASSIGN_OR_RETURN(
           const std::vector<std::vector<StepRecord>> records,
           GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
@@ -502,7 +377,7 @@ Status RunAsRank(const Plan& plan, const Options& o) {
             full_backwards,
             GatherFullBackwards(coordinator, plan.request.topology.num_stages(), TimeoutOf(o)));
       }
-      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards, std::move(added));
+      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards, std::move(times));
     }();
   }
   PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));
@@ -544,7 +419,8 @@ int Main(int argc, char** argv) {
   if (status.ok()) {
     const std::optional<std::string> profile =
         options->profile ? options->output : std::optional<std::string>();
-    status = app::CheckOutputPaths({options->timeline, profile, options->metrics});
+    status =
+        app::CheckOutputPaths({options->timeline, profile, options->metrics, options->steps_svg});
   }
   if (!status.ok()) return input_error(status);
   at::set_num_threads(options->threads);

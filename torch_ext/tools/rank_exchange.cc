@@ -47,7 +47,8 @@ Status PublishTimelines(Coordinator& coordinator, RankId rank, std::vector<RankT
 
 StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const Plan& plan,
                                                 int steps, std::chrono::milliseconds timeout,
-                                                std::vector<double>* added) {
+                                                std::vector<double>* added,
+                                                std::vector<double>* starts) {
   std::vector<Timeline> gathered;
   double previous_end = 0.0;
   for (int step = 0; step < steps; ++step) {
@@ -72,6 +73,7 @@ StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const 
     // The step ends where RunLocal's does: its makespan after its start.
     const double end = start + timeline.metrics.makespan;
     if (added != nullptr && step > 0) added->push_back(end - previous_end);
+    if (added != nullptr && starts != nullptr) starts->push_back(start);
     previous_end = end;
     gathered.push_back(std::move(timeline));
   }

@@ -26,10 +26,12 @@ Status PublishTimelines(Coordinator& coordinator, RankId rank, std::vector<RankT
 // Rank 0: every rank's steps, assembled into one Timeline per measured step. With `added`
 // the ranks' steps were timed from the run's start (no step barrier): each step is moved to
 // start at its earliest action, and `added` gets, from the second step on, what each added to
-// the run (its end, start plus makespan, less the previous step's, in the timelines' unit).
+// the run (its end, start plus makespan, less the previous step's, in the timelines' unit),
+// and `starts`, if given, each step's start on the run's clock.
 StatusOr<std::vector<Timeline>> GatherTimelines(Coordinator& coordinator, const Plan& plan,
                                                 int steps, std::chrono::milliseconds timeout,
-                                                std::vector<double>* added = nullptr);
+                                                std::vector<double>* added = nullptr,
+                                                std::vector<double>* starts = nullptr);
 
 // This rank's stages' B alone; rank 0 gathers all `stages` of them.
 Status PublishFullBackwards(Coordinator& coordinator, const FullBackwards& seconds);

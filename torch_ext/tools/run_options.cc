@@ -123,6 +123,7 @@ const std::vector<FlagSpec>& RunFlags() {
                                               {"warmup"},
                                               {"timeout"},
                                               {"timeline"},
+                                              {"steps-svg"},
                                               {"dump-grads"},
                                               {"dump-params"},
                                               {"output", FlagKind::kValue, 'o'},
@@ -209,6 +210,7 @@ StatusOr<Options> ParseOptions(const Flags& flags, bool profile) {
   o.step_barrier = !flags.GetBool("no-step-barrier");
   o.metrics = flags.GetString("metrics");
   o.timeline = flags.GetString("timeline");
+  o.steps_svg = flags.GetString("steps-svg");
   o.dump_grads = flags.GetString("dump-grads");
   o.dump_params = flags.GetString("dump-params");
   o.output = flags.GetString("output");

@@ -46,6 +46,7 @@ struct Options {
   double clip_grad_norm = 0;
   std::optional<NonfiniteInjection> inject_nonfinite;  // step from 0
   std::optional<std::string> metrics;
+  std::optional<std::string> steps_svg;  // --steps-svg: the first measured steps, one picture
   int threads = 1;
   std::optional<runtime::Fault> fault;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace pipeplan {
 namespace {
@@ -84,6 +85,35 @@ StatusOr<std::string> RenderSvgSteps(const Plan& plan, std::span<const Timeline>
                                      std::span<const double> offsets, const SvgOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(auto joined, ConsecutiveSteps(plan, steps, offsets));
   return RenderSvgTimeline(joined.first, joined.second, options);
+}
+
+StatusOr<std::string> RenderMeasuredStepsSvg(const Plan& plan, std::span<const Timeline> steps,
+                                             std::span<const double> starts,
+                                             const MeasuredSteps& run) {
+  constexpr size_t kDrawn = 3;
+  const size_t drawn = std::min(kDrawn, steps.size());
+  const bool back_to_back = starts.empty();
+  if (!back_to_back && starts.size() < drawn) {
+    return InvalidArgument("measured steps: " + std::to_string(steps.size()) + " steps and " +
+                           std::to_string(starts.size()) + " starts");
+  }
+  std::vector<double> offsets;
+  for (size_t k = 0; k < drawn; ++k) {
+    if (back_to_back) {
+      offsets.push_back(k == 0 ? 0.0 : offsets[k - 1] + steps[k - 1].metrics.makespan);
+    } else {
+      offsets.push_back(starts[k] - starts[0]);
+    }
+  }
+  SvgOptions svg;
+  svg.title =
+      run.name + ": measured steps " + std::to_string(run.first_step) + " to " +
+      std::to_string(run.first_step + static_cast<int>(drawn) - 1) +
+      (run.step_barrier ? ", each opened by the step barrier" : ", no step barrier") +
+      (back_to_back ? ", drawn back to back (each step timed from the barrier that opened it)"
+                    : "") +
+      " (step k's microbatch m is labelled kM + m)";
+  return RenderSvgSteps(plan, steps.first(drawn), offsets, svg);
 }
 
 }  // namespace pipeplan

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,42 @@ TEST(ConsecutiveSteps, RefusesStepsThatAreNotThePlans) {
             "consecutive steps: step 1, rank 1 times 2 actions of the plan's 3");
   const std::vector<double> one_offset = {0.0};
   EXPECT_FALSE(ConsecutiveSteps(step.plan, steps, one_offset).ok());
+}
+
+// An action's hover title in a rendered picture: its token and [start, end].
+std::string Span(const std::string& token, double start, double end) {
+  char text[64];
+  std::snprintf(text, sizeof text, "<title>%s [%g, %g]</title>", token.c_str(), start, end);
+  return text;
+}
+
+TEST(MeasuredSteps, AtMostThreeStepsEachFromItsStartOnTheRunsClock) {
+  const testing::HandMadePlan step = OneStep();
+  const std::vector<Timeline> steps(4, step.timeline);
+  const std::vector<double> starts = {10.0, 15.0, 21.0, 30.0};
+  const auto svg = RenderMeasuredStepsSvg(step.plan, steps, starts,
+                                          {.name = "p.pb", .first_step = 2, .step_barrier = false});
+  ASSERT_TRUE(svg.ok()) << svg.status().message();
+  EXPECT_NE(svg->find("p.pb: measured steps 2 to 4, no step barrier (step k"), std::string::npos);
+  EXPECT_EQ(svg->find("back to back"), std::string::npos);
+  // Step 3's 0F4 (its first forward) at its start, 21 - 10 = 11 on the picture's axis.
+  EXPECT_NE(svg->find(Span("0F4", 11, 12)), std::string::npos) << *svg;
+  EXPECT_EQ(svg->find("<title>0F6 "), std::string::npos) << "a fourth step drawn";
+  const std::vector<double> too_few = {0.0};
+  EXPECT_FALSE(RenderMeasuredStepsSvg(step.plan, steps, too_few, {}).ok());
+}
+
+TEST(MeasuredSteps, WithoutARunClockTheStepsAreDrawnBackToBackAndSaySo) {
+  const testing::HandMadePlan step = OneStep();
+  const std::vector<Timeline> steps(2, step.timeline);
+  const auto svg = RenderMeasuredStepsSvg(step.plan, steps, {},
+                                          {.name = "p.pb", .first_step = 1, .step_barrier = true});
+  ASSERT_TRUE(svg.ok()) << svg.status().message();
+  EXPECT_NE(svg->find("measured steps 1 to 2, each opened by the step barrier, drawn back to "
+                      "back (each step timed from the barrier that opened it)"),
+            std::string::npos);
+  // The second step's 0F2 right after the first step's makespan, 6.
+  EXPECT_NE(svg->find(Span("0F2", 6, 7)), std::string::npos) << *svg;
 }
 
 }  // namespace
