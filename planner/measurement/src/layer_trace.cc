@@ -107,6 +107,33 @@ Status Collect(const TraceFile& file, std::vector<LayerSamples>& layers,
 
 double MedianOf(const std::vector<double>& samples) { return SummarizeDurations(samples).median; }
 
+std::string Listed(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+// What the figures leave out: layers without a backward, bytes not measured, I and W.
+std::vector<std::string> NotesOf(const std::vector<std::string>& no_backward, bool memory,
+                                 const std::vector<std::string>& no_bytes) {
+  std::vector<std::string> notes;
+  if (!no_backward.empty()) {
+    notes.push_back("no backward range of " + Listed(no_backward) +
+                    " (nothing in it needed a gradient): its backward is 0");
+  }
+  if (!memory) {
+    notes.emplace_back(
+        "time only: the traces' allocator events (profile_memory=True) do not cover every "
+        "layer's forward, so the file has no bytes and 'pipeplan partition' plans time alone");
+  } else if (!no_bytes.empty()) {
+    notes.push_back("no parameter or output bytes of " + Listed(no_bytes) +
+                    " (the traces' pipeplan_layers metadata does not name them): 0");
+  }
+  notes.emplace_back(
+      "I and W are not split by the ranges: 'pipeplan partition' takes B/2 each and says so");
+  return notes;
+}
+
 }  // namespace
 
 StatusOr<LayerTraceImport> LayerCostsOfTraces(const std::vector<TraceFile>& ranks) {
@@ -141,25 +168,7 @@ StatusOr<LayerTraceImport> LayerCostsOfTraces(const std::vector<TraceFile>& rank
     out.counts.push_back(
         {static_cast<int>(layer.forward.size()), static_cast<int>(layer.backward.size())});
   }
-  const auto list = [](const std::vector<std::string>& names) {
-    std::string text;
-    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
-    return text;
-  };
-  if (!no_backward.empty()) {
-    out.notes.push_back("no backward range of " + list(no_backward) +
-                        " (nothing in it needed a gradient): its backward is 0");
-  }
-  if (!memory) {
-    out.notes.emplace_back(
-        "time only: the traces have no memory events (profile_memory=True) for every layer's "
-        "forward, so the file has no bytes and 'pipeplan partition' plans time alone");
-  } else if (!no_bytes.empty()) {
-    out.notes.push_back("no parameter or output bytes of " + list(no_bytes) +
-                        " (the traces' pipeplan_layers metadata does not name them): 0");
-  }
-  out.notes.emplace_back(
-      "I and W are not split by the ranges: 'pipeplan partition' takes B/2 each and says so");
+  out.notes = NotesOf(no_backward, memory, no_bytes);
   PIPEPLAN_RETURN_IF_ERROR(ValidateLayerCosts(out.costs));
   return out;
 }
