@@ -218,7 +218,16 @@ LAYER_RANGE_PREFIX = "pipeplan.layer."
 
 def layers_of(layers):
     """(name, module) pairs in model order: a module's children, a ModuleList's or ModuleDict's
-    entries one by one ("layers.0", "layers.1", ...); a dict or a list of pairs as given."""
+    entries one by one ("layers.0", "layers.1", ...); a dict or a list of pairs as given. A
+    stage of pipeplan.torch.split_model names its layers as the model does (its `names`), and
+    split_model's {stage index: stage} gives its stages' layers in stage order."""
+    if isinstance(layers, dict) and layers and all(isinstance(k, int) for k in layers):
+        return [pair for index in sorted(layers) for pair in layers_of(layers[index])]
+    names = getattr(layers, "names", None)
+    inner = getattr(layers, "layers", None)
+    if (isinstance(layers, torch.nn.Module) and isinstance(names, list)
+            and isinstance(inner, torch.nn.ModuleList) and len(names) == len(inner)):
+        return list(zip(names, inner))
     if isinstance(layers, torch.nn.Module):
         pairs = []
         for name, child in layers.named_children():

@@ -179,6 +179,12 @@ def test_split_model_builds_each_ranks_stages_from_the_partition():
     with pytest.raises(pipeplan.Error, match="holds layer 'tok_embeddings', which the model has "
                                              "no module of"):
         pipeplan.torch.split_model(torch.nn.Linear(2, 2), split, 0)
+    # Marked for the layer trace, a rank's stages name their layers as the model does.
+    from pipeplan.pipeplan_profiler import layers_of
+    own = pipeplan.torch.split_model(model, split, 1)
+    marked = layers_of(own)
+    assert [name for name, _ in marked] == [n for i in sorted(own) for n in split.stages[i]]
+    assert all(module is model.get_submodule(name) for name, module in marked)
 
 
 def test_a_marked_training_loop_gives_the_layer_costs_partition_splits(tmp_path):

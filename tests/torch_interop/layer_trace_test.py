@@ -115,7 +115,8 @@ class LayerTrace(unittest.TestCase):
         stage_forward = statistics.median(
             e["dur"] for e in events if e.get("name", "").startswith("PP:1F"))
         layers = self.pipeline["layers.1"]["forward"] + self.pipeline["head"]["forward"]
-        self.assertLessEqual(layers, stage_forward)
+        # Each layer range lies inside the stage's; medians of parts need not add up exactly.
+        self.assertLessEqual(layers, 1.02 * stage_forward)
         self.assertGreater(layers, 0.9 * stage_forward)
 
     def test_partition_splits_the_imported_layers(self):

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,9 @@ namespace {
 // Everything the traces say of one layer.
 struct LayerSamples {
   std::string name;
+  // The smallest stage whose forward action holds one of its forward ranges (a pipelining
+  // job's "PP:" ranges); none outside such a job.
+  std::optional<int> stage;
   std::vector<double> forward;
   std::vector<double> backward;
   std::vector<double> activation;
@@ -54,6 +58,31 @@ class Allocator {
   std::vector<TraceMemory> events_;
 };
 
+// A trace's forward actions by start: which stage's forward a layer's range ran inside.
+class ForwardActions {
+ public:
+  explicit ForwardActions(const TorchTrace& trace) {
+    for (const TraceAction& action : trace.actions) {
+      if (action.action.kind == ActionKind::kForward) forwards_.push_back(&action);
+    }
+    std::sort(forwards_.begin(), forwards_.end(),
+              [](const TraceAction* a, const TraceAction* b) { return a->start < b->start; });
+  }
+
+  std::optional<int> StageAround(const TraceLayerRange& range) const {
+    auto after = std::upper_bound(
+        forwards_.begin(), forwards_.end(), range.start,
+        [](double time, const TraceAction* action) { return time < action->start; });
+    if (after == forwards_.begin()) return std::nullopt;
+    const TraceAction& action = **std::prev(after);
+    if (action.end < range.end) return std::nullopt;
+    return action.action.stage.value;
+  }
+
+ private:
+  std::vector<const TraceAction*> forwards_;
+};
+
 Status RefuseSplitBackward(const TraceFile& file) {
   for (const TraceAction& action : file.trace.actions) {
     if (action.action.kind == ActionKind::kBackwardInput ||
@@ -79,6 +108,7 @@ Status Collect(const TraceFile& file, std::vector<LayerSamples>& layers,
     on_device = on_device || range.device_start.has_value();
   }
   const Allocator allocator(trace.memory, on_device);
+  const ForwardActions forwards(trace);
   for (const TraceLayerRange& range : trace.layer_ranges) {
     auto [at, added] = index.try_emplace(range.layer, layers.size());
     if (added) {
@@ -91,9 +121,13 @@ Status Collect(const TraceFile& file, std::vector<LayerSamples>& layers,
     }
     LayerSamples& layer = layers[at->second];
     (range.backward ? layer.backward : layer.forward).push_back(Duration(range));
-    if (!range.backward && !allocator.empty()) {
+    if (range.backward) continue;
+    if (!allocator.empty()) {
       layer.activation.push_back(
           std::max(0.0, allocator.At(range.end, true) - allocator.At(range.start, false)));
+    }
+    if (const std::optional<int> stage = forwards.StageAround(range)) {
+      layer.stage = std::min(layer.stage.value_or(*stage), *stage);
     }
   }
   for (const TraceLayerBytes& bytes : trace.layer_bytes) {
@@ -142,6 +176,14 @@ StatusOr<LayerTraceImport> LayerCostsOfTraces(const std::vector<TraceFile>& rank
   for (const TraceFile& file : ranks) PIPEPLAN_RETURN_IF_ERROR(Collect(file, layers, index));
   if (layers.empty()) {
     return InvalidArgument("the traces have no 'pipeplan.layer.' ranges");
+  }
+  // In a pipelining job a rank may hold stages apart in the model (interleaved, V shapes):
+  // the stages say the order; within a stage, the order its layers first ran.
+  if (std::all_of(layers.begin(), layers.end(),
+                  [](const LayerSamples& layer) { return layer.stage.has_value(); })) {
+    std::stable_sort(
+        layers.begin(), layers.end(),
+        [](const LayerSamples& a, const LayerSamples& b) { return *a.stage < *b.stage; });
   }
   LayerTraceImport out;
   out.costs.time_unit = "us";

@@ -150,6 +150,19 @@ TEST(LayerTrace, ALayerOnTwoRanksIsOneLayerWithItsSamplesPooled) {
   EXPECT_EQ(imported->counts[0].forwards, 2);
 }
 
+TEST(LayerTrace, AnInterleavedJobsLayersAreInTheOrderOfTheStagesThatRanThem) {
+  // Interleaved 1F1B, P = 2, V = 2: rank 0 runs stages 0 and 2, rank 1 stages 1 and 3.
+  const StatusOr<LayerTraceImport> imported =
+      Import({Trace(0, {Range("PP:0F0", 0, 20), Forward("a", 1, 10), Range("PP:2F0", 50, 20),
+                        Forward("c", 51, 10), Backward("c", 100, 5), Backward("a", 200, 5)}),
+              Trace(1, {Range("PP:1F0", 25, 20), Forward("b", 26, 10), Range("PP:3F0", 75, 20),
+                        Forward("d", 76, 10), Backward("d", 90, 5), Backward("b", 150, 5)})});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  std::vector<std::string> order;
+  for (const LayerFigures& layer : imported->costs.layers) order.push_back(layer.name);
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "c", "d"}));
+}
+
 TEST(LayerTrace, ALayerWithoutABackwardGetsZeroAndANote) {
   const StatusOr<LayerTraceImport> imported =
       Import({Trace(0, {Forward("mask", 0, 3), Forward("x", 5, 10), Backward("x", 20, 30)})});

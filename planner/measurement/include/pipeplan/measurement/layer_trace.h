@@ -7,8 +7,9 @@
 // events (profile_memory=True), its activation is the median of what the allocator held more
 // at the end of its forward than at its start (the device's allocator on a GPU trace), and its
 // parameter and output bytes come from the traces' "pipeplan_layers" metadata. Layers are in
-// model order: rank by rank, each rank's in the order their first forward ran; a layer on
-// several ranks is one layer, its samples pooled.
+// model order: in a pipelining job (its "PP:" ranges) by the stage whose forward ran them,
+// elsewhere rank by rank; within either, in the order their first forward ran. A layer on
+// several ranks (a dual placement's two copies) is one layer, its samples pooled.
 #pragma once
 
 #include <string>
