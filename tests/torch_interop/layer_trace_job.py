@@ -1,9 +1,10 @@
-"""A model's layers marked for `pipeplan import --format torch-layer-trace`, two ways: a plain
-training loop in one process (`--loop`), and torch's Schedule1F1B over two Gloo processes
-(launched by torchrun), each rank marking the layers it holds.
+"""A model's layers marked for `pipeplan import --format torch-layer-trace`: a plain training
+loop in one process (`--loop`), and torch's Schedule1F1B or ScheduleInterleaved1F1B
+(`--interleaved`) over two Gloo processes (launched by torchrun), each rank marking the layers
+it holds.
 
     python layer_trace_job.py --loop --out DIR
-    torchrun --nproc-per-node 2 layer_trace_job.py --out DIR
+    torchrun --nproc-per-node 2 layer_trace_job.py --out DIR [--interleaved]
 
 The model: an embedding, a Linear, a layer that sleeps 20 ms in its forward and 30 ms in its
 backward (a known cost to find again), and an LM head; 2 microbatches of 2 x 16 tokens (the
@@ -97,28 +98,42 @@ def run_loop(out):
             next_step()
 
 
-def run_pipeline(out, rank):
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
-    model = Model()
-    held = ({"embed": model.embed, "layers.0": model.layers[0]} if rank == 0 else
-            {"layers.1": model.layers[1], "head": model.head})
-    stage_module = Stage(held)
+def make_stage(layers, index, count):
+    from torch.distributed.pipelining import PipelineStage
     first = torch.empty(ROWS, TOKENS, dtype=torch.long, device="meta")
     hidden = torch.empty(ROWS, TOKENS, HIDDEN, device="meta")
     logits = torch.empty(ROWS, TOKENS, VOCAB, device="meta")
-    stage = PipelineStage(stage_module, rank, 2, torch.device("cpu"),
-                          input_args=first if rank == 0 else hidden,
-                          output_args=hidden if rank == 0 else logits)
-    schedule = Schedule1F1B(stage, 4, loss_fn=loss_fn)
+    return PipelineStage(Stage(layers), index, count, torch.device("cpu"),
+                         input_args=first if index == 0 else hidden,
+                         output_args=logits if index == count - 1 else hidden)
+
+
+def run_pipeline(out, rank, interleaved):
+    """Schedule1F1B, one stage of two layers per rank; or ScheduleInterleaved1F1B, a stage per
+    layer, rank 0 holding stages 0 and 2 (embed, layers.1), rank 1 stages 1 and 3 (layers.0,
+    head): a rank's layers are then apart in the model."""
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleInterleaved1F1B
+    model = Model()
+    named = [("embed", model.embed), ("layers.0", model.layers[0]),
+             ("layers.1", model.layers[1]), ("head", model.head)]
+    if interleaved:
+        stages = [make_stage(dict([named[i]]), i, 4) for i in (rank, rank + 2)]
+        schedule = ScheduleInterleaved1F1B(stages, 4, loss_fn=loss_fn)
+        first, last = rank == 0, rank == 1
+    else:
+        stages = [make_stage(dict(named[2 * rank:2 * rank + 2]), rank, 2)]
+        schedule = Schedule1F1B(stages[0], 4, loss_fn=loss_fn)
+        first, last = rank == 0, rank == 1
+    held = {name: module for stage in stages
+            for name, module in zip(stage.submod.names, stage.submod.layers)}
     batch = tokens(4)
     with profile_steps(out, warmup=1, active=2, quiet=True, schedule=schedule,
                        layers=held) as next_step:
         for _ in range(3):
-            if rank == 0:
-                schedule.step(batch)
-            else:
-                schedule.step(target=batch, losses=[])
-            stage_module.zero_grad(set_to_none=True)
+            schedule.step(*((batch,) if first else ()),
+                          **({"target": batch, "losses": []} if last else {}))
+            for stage in stages:
+                stage.submod.zero_grad(set_to_none=True)
             next_step()
             dist.barrier()
 
@@ -127,6 +142,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--loop", action="store_true")
+    p.add_argument("--interleaved", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(1)
     if args.loop:
@@ -135,7 +151,7 @@ def main():
     rank = int(os.environ["RANK"])
     dist.init_process_group("gloo", rank=rank, world_size=int(os.environ["WORLD_SIZE"]),
                             timeout=datetime.timedelta(seconds=60))
-    run_pipeline(args.out, rank)
+    run_pipeline(args.out, rank, args.interleaved)
     dist.destroy_process_group()
 
 

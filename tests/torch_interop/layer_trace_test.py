@@ -1,7 +1,8 @@
 """Per-layer figures measured from a user's own job: layer_trace_job.py marks a model's
 layers with python/pipeplan_profiler.py (profile_steps(..., layers=...)) in a plain training
-loop and in torch's Schedule1F1B over two Gloo processes; `pipeplan import --format
-torch-layer-trace` turns the traces into a layer cost file, which `pipeplan partition` reads.
+loop and in torch's Schedule1F1B and ScheduleInterleaved1F1B over two Gloo processes;
+`pipeplan import --format torch-layer-trace` turns the traces into a layer cost file, which
+`pipeplan partition` reads.
 The model's slow layer sleeps a known time in its forward and backward: the import must find
 it there, and each layer's bytes must be what the model's tensors hold.
 """
@@ -54,9 +55,10 @@ class LayerTrace(unittest.TestCase):
         work = cls.tmp.name
         job = os.path.join(HERE, "layer_trace_job.py")
         run([sys.executable, job, "--loop", "--out", os.path.join(work, "loop")])
-        run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-             "--master-addr", "127.0.0.1", "--master-port", str(free_port()), job,
-             "--out", os.path.join(work, "pipeline")])
+        for name, extra in (("pipeline", []), ("interleaved", ["--interleaved"])):
+            run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                 "--master-addr", "127.0.0.1", "--master-port", str(free_port()), job,
+                 "--out", os.path.join(work, name), *extra])
         cls.loop_trace = os.path.join(work, "loop", "rank0.json.gz")
         cls.pipeline_traces = [os.path.join(work, "pipeline", f"rank{r}.json.gz")
                                for r in range(2)]
@@ -64,6 +66,9 @@ class LayerTrace(unittest.TestCase):
         # Reversed on purpose: the ranks come from the traces, not the order given.
         cls.pipeline, cls.pipeline_file = import_layers(
             os.path.join(work, "pipeline.json"), *reversed(cls.pipeline_traces))
+        cls.interleaved, _ = import_layers(
+            os.path.join(work, "interleaved.json"),
+            *[os.path.join(work, "interleaved", f"rank{r}.json.gz") for r in range(2)])
 
     @classmethod
     def tearDownClass(cls):
@@ -106,6 +111,12 @@ class LayerTrace(unittest.TestCase):
     def test_a_pipeline_jobs_layers_from_every_rank(self):
         self.assertEqual(list(self.pipeline), ORDER)
         self.check_slow_layer(self.pipeline)
+
+    def test_an_interleaved_jobs_layers_in_model_order(self):
+        # Rank 0 held embed and layers.1, rank 1 layers.0 and head: read rank by rank they
+        # would come out of order; the stages that ran them say the order.
+        self.assertEqual(list(self.interleaved), ORDER)
+        self.check_slow_layer(self.interleaved)
 
     def test_a_stages_layers_add_up_to_its_measured_forward(self):
         # Rank 1's stage is layers.1 and head; its "PP:1F<m>" ranges (marked around the
