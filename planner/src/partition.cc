@@ -346,7 +346,10 @@ std::string NameOf(const PartitionCandidate& candidate) {
 // What to measure so that `assumes` (DescribeAssumption's words) is given instead.
 std::string WhatToMeasure(const std::string& assumes) {
   std::string out;
-  if (assumes.find("I + W = B") != std::string::npos) out = "backward_input and backward_weight";
+  if (assumes.find("I + W = B") != std::string::npos) {
+    // A layer trace's ranges time B whole: the split needs the layers timed apart.
+    out = "backward_input and backward_weight (pipeplan.torch.measure_layers times them)";
+  }
   if (assumes.find("B = I + W") != std::string::npos) {
     out += (out.empty() ? "" : ", and ") + std::string("backward");
   }
