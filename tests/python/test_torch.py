@@ -109,6 +109,24 @@ def test_traces_of_the_job_import_calibrate_and_replan(tmp_path):
         pipeplan.diff(plan, measured)
 
 
+def test_a_pipelined_jobs_marked_layers_come_back_in_model_order(tmp_path):
+    """interleaved-1f1b over 2 processes: rank 0 holds layers 0 and 2, rank 1 layers 1 and 3;
+    the layer import orders them by the stages that ran them, and partition splits them."""
+    traces = tmp_path / "traces"
+    run_job(tmp_path / "job", "--strategy", "interleaved-1f1b", "--traces", str(traces),
+            "--mark-layers", "--steps", "3")
+    with pytest.warns(UserWarning, match="I and W are not split"):
+        costs = pipeplan.import_layer_traces(sorted(traces.glob("rank*.json.gz")))
+    names = [f"layers.{i}" for i in range(4)]
+    assert [layer["name"] for layer in costs["layers"]] == names
+    for layer in costs["layers"]:
+        assert layer["forward"] > 0 and layer["backward"] > 0, layer
+        assert layer["parameter_bytes"] == 4 * (32 * 32 + 32)  # Linear(32, 32) in fp32
+    split = pipeplan.partition(costs, ranks=2, microbatches=4, strategy="interleaved-1f1b",
+                               runtime="torch")
+    assert [name for stage in split.stages for name in stage] == names
+
+
 def test_schedule_refuses_what_does_not_fit(tmp_path):
     plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
     with pytest.raises(pipeplan.Error, match="torch.distributed is not initialized"):

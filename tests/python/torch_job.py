@@ -5,10 +5,11 @@ Each rank saves its layers' gradients after the first step and the last stage's 
 step to OUT/rank<r>.pt.
 
     python torch_job.py --out DIR [--strategy zbv | --torch-1f1b] [--ranks 2] [--steps 3]
-                        [--traces DIR]
+                        [--traces DIR [--mark-layers]]
 
 --traces: the steps after the first are profiled with pipeplan.torch.profile_steps (the traces
-pipeplan.import_torch_traces reads).
+pipeplan.import_torch_traces reads); --mark-layers also marks each layer (the traces
+pipeplan.import_layer_traces reads).
 """
 
 import contextlib
@@ -89,8 +90,11 @@ def run(rank, args):
                                      for p in m.parameters()], lr=0.1)
         inputs, targets = batch(microbatches)
         grads, grads_copy_b, losses_per_step = {}, {}, []
+        # --mark-layers: each layer this rank holds, under its name in the model.
+        marked = ({f"layers.{i}": m for i, m in sorted(layers.items())} if args.mark_layers
+                  else None)
         profiling = (pipeplan.torch.profile_steps(args.traces, warmup=1, active=args.steps - 1,
-                                                  quiet=True)
+                                                  quiet=True, layers=marked)
                      if args.traces else contextlib.nullcontext(lambda: None))
         with profiling as next_step:
             for step in range(args.steps):
@@ -123,6 +127,8 @@ def main():
     parser.add_argument("--ranks", type=int, default=2, choices=(2, 4))
     parser.add_argument("--ddp", action="store_true", help="wrap each stage in DDP")
     parser.add_argument("--traces", help="profile the steps after the first into this directory")
+    parser.add_argument("--mark-layers", action="store_true",
+                        help="with --traces: mark each layer's forward and backward")
     args = parser.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
