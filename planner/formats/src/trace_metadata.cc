@@ -9,28 +9,36 @@
 namespace pipeplan::trace_json {
 namespace {
 
+// Calls read(key, value) for each field of the object `value`, named `where` in errors.
+template <typename Read>
+Status ForEachField(od::value value, std::string_view where, Read read) {
+  od::object fields;
+  if (const auto error = value.get_object().get(fields)) return JsonError(where, error);
+  for (auto field : fields) {
+    std::string_view key;
+    if (const auto error = field.unescaped_key().get(key)) return JsonError(where, error);
+    od::value item;
+    if (const auto error = field.value().get(item)) return JsonError(where, error);
+    PIPEPLAN_RETURN_IF_ERROR(read(key, item));
+  }
+  return Status::Ok();
+}
+
 // pipeplan_profiler.py's metadata `key`: an object whose keys are whole numbers >= 0 (step
 // numbers, stage indices; `what` names them in errors). Calls read(number, where, value) for
 // each entry, `where` naming it ("key.12").
 template <typename Read>
 Status ReadNumberedEntries(od::value value, std::string_view key, std::string_view what,
                            Read read) {
-  od::object entries;
-  if (const auto error = value.get_object().get(entries)) return JsonError(key, error);
-  for (auto field : entries) {
-    std::string_view name;
-    if (const auto error = field.unescaped_key().get(name)) return JsonError(key, error);
+  return ForEachField(value, key, [&](std::string_view name, od::value entry) -> Status {
     const std::string where = std::string(key) + "." + std::string(name.substr(0, 40));
     int number = 0;
     const auto [end, bad] = std::from_chars(name.data(), name.data() + name.size(), number);
     if (bad != std::errc() || end != name.data() + name.size() || number < 0) {
       return InvalidArgument(where + ": the key is not " + std::string(what));
     }
-    od::value entry;
-    if (const auto error = field.value().get(entry)) return JsonError(where, error);
-    PIPEPLAN_RETURN_IF_ERROR(read(number, where, entry));
-  }
-  return Status::Ok();
+    return read(number, where, entry);
+  });
 }
 
 }  // namespace
@@ -52,20 +60,18 @@ Status ReadStageParameters(od::value value, TorchTrace* trace) {
       value, "pipeplan_stages", "a stage index",
       [&](int index, const std::string& where, od::value figures) -> Status {
         TraceStageParameters stage{.stage = index};
-        od::object entry;
-        if (const auto error = figures.get_object().get(entry)) return JsonError(where, error);
-        for (auto item : entry) {
-          std::string_view name;
-          if (const auto error = item.unescaped_key().get(name)) return JsonError(where, error);
-          od::value figure;
-          if (const auto error = item.value().get(figure)) return JsonError(where, error);
-          if (name == "parameter_bytes") {
-            PIPEPLAN_ASSIGN_OR_RETURN(stage.parameter_bytes,
-                                      BytesOf(where + ".parameter_bytes", figure));
-          } else if (name == "gradients_held" && figure.get_bool().get(stage.gradients_held)) {
-            return NotANumber(where + ".gradients_held", Written(figure), "true or false");
-          }
-        }
+        // Not through PIPEPLAN_RETURN_IF_ERROR: the call around this lambda is one already.
+        Status fields =
+            ForEachField(figures, where, [&](std::string_view name, od::value figure) -> Status {
+              if (name == "parameter_bytes") {
+                PIPEPLAN_ASSIGN_OR_RETURN(stage.parameter_bytes,
+                                          BytesOf(where + ".parameter_bytes", figure));
+              } else if (name == "gradients_held" && figure.get_bool().get(stage.gradients_held)) {
+                return NotANumber(where + ".gradients_held", Written(figure), "true or false");
+              }
+              return Status::Ok();
+            });
+        if (!fields.ok()) return fields;
         trace->stage_parameters.push_back(stage);
         return Status::Ok();
       }));
@@ -78,31 +84,23 @@ Status ReadStageParameters(od::value value, TorchTrace* trace) {
 
 Status ReadLayerBytes(od::value value, TorchTrace* trace) {
   constexpr std::string_view kKey = "pipeplan_layers";
-  od::object layers;
-  if (const auto error = value.get_object().get(layers)) return JsonError(kKey, error);
-  for (auto field : layers) {
-    std::string_view name;
-    if (const auto error = field.unescaped_key().get(name)) return JsonError(kKey, error);
+  return ForEachField(value, kKey, [&](std::string_view name, od::value figures) -> Status {
     const std::string where = std::string(kKey) + "." + std::string(name.substr(0, 80));
-    od::object entry;
-    if (const auto error = field.value().get_object().get(entry)) return JsonError(where, error);
     TraceLayerBytes layer;
     layer.layer = std::string(name);
-    for (auto item : entry) {
-      std::string_view key;
-      if (const auto error = item.unescaped_key().get(key)) return JsonError(where, error);
-      od::value figure;
-      if (const auto error = item.value().get(figure)) return JsonError(where, error);
-      if (key == "parameter_bytes") {
-        PIPEPLAN_ASSIGN_OR_RETURN(layer.parameter_bytes,
-                                  BytesOf(where + ".parameter_bytes", figure));
-      } else if (key == "output_bytes") {
-        PIPEPLAN_ASSIGN_OR_RETURN(layer.output_bytes, BytesOf(where + ".output_bytes", figure));
-      }
-    }
+    PIPEPLAN_RETURN_IF_ERROR(
+        ForEachField(figures, where, [&](std::string_view key, od::value figure) -> Status {
+          if (key == "parameter_bytes") {
+            PIPEPLAN_ASSIGN_OR_RETURN(layer.parameter_bytes,
+                                      BytesOf(where + ".parameter_bytes", figure));
+          } else if (key == "output_bytes") {
+            PIPEPLAN_ASSIGN_OR_RETURN(layer.output_bytes, BytesOf(where + ".output_bytes", figure));
+          }
+          return Status::Ok();
+        }));
     trace->layer_bytes.push_back(std::move(layer));
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 }  // namespace pipeplan::trace_json
