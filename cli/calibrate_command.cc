@@ -139,9 +139,8 @@ Status ExecuteCalibrate(const CalibrateCommandOptions& options) {
   if (!costs.ok()) return costs.status().WithContext(JoinPaths(options.profile_paths));
   const Profile& profile = merged->profile;
 
-  const bool to_stdout = !options.output.has_value() || *options.output == "-";
-  const ProtoFormat format =
-      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  const bool to_stdout = app::IsStandardOutput(options.output);
+  const ProtoFormat format = app::OutputFormat(options.output);
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeCostModel(*costs, format));
   PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (to_stdout || options.quiet) return Status::Ok();

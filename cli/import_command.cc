@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
+#include "pipeplan/app/proto_file.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/cli/trace_import.h"
 #include "pipeplan/formats/proto_io.h"
@@ -235,9 +236,8 @@ Status ExecuteImport(const ImportOptions& options) {
   StatusOr<Plan> plan = BuildPlanFromOrder(request, imported->order);
   if (!plan.ok()) return plan.status().WithContext(options.csv_path);
 
-  const bool to_stdout = !options.output.has_value() || *options.output == "-";
-  const ProtoFormat format =
-      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  const bool to_stdout = app::IsStandardOutput(options.output);
+  const ProtoFormat format = app::OutputFormat(options.output);
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializePlan(*plan, format));
   PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (!to_stdout) {

@@ -10,6 +10,7 @@
 #include "pipeplan/app/cp_sat_solver.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/plan_summary.h"
+#include "pipeplan/app/proto_file.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/make_plan.h"
@@ -187,9 +188,8 @@ Status ExecutePlan(const PlanCommandOptions& options) {
   const Plan& plan = made->plan;
   // How the plan was chosen, and what the planner estimated for it.
   for (const std::string& note : made->notes) app::PrintNote(note);
-  const bool to_stdout = !options.output.has_value() || *options.output == "-";
-  const ProtoFormat format =
-      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  const bool to_stdout = app::IsStandardOutput(options.output);
+  const ProtoFormat format = app::OutputFormat(options.output);
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializePlan(plan, format));
   PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (!to_stdout) {

@@ -98,9 +98,8 @@ Status ExecuteProfile(const ProfileCommandOptions& options) {
                                                      .time_scale_name = "--time-scale S",
                                                      .source = options.source}));
 
-  const bool to_stdout = !options.output.has_value() || *options.output == "-";
-  const ProtoFormat format =
-      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  const bool to_stdout = app::IsStandardOutput(options.output);
+  const ProtoFormat format = app::OutputFormat(options.output);
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeProfile(profile, format));
   PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (to_stdout || options.quiet) return Status::Ok();

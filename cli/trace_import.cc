@@ -10,6 +10,7 @@
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/app/format.h"
+#include "pipeplan/app/proto_file.h"
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/formats/torch_csv.h"
 #include "pipeplan/formats/torch_trace.h"
@@ -157,9 +158,8 @@ StatusOr<LayerTraceImport> ImportLayerTraces(const TraceImportOptions& options) 
 Status ExecuteLayerTraceImport(const TraceImportOptions& options) {
   PIPEPLAN_ASSIGN_OR_RETURN(const LayerTraceImport imported, ImportLayerTraces(options));
   for (const std::string& note : imported.notes) app::PrintNote(note);
-  const bool to_stdout = !options.output.has_value() || *options.output == "-";
-  const ProtoFormat format =
-      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  const bool to_stdout = app::IsStandardOutput(options.output);
+  const ProtoFormat format = app::OutputFormat(options.output);
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string data, SerializeLayerCosts(imported.costs, format));
   PIPEPLAN_RETURN_IF_ERROR(app::WriteOutput(options.output, data));
   if (!to_stdout) PrintLayerSummary(imported, *options.output);
@@ -194,9 +194,8 @@ Status ExecuteTraceImport(const TraceImportOptions& options) {
   const TraceImport& imported = traces.imported;
   const std::vector<TraceFile>& ranks = traces.ranks;
 
-  const bool to_stdout = !options.output.has_value() || *options.output == "-";
-  const ProtoFormat format =
-      to_stdout ? ProtoFormat::kText : DetectProtoFormat(*options.output, "");
+  const bool to_stdout = app::IsStandardOutput(options.output);
+  const ProtoFormat format = app::OutputFormat(options.output);
   PIPEPLAN_ASSIGN_OR_RETURN(
       const std::string data,
       SerializeTimelineFile({imported.steps[imported.chosen].timeline, plan, kTraceSecondsPerUnit},

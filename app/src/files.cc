@@ -174,8 +174,12 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   return content;
 }
 
+bool IsStandardOutput(const std::optional<std::string>& path) {
+  return !path.has_value() || *path == "-";
+}
+
 Status WriteOutput(const std::optional<std::string>& path, std::string_view content) {
-  if (path.has_value() && *path != "-") return WriteFileAtomic(*path, content);
+  if (!IsStandardOutput(path)) return WriteFileAtomic(*path, content);
   std::cout.write(content.data(), static_cast<std::streamsize>(content.size()));
   std::cout.flush();
   if (!std::cout) {

@@ -6,6 +6,10 @@
 #include "pipeplan/formats/torch_csv.h"
 
 namespace pipeplan::app {
+
+ProtoFormat OutputFormat(const std::optional<std::string>& path) {
+  return IsStandardOutput(path) ? ProtoFormat::kText : DetectProtoFormat(*path, "");
+}
 namespace {
 
 // How a file of `kind` is written, to follow "write one " in error messages.

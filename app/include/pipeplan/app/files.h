@@ -33,6 +33,9 @@ bool WasReadByThisProcess(const std::string& path);
 // call read may be written by the next.
 void ForgetInputFiles();
 
+// Whether an output path means standard output: none given, or "-".
+bool IsStandardOutput(const std::optional<std::string>& path);
+
 // Writes to `path` atomically, or to standard output when there is no path or it is "-".
 Status WriteOutput(const std::optional<std::string>& path, std::string_view content);
 

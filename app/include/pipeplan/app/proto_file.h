@@ -4,6 +4,7 @@
 // one with 'pipeplan simulate PLAN --timeline FILE' ...").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -11,6 +12,10 @@
 #include "pipeplan/model/status.h"
 
 namespace pipeplan::app {
+
+// The format an output is written in: text on standard output (IsStandardOutput), else as
+// its path's extension says (DetectProtoFormat).
+ProtoFormat OutputFormat(const std::optional<std::string>& path);
 
 struct ProtoFile {
   std::string content;
