@@ -124,7 +124,7 @@ class _GradientWatch:
         for stage in self.stages:
             params = [p for p in stage.submod.parameters() if p.requires_grad]
             out[str(stage.stage_index)] = {
-                "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
+                "parameter_bytes": _nbytes(params),
                 "gradients_held": self._held.get(stage.stage_index, True)}
         self._held = {}
         return out

@@ -119,11 +119,10 @@ def run_pipeline(out, rank, interleaved):
     if interleaved:
         stages = [make_stage(dict([named[i]]), i, 4) for i in (rank, rank + 2)]
         schedule = ScheduleInterleaved1F1B(stages, 4, loss_fn=loss_fn)
-        first, last = rank == 0, rank == 1
     else:
         stages = [make_stage(dict(named[2 * rank:2 * rank + 2]), rank, 2)]
         schedule = Schedule1F1B(stages[0], 4, loss_fn=loss_fn)
-        first, last = rank == 0, rank == 1
+    first, last = rank == 0, rank == 1  # either way: the embedding on rank 0, the head on 1
     held = {name: module for stage in stages
             for name, module in zip(stage.submod.names, stage.submod.layers)}
     batch = tokens(4)
