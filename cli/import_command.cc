@@ -148,10 +148,11 @@ Status ParsePlanFlags(const app::Flags& flags, std::string* strategy_name, app::
   return Status::Ok();
 }
 
-StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags) {
+// `format`: torch-trace or torch-layer-trace, as given.
+StatusOr<TraceImportOptions> ParseTraceOptions(const app::Flags& flags, const std::string& format) {
   if (flags.positional().empty()) {
-    return InvalidArgument(
-        "expected the trace files, one per rank (pipeplan import --format torch-trace TRACE...)");
+    return InvalidArgument("expected the trace files, one per rank (pipeplan import --format " +
+                           format + " TRACE...)");
   }
   if (flags.Has("microbatches")) {
     return InvalidArgument("--microbatches is for CSV imports; a trace's plan says M");
@@ -180,7 +181,7 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::string format, flags.RequireString("format"));
   ImportOptions options;
   if (format == "torch-trace") {
-    PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
+    PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags, format));
     return options;
   }
   if (format == "torch-layer-trace") {
@@ -194,7 +195,7 @@ StatusOr<ImportOptions> ParseImportOptions(const app::Flags& flags) {
                                "figures, no plan)");
       }
     }
-    PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags));
+    PIPEPLAN_ASSIGN_OR_RETURN(options.trace, ParseTraceOptions(flags, format));
     options.layers = true;
     return options;
   }

@@ -227,6 +227,13 @@ const std::vector<ErrorCase>& ErrorCases() {
              "--forward is not for --format torch-layer-trace (it writes the layers' figures, "
              "no plan)"),
        2},
+      {"ImportLayerTracesNeedFiles",
+       {"import", "--format", "torch-layer-trace"},
+       {},
+       Usage("import",
+             "expected the trace files, one per rank (pipeplan import --format "
+             "torch-layer-trace TRACE...)"),
+       2},
       {"ImportTracesNeedFiles",
        {"import", "--format", "torch-trace"},
        {},
