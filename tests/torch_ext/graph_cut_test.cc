@@ -15,8 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "gradient_check.h"
 #include "matmul_flops.h"
+#include "pipeplan/planner/planner.h"
 #include "pipeplan/torch_ext/scripted_stage.h"
+#include "pipeplan/torch_ext/torch_executor.h"
 #include "torch_test_support.h"
 
 namespace pipeplan::torch_ext {
@@ -165,6 +168,34 @@ TEST(GraphCut, AWeightTiedAlongTheChainFallsBackToWFromTheRoot) {
   const Gradients split = Backward(*stage, true, nullptr, &split_at_intermediates);
   ExpectSameGradients(split, whole);
   EXPECT_FALSE(split_at_intermediates);
+}
+
+// The first stage's input is data: a full B takes no gradient of it, so a one-product stage
+// runs its weight's product alone (F's and B's: 2 products a step); under an I/W split the
+// graph cut needs the input's gradient, and I runs its product as before (3 products).
+TEST(FirstStage, AFullBackwardTakesNoGradientOfTheData) {
+  const TempDir dir("first-stage");
+  ASSERT_NE(MakeStage(dir, {{"w", {kHidden, kHidden}}}, "    return torch.matmul(x, self.w.t())\n"),
+            nullptr);
+  TorchExecutorOptions options;
+  options.model.hidden = kHidden;
+  options.model.sequence = 8;
+  options.model.microbatch_size = 2;  // kTokens
+  options.stage_modules = dir.path();
+  const int64_t product = int64_t{2} * kTokens * kHidden * kHidden;
+  for (const auto& [strategy, products] : {std::pair{"1f1b", 2}, std::pair{"zb-h1", 3}}) {
+    PlanRequest request;
+    request.strategy = strategy;
+    request.topology.ranks = 1;
+    request.topology.microbatches = 1;
+    const StatusOr<Plan> plan = BuildPlan(request);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    MatmulFlops flops;
+    flops.Phase(strategy);
+    const testing::StepResult step = testing::RunInProcess(*plan, options);
+    EXPECT_TRUE(step.grads.count(0) == 1 && step.grads.at(0).count("w") == 1) << strategy;
+    EXPECT_EQ(flops[strategy], products * product) << strategy;
+  }
 }
 
 }  // namespace

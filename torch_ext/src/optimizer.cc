@@ -6,9 +6,31 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace pipeplan::torch_ext {
 namespace {
+
+// The parameters that have a gradient this step, with it. The updates run as torch's
+// optimizers do by default on a GPU, one multi-tensor kernel per step of the formula rather
+// than one per parameter: launched one by one, a model's hundreds of small kernels would
+// leave the device idle between them.
+struct WithGradients {
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> grads;
+  std::vector<size_t> indices;  // into the optimizer's parameters
+};
+
+WithGradients WithGradientsOf(const std::vector<at::Tensor>& parameters) {
+  WithGradients with;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i].grad().defined()) continue;
+    with.params.push_back(parameters[i]);
+    with.grads.push_back(parameters[i].grad());
+    with.indices.push_back(i);
+  }
+  return with;
+}
 
 class Sgd final : public Optimizer {
  public:
@@ -18,9 +40,9 @@ class Sgd final : public Optimizer {
   void Update() override {
     const c10::NoGradGuard no_grad;
     ++steps_;
-    for (at::Tensor& p : parameters_) {
-      if (p.grad().defined()) p.add_(p.grad(), -options_.learning_rate);
-    }
+    const WithGradients with = WithGradientsOf(parameters_);
+    if (with.params.empty()) return;
+    at::_foreach_add_(with.params, with.grads, -options_.learning_rate);
   }
   std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t /*index*/) const override {
     return {};
@@ -53,16 +75,23 @@ class AdamW final : public Optimizer {
     ++steps_;
     const double correction1 = 1.0 - std::pow(options_.beta1, steps_);
     const double correction2 = 1.0 - std::pow(options_.beta2, steps_);
-    for (size_t i = 0; i < parameters_.size(); ++i) {
-      at::Tensor& p = parameters_[i];
-      if (!p.grad().defined()) continue;
-      const at::Tensor& g = p.grad();
-      p.mul_(1.0 - options_.learning_rate * options_.weight_decay);
-      first_[i].mul_(options_.beta1).add_(g, 1.0 - options_.beta1);
-      second_[i].mul_(options_.beta2).addcmul_(g, g, 1.0 - options_.beta2);
-      const at::Tensor denom = (second_[i] / correction2).sqrt_().add_(options_.epsilon);
-      p.addcdiv_(first_[i], denom, -options_.learning_rate / correction1);
+    const WithGradients with = WithGradientsOf(parameters_);
+    if (with.params.empty()) return;
+    std::vector<at::Tensor> first;
+    std::vector<at::Tensor> second;
+    for (const size_t i : with.indices) {
+      first.push_back(first_[i]);
+      second.push_back(second_[i]);
     }
+    at::_foreach_mul_(with.params, 1.0 - options_.learning_rate * options_.weight_decay);
+    at::_foreach_mul_(first, options_.beta1);
+    at::_foreach_add_(first, with.grads, 1.0 - options_.beta1);
+    at::_foreach_mul_(second, options_.beta2);
+    at::_foreach_addcmul_(second, with.grads, with.grads, 1.0 - options_.beta2);
+    std::vector<at::Tensor> denom = at::_foreach_div(second, correction2);
+    at::_foreach_sqrt_(denom);
+    at::_foreach_add_(denom, options_.epsilon);
+    at::_foreach_addcdiv_(with.params, first, denom, -options_.learning_rate / correction1);
   }
   std::vector<std::pair<std::string, at::Tensor>> StateOf(size_t index) const override {
     if (index >= parameters_.size()) return {};
@@ -100,9 +129,8 @@ int64_t Bytes(const std::vector<at::Tensor>& tensors) {
 int64_t OptimizerSnapshot::bytes() const { return Bytes(params) + Bytes(state); }
 
 void Optimizer::ZeroGrads() {
-  for (const at::Tensor& p : parameters()) {
-    if (p.grad().defined()) p.grad().zero_();
-  }
+  const WithGradients with = WithGradientsOf(parameters());
+  if (!with.grads.empty()) at::_foreach_zero_(with.grads);
 }
 
 OptimizerSnapshot Optimizer::Save() const {

@@ -16,6 +16,17 @@
 namespace pipeplan::torch_ext {
 namespace {
 
+bool SplitsBackward(const Action& action) {
+  return action.kind == ActionKind::kBackwardInput ||
+         std::any_of(action.sub_actions.begin(), action.sub_actions.end(),
+                     [](const Action& part) { return SplitsBackward(part); });
+}
+
+bool SplitsBackward(const std::vector<Action>& program) {
+  return std::any_of(program.begin(), program.end(),
+                     [](const Action& action) { return SplitsBackward(action); });
+}
+
 std::string Name(StageId stage, MicrobatchId mb) {
   return "stage " + std::to_string(stage.value) + " microbatch " + std::to_string(mb.value);
 }
@@ -110,6 +121,7 @@ TorchExecutor::TorchExecutor(const Plan& plan, RankId rank, const TorchExecutorO
       device_(options.device),
       stages_(std::move(stages)),
       meter_(std::move(meter)),
+      splits_backward_(SplitsBackward(plan.programs.at(rank.value).actions)),
       last_loss_(std::numeric_limits<double>::quiet_NaN()) {
   for (const auto& stage : stages_) {
     parameters_.insert(parameters_.end(), stage->parameters().begin(), stage->parameters().end());
@@ -224,7 +236,11 @@ Status TorchExecutor::Forward(StageId stage, MicrobatchId mb) {
   if (!input.defined()) {
     return FailedPrecondition("F of " + Name(stage, mb) + " has no input: its RECV_F did not run");
   }
-  state.input = input.detach().requires_grad_(true);
+  // The first stage's input is data: a full backward that took its gradient, which goes
+  // nowhere, would run one GEMM more per microbatch. An I/W split cuts the graph at the input,
+  // so under one it stays a leaf that needs it.
+  const bool input_needs_grad = !map_.IsFirst(stage) || splits_backward_;
+  state.input = input.detach().requires_grad_(input_needs_grad);
   const at::Tensor output = model->Forward(state.input, &state.stash);
   // Every message between stages, and the loss's target, has the activation's shape.
   const at::Tensor expected = EmptyActivation();
@@ -276,8 +292,11 @@ Status TorchExecutor::Backward(StageId stage, MicrobatchId mb, bool input_only) 
       inputs = model->InputPhaseParameters();
       inputs.push_back(state->input);
     }
-    torch::autograd::backward({state->root}, grads, /*retain_graph=*/false,
-                              /*create_graph=*/false, inputs);
+    // A first stage whose parameters are all frozen has nothing to differentiate.
+    if (state->root.requires_grad()) {
+      torch::autograd::backward({state->root}, grads, /*retain_graph=*/false,
+                                /*create_graph=*/false, inputs);
+    }
   }
   state->root = at::Tensor();
   // The first stage's input gradient goes nowhere; a sent one stays until its send completes
@@ -471,8 +490,15 @@ double TorchExecutor::LocalLoss() const {
 
 Status TorchExecutor::EndStep(const runtime::OpContext& context) {
   const MemoryMeter::Scope scope(meter_.get());
+  // Reading the loss waits for the device: read after the update is queued where nothing
+  // before it needs the value, so that the update's kernels follow the last backward's
+  // instead of being launched one by one onto an idle GPU.
+  const auto read_loss = [&] {
+    last_loss_ =
+        losses_.empty() ? std::numeric_limits<double>::quiet_NaN() : LocalLoss() + mirror_loss_;
+    return last_loss_;
+  };
   last_loss_ = std::numeric_limits<double>::quiet_NaN();
-  if (!losses_.empty()) last_loss_ = LocalLoss() + mirror_loss_;
   for (const auto& [key, state] : live_) {
     if (!state.stash.empty() || state.weight.has_value()) {
       return FailedPrecondition("the step ended with the W of " +
@@ -488,18 +514,18 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
       }
       all.push_back(std::move(g));
     }
-    PIPEPLAN_RETURN_IF_ERROR(options_.on_gradients(context.step, last_loss_, all));
+    PIPEPLAN_RETURN_IF_ERROR(options_.on_gradients(context.step, read_loss(), all));
   }
   if (speculation_) {
     return FailedPrecondition("the step ended before its PV judged the previous step's update");
   }
   StepRecord record;
   record.step = context.step;
-  record.loss = last_loss_;
   live_.clear();
   forgotten_.clear();
   if (!ExchangesGradientState()) {
     optimizer_->Step();
+    record.loss = read_loss();
     records_.push_back(record);
     return ReportParameters(context.step + 1);
   }
@@ -507,6 +533,7 @@ Status TorchExecutor::EndStep(const runtime::OpContext& context) {
     return FailedPrecondition("the step ended without the gradient-state exchange");
   }
   own_state_written_ = false;
+  record.loss = read_loss();
   if (context.speculative) return Speculate(record);
   Update(record, SumGradientStates(gradient_states_));
   records_.push_back(record);

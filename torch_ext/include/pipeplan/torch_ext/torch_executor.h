@@ -227,6 +227,9 @@ class TorchExecutor final : public runtime::OpExecutor {
   // so no F times data generation or a host-to-device copy.
   std::map<int, std::vector<at::Tensor>> inputs_;   // by stage: first stages only
   std::map<int, std::vector<at::Tensor>> targets_;  // by stage: last stages only
+  // Whether this rank's program splits a backward into I and W (then every stage's input
+  // needs its gradient, the first's too: the split cuts the graph there).
+  bool splits_backward_;
   double last_loss_;
 };
 
