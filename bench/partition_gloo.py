@@ -1,8 +1,8 @@
 """The partition's split and schedule against the even split with torch's own schedule classes,
 measured: a decoder of my own (an embedding and an LM head of an 8000-word vocabulary, eight
-blocks of two widths, a norm) trained by 2 Gloo processes on this machine's CPU, one thread
-each. The layer costs are measured first: each layer alone (pipeplan.torch.measure_layers, one
-process; --figures alone), or in the job itself (--figures job: torch's Schedule1F1B on the even
+blocks of two widths, a norm) trained by --ranks Gloo processes (default 2) on this machine's
+CPU, one thread each: give each its own core. The layer costs are measured first: each layer
+alone (pipeplan.torch.measure_layers, one process; --figures alone), or in the job itself (--figures job: torch's Schedule1F1B on the even
 split with the layers marked, pipeplan_profiler's profile_steps(layers=...), the traces read by
 pipeplan.import_layer_traces); the split and schedule chosen by
 pipeplan.partition(runtime="torch"); then every configuration runs --runs times for --steps
@@ -10,7 +10,7 @@ steps. Per run the step time is the median over the steps after the
 first two of the slowest rank's schedule.step; printed per configuration: the median over the
 runs, its spread, and each rank's peak resident memory (ru_maxrss, the process's whole).
 
-    python bench/partition_gloo.py [--runs 5] [--steps 12] [--microbatches 8]
+    python bench/partition_gloo.py [--ranks 2] [--runs 5] [--steps 12] [--microbatches 8]
                                    [--figures alone|job] [--only pipeplan,Schedule1F1B,...]
 """
 
@@ -34,7 +34,7 @@ import pipeplan
 import pipeplan.torch
 from pipeplan.torch import profile_steps
 
-RANKS = 2
+RANKS = 2  # default of --ranks
 VOCAB = 8000
 HIDDEN = 256
 SEQ = 128
@@ -96,48 +96,49 @@ class Stage(torch.nn.Module):
         return x
 
 
-def torch_schedule(name, model, microbatches, rank):
+def torch_schedule(name, model, microbatches, rank, ranks):
     """torch's own class on the even split: one stage per rank, or two (V = 2: loop placement;
     ZBV's V shape)."""
     cls = getattr(torch_schedules, name)
     multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
     if not multi:
-        names = even_stages(RANKS)
-        stage = pipeplan.torch._GlooPipelineStage(Stage(model, names[rank]), rank, RANKS,
+        names = even_stages(ranks)
+        stage = pipeplan.torch._GlooPipelineStage(Stage(model, names[rank]), rank, ranks,
                                                   torch.device("cpu"))
         return cls(stage, microbatches, loss_fn=loss_fn), [names[rank]]
-    names = even_stages(2 * RANKS)
-    indices = ([rank, 2 * RANKS - 1 - rank] if name == "ScheduleZBVZeroBubble"
-               else [rank, rank + RANKS])
+    names = even_stages(2 * ranks)
+    indices = ([rank, 2 * ranks - 1 - rank] if name == "ScheduleZBVZeroBubble"
+               else [rank, rank + ranks])
     # Gloo cannot send to its own rank: the V shape's turn needs the same work-around as
     # pipeplan.torch.schedule's (torch's warm-up ops addressed to the rank itself dropped).
     stage_type = pipeplan.torch._GlooPipelineStage
-    stages = [stage_type(Stage(model, names[i]), i, 2 * RANKS, torch.device("cpu"))
+    stages = [stage_type(Stage(model, names[i]), i, 2 * ranks, torch.device("cpu"))
               for i in indices]
     return cls(stages, microbatches, loss_fn=loss_fn), [names[i] for i in indices]
 
 
 def run(rank, config, result_path):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=RANKS,
+    ranks = config["ranks"]
+    dist.init_process_group("gloo", rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=300))
     try:
         model = Decoder()
         microbatches = config["microbatches"]
         if config["kind"] == "pipeplan":
-            split = pipeplan.partition(config["layers"], ranks=RANKS, microbatches=microbatches,
+            split = pipeplan.partition(config["layers"], ranks=ranks, microbatches=microbatches,
                                        runtime="torch")
             built = pipeplan.torch.split_model(model, split, rank)
             schedule = pipeplan.torch.schedule(split.plan, built, loss_fn=loss_fn)
             first = 0 in built
             last = len(split.stages) - 1 in built
         else:
-            schedule, _ = torch_schedule(config["kind"], model, microbatches, rank)
-            count = RANKS if not isinstance(schedule, torch_schedules.PipelineScheduleMulti) \
-                else 2 * RANKS
-            held = ([rank] if count == RANKS else
-                    ([rank, 2 * RANKS - 1 - rank] if config["kind"] == "ScheduleZBVZeroBubble"
-                     else [rank, rank + RANKS]))
+            schedule, _ = torch_schedule(config["kind"], model, microbatches, rank, ranks)
+            count = ranks if not isinstance(schedule, torch_schedules.PipelineScheduleMulti) \
+                else 2 * ranks
+            held = ([rank] if count == ranks else
+                    ([rank, 2 * ranks - 1 - rank] if config["kind"] == "ScheduleZBVZeroBubble"
+                     else [rank, rank + ranks]))
             first, last = 0 in held, count - 1 in held
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         generator = torch.Generator().manual_seed(1)
@@ -155,7 +156,7 @@ def run(rank, config, result_path):
             times.append(elapsed.item())
             optimizer.step()
         peak = torch.tensor(float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024)
-        peaks = [torch.zeros(()) for _ in range(RANKS)]
+        peaks = [torch.zeros(()) for _ in range(ranks)]
         dist.all_gather(peaks, peak)
         if rank == 0:
             with open(result_path, "w") as out:
@@ -165,15 +166,15 @@ def run(rank, config, result_path):
         dist.destroy_process_group()
 
 
-def profile_layers(rank, microbatches, directory):
+def profile_layers(rank, ranks, microbatches, directory):
     """Torch's Schedule1F1B on the even split, each rank's layers marked: 1 warm-up step and 3
     profiled ones, a trace per rank under `directory`."""
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=RANKS,
+    dist.init_process_group("gloo", rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=300))
     try:
         model = Decoder()
-        schedule, held = torch_schedule("Schedule1F1B", model, microbatches, rank)
+        schedule, held = torch_schedule("Schedule1F1B", model, microbatches, rank, ranks)
         layers = {name: model.get_submodule(name) for name in held[0]}
         tokens = torch.randint(0, VOCAB, (microbatches * ROWS, SEQ),
                                generator=torch.Generator().manual_seed(1))
@@ -181,7 +182,7 @@ def profile_layers(rank, microbatches, directory):
                            layers=layers) as next_step:
             for _ in range(4):
                 schedule.step(*((tokens,) if rank == 0 else ()),
-                              **({"target": tokens, "losses": []} if rank == RANKS - 1 else {}))
+                              **({"target": tokens, "losses": []} if rank == ranks - 1 else {}))
                 model.zero_grad(set_to_none=True)
                 next_step()
                 dist.barrier()
@@ -189,31 +190,33 @@ def profile_layers(rank, microbatches, directory):
         dist.destroy_process_group()
 
 
-def spawn(function, *args):
+def spawn(ranks, function, *args):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
-    torch.multiprocessing.spawn(function, args=args, nprocs=RANKS)
+    torch.multiprocessing.spawn(function, args=args, nprocs=ranks)
 
 
-def layers_in_the_job(microbatches):
+def layers_in_the_job(ranks, microbatches):
     with tempfile.TemporaryDirectory() as scratch:
-        spawn(profile_layers, microbatches, scratch)
+        spawn(ranks, profile_layers, ranks, microbatches, scratch)
         return pipeplan.import_layer_traces(
-            [os.path.join(scratch, f"rank{r}.json.gz") for r in range(RANKS)])
+            [os.path.join(scratch, f"rank{r}.json.gz") for r in range(ranks)])
 
 
 def measure(config):
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "result.json")
-        spawn(run, config, path)
+        spawn(config["ranks"], run, config, path)
         with open(path) as result:
             return json.load(result)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=RANKS,
+                        help="Gloo processes, one thread each (give each a core of its own)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--microbatches", type=int, default=8)
@@ -222,12 +225,12 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.figures == "job":
-        layers = layers_in_the_job(args.microbatches)
+        layers = layers_in_the_job(args.ranks, args.microbatches)
     else:
         tokens = torch.randint(0, VOCAB, (ROWS, SEQ))
         layers = pipeplan.torch.measure_layers(Decoder(), tokens, loss_fn, target=tokens,
                                                repeats=7)
-    split = pipeplan.partition(layers, ranks=RANKS, microbatches=args.microbatches,
+    split = pipeplan.partition(layers, ranks=args.ranks, microbatches=args.microbatches,
                                runtime="torch")
     unit = layers["time_unit"]
     print(f"layer costs ({unit}, {args.figures}): " + ", ".join(
@@ -242,9 +245,9 @@ def main():
     results = {}
     for kind in configs:
         runs = [measure({"kind": kind, "layers": layers, "microbatches": args.microbatches,
-                         "steps": args.steps}) for _ in range(args.runs)]
+                         "steps": args.steps, "ranks": args.ranks}) for _ in range(args.runs)]
         steps = [r["step"] * 1000 for r in runs]
-        peaks = [max(r["peaks"][k] for r in runs) for k in range(RANKS)]
+        peaks = [max(r["peaks"][k] for r in runs) for k in range(args.ranks)]
         results[kind] = (statistics.median(steps), min(steps), max(steps), peaks)
         print(f"{kind:32s} step median {results[kind][0]:7.1f} ms (runs {min(steps):.1f}-"
               f"{max(steps):.1f}), peak RSS per rank "
