@@ -344,12 +344,15 @@ StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strate
   return CheckRequestValues(values, strategy_flag);
 }
 
+Status CheckTimeLimit(double seconds, std::string_view name) {
+  if (seconds > 0 && std::isfinite(seconds)) return Status::Ok();
+  return InvalidArgument(std::string(name) + " must be a number of seconds > 0, got " +
+                         FormatCompact(seconds));
+}
+
 StatusOr<std::optional<double>> ParseTimeLimitFlag(const Flags& flags) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> seconds, flags.GetNumber("time-limit"));
-  if (seconds.has_value() && !(*seconds > 0)) {
-    return InvalidArgument("--time-limit must be a number of seconds > 0, got " +
-                           FormatCompact(*seconds));
-  }
+  if (seconds.has_value()) PIPEPLAN_RETURN_IF_ERROR(CheckTimeLimit(*seconds, "--time-limit"));
   return seconds;
 }
 

@@ -76,10 +76,7 @@ StatusOr<app::RequestFlags> CheckCall(const PlanCall& call, app::StrategyFlag st
 StatusOr<Evaluated> PlanWithin(const PlanRequest& request, std::optional<double> time_limit_s) {
   PlanOptions options{.solve = app::RunCpSat};
   if (time_limit_s.has_value()) {
-    if (!(*time_limit_s > 0)) {
-      return InvalidArgument("time_limit must be a number of seconds > 0, got " +
-                             FormatCompact(*time_limit_s));
-    }
+    PIPEPLAN_RETURN_IF_ERROR(app::CheckTimeLimit(*time_limit_s, "time_limit"));
     if (FindOptimalStrategy(request.strategy) == nullptr) {
       return InvalidArgument("time_limit applies to optimal, optimal-v and optimal-fb only, not " +
                              request.strategy);

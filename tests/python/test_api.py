@@ -249,6 +249,8 @@ def test_a_hand_written_cost_file_plans(tmp_path):
         (dict(costs="/nonexistent/costs.json"), "/nonexistent/costs.json"),
         (dict(costs="/tmp", forward=1.0), "costs"),
         (dict(time_limit=5), "time_limit"),
+        (dict(time_limit=0), "time_limit must be a number of seconds > 0, got 0"),
+        (dict(time_limit=float("inf")), "time_limit must be a number of seconds > 0"),
         (dict(runtime="jax"), "runtime"),
         (dict(ranks="4"), "ranks must be an int, got str"),
         (dict(ranks=4.0), "ranks must be an int, got float"),

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/app/flags.h"
@@ -107,7 +108,11 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
 // ReadRequestValues, then CheckRequestValues.
 StatusOr<RequestFlags> ParseRequestFlags(const Flags& flags, StrategyFlag strategy_flag);
 
-// --time-limit SEC, the solver's budget: a number of seconds > 0; nullopt when not given.
+// The solver's budget, a number of seconds > 0 (checked here for every front end, the error
+// naming the flag or argument `name` it came from).
+Status CheckTimeLimit(double seconds, std::string_view name);
+
+// --time-limit SEC (CheckTimeLimit); nullopt when not given.
 StatusOr<std::optional<double>> ParseTimeLimitFlag(const Flags& flags);
 
 // Reads --request FILE and --costs FILE. The returned request has topology, options, costs
