@@ -2,8 +2,9 @@
 measured: a decoder of my own (an embedding and an LM head of an 8000-word vocabulary, eight
 blocks of two widths, a norm) trained by --ranks Gloo processes (default 2) on this machine's
 CPU, one thread each: give each its own core. The layer costs are measured first: each layer
-alone (pipeplan.torch.measure_layers, one process; --figures alone), or in the job itself (--figures job: torch's Schedule1F1B on the even
-split with the layers marked, pipeplan_profiler's profile_steps(layers=...), the traces read by
+alone (pipeplan.torch.measure_layers, one process; --figures alone), or in the job itself
+(--figures job: torch's Schedule1F1B on the even split with the layers marked,
+pipeplan_profiler's profile_steps(layers=...), the traces read by
 pipeplan.import_layer_traces); the split and schedule chosen by
 pipeplan.partition(runtime="torch"); then every configuration runs --runs times for --steps
 steps. Per run the step time is the median over the steps after the
@@ -98,14 +99,14 @@ class Stage(torch.nn.Module):
 
 def torch_schedule(name, model, microbatches, rank, ranks):
     """torch's own class on the even split: one stage per rank, or two (V = 2: loop placement;
-    ZBV's V shape)."""
+    ZBV's V shape). Returns the schedule, the indices of the rank's stages and their count."""
     cls = getattr(torch_schedules, name)
     multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
     if not multi:
         names = even_stages(ranks)
         stage = pipeplan.torch._GlooPipelineStage(Stage(model, names[rank]), rank, ranks,
                                                   torch.device("cpu"))
-        return cls(stage, microbatches, loss_fn=loss_fn), [names[rank]]
+        return cls(stage, microbatches, loss_fn=loss_fn), [rank], ranks
     names = even_stages(2 * ranks)
     indices = ([rank, 2 * ranks - 1 - rank] if name == "ScheduleZBVZeroBubble"
                else [rank, rank + ranks])
@@ -114,7 +115,7 @@ def torch_schedule(name, model, microbatches, rank, ranks):
     stage_type = pipeplan.torch._GlooPipelineStage
     stages = [stage_type(Stage(model, names[i]), i, 2 * ranks, torch.device("cpu"))
               for i in indices]
-    return cls(stages, microbatches, loss_fn=loss_fn), [names[i] for i in indices]
+    return cls(stages, microbatches, loss_fn=loss_fn), indices, 2 * ranks
 
 
 def run(rank, config, result_path):
@@ -133,12 +134,8 @@ def run(rank, config, result_path):
             first = 0 in built
             last = len(split.stages) - 1 in built
         else:
-            schedule, _ = torch_schedule(config["kind"], model, microbatches, rank, ranks)
-            count = ranks if not isinstance(schedule, torch_schedules.PipelineScheduleMulti) \
-                else 2 * ranks
-            held = ([rank] if count == ranks else
-                    ([rank, 2 * ranks - 1 - rank] if config["kind"] == "ScheduleZBVZeroBubble"
-                     else [rank, rank + ranks]))
+            schedule, held, count = torch_schedule(config["kind"], model, microbatches, rank,
+                                                   ranks)
             first, last = 0 in held, count - 1 in held
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         generator = torch.Generator().manual_seed(1)
@@ -174,8 +171,8 @@ def profile_layers(rank, ranks, microbatches, directory):
                             timeout=datetime.timedelta(seconds=300))
     try:
         model = Decoder()
-        schedule, held = torch_schedule("Schedule1F1B", model, microbatches, rank, ranks)
-        layers = {name: model.get_submodule(name) for name in held[0]}
+        schedule, _, _ = torch_schedule("Schedule1F1B", model, microbatches, rank, ranks)
+        layers = {name: model.get_submodule(name) for name in even_stages(ranks)[rank]}
         tokens = torch.randint(0, VOCAB, (microbatches * ROWS, SEQ),
                                generator=torch.Generator().manual_seed(1))
         with profile_steps(directory, warmup=1, active=3, quiet=True, schedule=schedule,
