@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/script.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,20 +32,21 @@ using testing::TempDir;
 constexpr int kHidden = 16;
 constexpr int kTokens = 2 * 8;  // 2 samples of 8 tokens
 
-// A TorchScript stage with `parameters` (name, shape) drawn from one seed and `forward`'s body.
+// A TorchScript stage `stage` with `parameters` (name, shape) drawn from one seed, frozen
+// unless `trainable`, and `forward`'s body.
 std::unique_ptr<ScriptedStage> MakeStage(
     const TempDir& dir, const std::vector<std::pair<std::string, std::vector<int64_t>>>& parameters,
-    const std::string& body) {
+    const std::string& body, int stage_index = 0, bool trainable = true) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
   torch::jit::Module module("Stage");
   for (const auto& [name, shape] : parameters) {
-    module.register_parameter(name, (at::randn(shape, gen) * 0.2).requires_grad_(true),
+    module.register_parameter(name, (at::randn(shape, gen) * 0.2).requires_grad_(trainable),
                               /*is_buffer=*/false);
   }
   module.define("def forward(self, x):\n" + body);
-  const std::string path = ScriptedStagePath(dir.path(), 0);
+  const std::string path = ScriptedStagePath(dir.path(), stage_index);
   module.save(path);
-  auto stage = ScriptedStage::Load(path, 0, at::kCPU);
+  auto stage = ScriptedStage::Load(path, stage_index, at::kCPU);
   EXPECT_TRUE(stage.ok()) << stage.status().message();
   return stage.ok() ? std::move(*stage) : nullptr;
 }
@@ -173,15 +175,28 @@ TEST(GraphCut, AWeightTiedAlongTheChainFallsBackToWFromTheRoot) {
 // The first stage's input is data: a full B takes no gradient of it, so a one-product stage
 // runs its weight's product alone (F's and B's: 2 products a step); under an I/W split the
 // graph cut needs the input's gradient, and I runs its product as before (3 products).
-TEST(FirstStage, AFullBackwardTakesNoGradientOfTheData) {
-  const TempDir dir("first-stage");
-  ASSERT_NE(MakeStage(dir, {{"w", {kHidden, kHidden}}}, "    return torch.matmul(x, self.w.t())\n"),
-            nullptr);
+TorchExecutorOptions ScriptedOptions(const TempDir& dir) {
   TorchExecutorOptions options;
   options.model.hidden = kHidden;
   options.model.sequence = 8;
   options.model.microbatch_size = 2;  // kTokens
   options.stage_modules = dir.path();
+  return options;
+}
+
+StatusOr<Plan> OneF1BPlan(int ranks) {
+  PlanRequest request;
+  request.strategy = "1f1b";
+  request.topology.ranks = ranks;
+  request.topology.microbatches = ranks;
+  return BuildPlan(request);
+}
+
+TEST(FirstStage, AFullBackwardTakesNoGradientOfTheData) {
+  const TempDir dir("first-stage");
+  ASSERT_NE(MakeStage(dir, {{"w", {kHidden, kHidden}}}, "    return torch.matmul(x, self.w.t())\n"),
+            nullptr);
+  const TorchExecutorOptions options = ScriptedOptions(dir);
   const int64_t product = int64_t{2} * kTokens * kHidden * kHidden;
   for (const auto& [strategy, products] : {std::pair{"1f1b", 2}, std::pair{"zb-h1", 3}}) {
     PlanRequest request;
@@ -196,6 +211,22 @@ TEST(FirstStage, AFullBackwardTakesNoGradientOfTheData) {
     EXPECT_TRUE(step.grads.count(0) == 1 && step.grads.at(0).count("w") == 1) << strategy;
     EXPECT_EQ(flops[strategy], products * product) << strategy;
   }
+}
+
+// A first stage whose parameters are all frozen (a frozen embedding, say) then has nothing to
+// differentiate: its B runs no backward, and the next stage still trains.
+TEST(FirstStage, AllFrozenItsBackwardIsSkippedAndTheNextStageTrains) {
+  const TempDir dir("first-stage-frozen");
+  const std::string body = "    return torch.matmul(x, self.w.t())\n";
+  ASSERT_NE(MakeStage(dir, {{"w", {kHidden, kHidden}}}, body, 0, /*trainable=*/false), nullptr);
+  ASSERT_NE(MakeStage(dir, {{"w", {kHidden, kHidden}}}, body, 1), nullptr);
+  const StatusOr<Plan> plan = OneF1BPlan(2);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const testing::StepResult step = testing::RunInProcess(*plan, ScriptedOptions(dir));
+  EXPECT_TRUE(std::isfinite(step.loss));
+  EXPECT_TRUE(step.grads.count(0) == 0 || step.grads.at(0).empty()) << "a frozen stage's gradient";
+  ASSERT_TRUE(step.grads.count(1) == 1 && step.grads.at(1).count("w") == 1);
+  EXPECT_GT(step.grads.at(1).at("w").abs().sum().item<double>(), 0.0);
 }
 
 }  // namespace
