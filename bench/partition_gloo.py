@@ -1,7 +1,9 @@
 """The partition's split and schedule against the even split with torch's own schedule classes,
-measured: a decoder of my own (an embedding and an LM head of an 8000-word vocabulary, eight
-blocks of two widths, a norm) trained by --ranks Gloo processes (default 2) on this machine's
-CPU, one thread each: give each its own core. The layer costs are measured first: each layer
+measured: a decoder of my own (an embedding and an LM head of an 8000-word vocabulary, blocks
+of two widths, a norm; --model alternating: eight blocks, narrow and wide in turn; dense-first:
+four narrow blocks, then eight wide ones, as models whose first layers are dense and the rest
+mixtures of experts) trained by --ranks Gloo processes (default 2) on this machine's CPU, one
+thread each: give each its own core. The layer costs are measured first: each layer
 alone (pipeplan.torch.measure_layers, one process; --figures alone), or in the job itself
 (--figures job: torch's Schedule1F1B on the even split with the layers marked,
 pipeplan_profiler's profile_steps(layers=...), the traces read by
@@ -11,7 +13,8 @@ steps. Per run the step time is the median over the steps after the
 first two of the slowest rank's schedule.step; printed per configuration: the median over the
 runs, its spread, and each rank's peak resident memory (ru_maxrss, the process's whole).
 
-    python bench/partition_gloo.py [--ranks 2] [--runs 5] [--steps 12] [--microbatches 8]
+    python bench/partition_gloo.py [--ranks 2] [--model alternating|dense-first] [--runs 5]
+                                   [--steps 12] [--microbatches 8]
                                    [--figures alone|job] [--only pipeplan,Schedule1F1B,...]
 """
 
@@ -40,7 +43,7 @@ VOCAB = 8000
 HIDDEN = 256
 SEQ = 128
 ROWS = 2  # per microbatch
-WIDTHS = (512, 2048, 512, 2048, 512, 2048, 512, 2048)
+MODELS = {"alternating": (512, 2048) * 4, "dense-first": (512,) * 4 + (2048,) * 8}
 
 
 class Block(torch.nn.Module):
@@ -54,11 +57,11 @@ class Block(torch.nn.Module):
 
 
 class Decoder(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, model):
         super().__init__()
         torch.manual_seed(0)
         self.tok_embeddings = torch.nn.Embedding(VOCAB, HIDDEN)
-        self.layers = torch.nn.ModuleList(Block(w) for w in WIDTHS)
+        self.layers = torch.nn.ModuleList(Block(w) for w in MODELS[model])
         self.norm = torch.nn.LayerNorm(HIDDEN)
         self.output = torch.nn.Linear(HIDDEN, VOCAB)
 
@@ -73,15 +76,14 @@ def loss_fn(logits, target):
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten())
 
 
-NAMES = ["tok_embeddings"] + [f"layers.{i}" for i in range(len(WIDTHS))] + ["norm", "output"]
-
-
-def even_stages(count):
+def even_stages(model, count):
     """torchtitan's default: the earlier stages take the extra layers."""
+    names = (["tok_embeddings"] + [f"layers.{i}" for i in range(len(MODELS[model]))]
+             + ["norm", "output"])
     out, start = [], 0
     for k in range(count):
-        size = len(NAMES) // count + (1 if k < len(NAMES) % count else 0)
-        out.append(NAMES[start:start + size])
+        size = len(names) // count + (1 if k < len(names) % count else 0)
+        out.append(names[start:start + size])
         start += size
     return out
 
@@ -97,17 +99,17 @@ class Stage(torch.nn.Module):
         return x
 
 
-def torch_schedule(name, model, microbatches, rank, ranks):
+def torch_schedule(name, model, shape, microbatches, rank, ranks):
     """torch's own class on the even split: one stage per rank, or two (V = 2: loop placement;
-    ZBV's V shape). Returns the schedule, the indices of the rank's stages and their count."""
+    ZBV's V shape); `shape` names the model in MODELS. Returns the schedule, the indices of the rank's stages and their count."""
     cls = getattr(torch_schedules, name)
     multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
     if not multi:
-        names = even_stages(ranks)
+        names = even_stages(shape, ranks)
         stage = pipeplan.torch._GlooPipelineStage(Stage(model, names[rank]), rank, ranks,
                                                   torch.device("cpu"))
         return cls(stage, microbatches, loss_fn=loss_fn), [rank], ranks
-    names = even_stages(2 * ranks)
+    names = even_stages(shape, 2 * ranks)
     indices = ([rank, 2 * ranks - 1 - rank] if name == "ScheduleZBVZeroBubble"
                else [rank, rank + ranks])
     # Gloo cannot send to its own rank: the V shape's turn needs the same work-around as
@@ -124,7 +126,7 @@ def run(rank, config, result_path):
     dist.init_process_group("gloo", rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=300))
     try:
-        model = Decoder()
+        model = Decoder(config["model"])
         microbatches = config["microbatches"]
         if config["kind"] == "pipeplan":
             split = pipeplan.partition(config["layers"], ranks=ranks, microbatches=microbatches,
@@ -134,8 +136,8 @@ def run(rank, config, result_path):
             first = 0 in built
             last = len(split.stages) - 1 in built
         else:
-            schedule, held, count = torch_schedule(config["kind"], model, microbatches, rank,
-                                                   ranks)
+            schedule, held, count = torch_schedule(config["kind"], model, config["model"],
+                                                   microbatches, rank, ranks)
             first, last = 0 in held, count - 1 in held
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         generator = torch.Generator().manual_seed(1)
@@ -163,16 +165,16 @@ def run(rank, config, result_path):
         dist.destroy_process_group()
 
 
-def profile_layers(rank, ranks, microbatches, directory):
+def profile_layers(rank, shape, ranks, microbatches, directory):
     """Torch's Schedule1F1B on the even split, each rank's layers marked: 1 warm-up step and 3
     profiled ones, a trace per rank under `directory`."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=300))
     try:
-        model = Decoder()
-        schedule, _, _ = torch_schedule("Schedule1F1B", model, microbatches, rank, ranks)
-        layers = {name: model.get_submodule(name) for name in even_stages(ranks)[rank]}
+        model = Decoder(shape)
+        schedule, _, _ = torch_schedule("Schedule1F1B", model, shape, microbatches, rank, ranks)
+        layers = {name: model.get_submodule(name) for name in even_stages(shape, ranks)[rank]}
         tokens = torch.randint(0, VOCAB, (microbatches * ROWS, SEQ),
                                generator=torch.Generator().manual_seed(1))
         with profile_steps(directory, warmup=1, active=3, quiet=True, schedule=schedule,
@@ -195,9 +197,9 @@ def spawn(ranks, function, *args):
     torch.multiprocessing.spawn(function, args=args, nprocs=ranks)
 
 
-def layers_in_the_job(ranks, microbatches):
+def layers_in_the_job(shape, ranks, microbatches):
     with tempfile.TemporaryDirectory() as scratch:
-        spawn(ranks, profile_layers, ranks, microbatches, scratch)
+        spawn(ranks, profile_layers, shape, ranks, microbatches, scratch)
         return pipeplan.import_layer_traces(
             [os.path.join(scratch, f"rank{r}.json.gz") for r in range(ranks)])
 
@@ -214,6 +216,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=RANKS,
                         help="Gloo processes, one thread each (give each a core of its own)")
+    parser.add_argument("--model", choices=sorted(MODELS), default="alternating",
+                        help="the blocks' widths: narrow and wide in turn, or narrow ones first")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--microbatches", type=int, default=8)
@@ -222,10 +226,10 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.figures == "job":
-        layers = layers_in_the_job(args.ranks, args.microbatches)
+        layers = layers_in_the_job(args.model, args.ranks, args.microbatches)
     else:
         tokens = torch.randint(0, VOCAB, (ROWS, SEQ))
-        layers = pipeplan.torch.measure_layers(Decoder(), tokens, loss_fn, target=tokens,
+        layers = pipeplan.torch.measure_layers(Decoder(args.model), tokens, loss_fn, target=tokens,
                                                repeats=7)
     split = pipeplan.partition(layers, ranks=args.ranks, microbatches=args.microbatches,
                                runtime="torch")
@@ -241,8 +245,9 @@ def main():
         configs = [c for c in configs if c in args.only.split(",")]
     results = {}
     for kind in configs:
-        runs = [measure({"kind": kind, "layers": layers, "microbatches": args.microbatches,
-                         "steps": args.steps, "ranks": args.ranks}) for _ in range(args.runs)]
+        runs = [measure({"kind": kind, "model": args.model, "layers": layers,
+                         "microbatches": args.microbatches, "steps": args.steps,
+                         "ranks": args.ranks}) for _ in range(args.runs)]
         steps = [r["step"] * 1000 for r in runs]
         peaks = [max(r["peaks"][k] for r in runs) for k in range(args.ranks)]
         results[kind] = (statistics.median(steps), min(steps), max(steps), peaks)
@@ -256,6 +261,10 @@ def main():
     print(f"partition's split + {split.plan.strategy}: {ours:.1f} ms; the even split with "
           f"torch's best class ({best_torch}): {theirs:.1f} ms; {100 * (1 - ours / theirs):.1f}% "
           "shorter")
+    higher = [r for r in range(args.ranks) if results["pipeplan"][3][r] > results[best_torch][3][r]]
+    print("peak RSS: " + ("no rank above" if not higher else
+                          "above on rank(s) " + ", ".join(map(str, higher)))
+          + f" {best_torch}'s")
     return 0
 
 

@@ -4,7 +4,11 @@
 #   bin/  pipeplan, pipeplan-torch and the GPU test binary (torch_cuda_tests)
 #   lib/  libpipeplan_torch_ops.so and the shared libraries they load that are neither
 #         glibc's nor torch's (protobuf, the C++ runtime, ...), found through an $ORIGIN rpath
-#   gpu_check.sh, make_stage_modules.py (its TorchScript stages), runtime_side_by_side.py
+#   gpu_check.sh, make_stage_modules.py (its TorchScript stages), runtime_side_by_side.py,
+#         partition_gloo.py
+#   python/ and build_python.sh: the Python package for a Python other than the wheel's (the GPU
+#         machines have 3.12): the bindings' sources and headers and the planner's libraries from
+#         the wheel's build (scripts/build_wheel.sh, -fPIC); build_python.sh compiles the rest there
 # Built by scripts/build.sh (the project's build directory, RelWithDebInfo: -O2) and stripped,
 # against the pinned torch wheel (scripts/setup_torch.sh: 2.11.0+cu130 with NCCL 2.28.9), the
 # build the GPU machines have: their LibTorch, CUDA runtime and NCCL are loaded there.
@@ -58,6 +62,29 @@ is_provided() {
   esac
   return 1
 }
+# The Python package's sources and the planner's -fPIC archives (scripts/device_python/).
+pack_python() {
+  local wheel_build=${PIPEPLAN_WHEEL_BUILD_DIR:-$build_dir-wheel} py="$dir.partial/python"
+  if (( build )); then
+    bash "$repo/scripts/build_wheel.sh" "$(mktemp -d)" >/dev/null
+  fi
+  if [[ ! -f "$wheel_build/planner/libpipeplan_planner.a" ]]; then
+    echo "gpu_bundle: no wheel build in $wheel_build (run scripts/build_wheel.sh)" >&2
+    exit 1
+  fi
+  mkdir -p "$py/lib" "$py/include" "$py/src" "$py/pipeplan"
+  find "$wheel_build" -name 'libpipeplan_*.a' -exec cp {} "$py/lib/" \;
+  local include
+  for include in "$repo"/app/include "$repo"/cli/include "$repo"/planner/include \
+                 "$repo"/planner/*/include; do
+    cp -r "$include"/. "$py/include/"
+  done
+  cp "$repo"/python/src/*.cc "$repo"/python/src/*.h "$py/src/"
+  cp "$repo"/python/pipeplan/*.py "$repo"/python/pipeplan/py.typed "$repo"/python/pipeplan_*.py \
+     "$py/pipeplan/"
+  cp "$repo/scripts/device_python/CMakeLists.txt" "$py/CMakeLists.txt"
+  cp "$repo/scripts/device_python/build_python.sh" "$dir.partial/build_python.sh"
+}
 export LD_LIBRARY_PATH="$torch_lib:$site/nvidia/cu13/lib:$site/nvidia/nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for file in "$dir.partial"/bin/* "$dir.partial"/lib/*.so; do
   while read -r path; do
@@ -74,6 +101,8 @@ strip --strip-unneeded "$dir.partial"/lib/*.so* 2>/dev/null || true
 cp "$repo/scripts/gpu_check.sh" "$dir.partial/gpu_check.sh"
 cp "$repo/examples/make_stage_modules.py" "$dir.partial/make_stage_modules.py"
 cp "$repo/bench/runtime_side_by_side.py" "$dir.partial/runtime_side_by_side.py"
+cp "$repo/bench/partition_gloo.py" "$dir.partial/partition_gloo.py"
+pack_python
 chmod +x "$dir.partial/gpu_check.sh"
 
 size_kib=$(du -sk "$dir.partial" | cut -f1)
