@@ -37,6 +37,11 @@ if [[ "${PIPEPLAN_TORCH:-AUTO}" != "OFF" ]]; then
 fi
 bash "$repo/scripts/build.sh" -DPIPEPLAN_WERROR=ON -DPIPEPLAN_BUILD_TESTS=ON
 
+# The wheel's build first: the GPU bundle's test packs its -fPIC archives (scripts/gpu_bundle.sh).
+wheelhouse=$(mktemp -d)
+bash "$repo/scripts/build_wheel.sh" "$wheelhouse" >/dev/null
+rm -rf "$wheelhouse"
+
 echo "test: ctest --test-dir $build_dir --output-on-failure -j2 (timeout ${timeout_s}s)"
 if ! timeout "$timeout_s" ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600; then
   echo "test: FAILED" >&2
