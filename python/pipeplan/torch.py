@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining import _backward as _torch_backward
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 from . import Error, Plan, Split, _count, _flag
@@ -103,14 +104,52 @@ def _saved_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
     return result, sum(seen.values())
 
 
+def _backward_input(head: torch.Tensor, grad: Optional[torch.Tensor], inp: torch.Tensor,
+                   params: Sequence[torch.nn.Parameter]) -> list[dict[str, Any]]:
+    """I as torch's zero-bubble schedules run it (``stage_backward_input``): the input's
+    gradient, keeping what W needs; returns that for :func:`_backward_weight`."""
+    _, groups = _torch_backward.stage_backward_input([head], None if grad is None else [grad],
+                                                     [inp], iter(params))
+    return groups
+
+
+def _backward_weight(params: Sequence[torch.nn.Parameter], groups: list[dict[str, Any]]) -> None:
+    """W as torch's zero-bubble schedules run it (``stage_backward_weight``): the weights'
+    gradients from what :func:`_backward_input` kept, none of I's work done again."""
+    _torch_backward.stage_backward_weight(iter(params), groups)
+
+
+def _time_split_backward(clock: "_Clock", head: torch.Tensor, grad: Optional[torch.Tensor],
+                         inp: Optional[torch.Tensor],
+                         params: Sequence[torch.nn.Parameter]) -> tuple[float, float]:
+    """I and W of one microbatch's backward, in ms. No input gradient (an embedding's tokens):
+    I is 0 and W the whole backward; no parameters: W is 0 and I the whole backward."""
+    if inp is None:
+        if not params:
+            return 0.0, 0.0
+        elapsed_w, _ = clock.time(lambda: torch.autograd.backward(head, grad, inputs=params))
+        return 0.0, elapsed_w
+    if not params:
+        elapsed_i, _ = clock.time(lambda: torch.autograd.backward(head, grad, inputs=[inp]))
+        return elapsed_i, 0.0
+    # torch's I detaches the output in place, which a view (a Linear's on 3-d input) refuses: a
+    # copy's backward hands the gradient through untouched.
+    root = head.clone() if head._is_view() else head
+    elapsed_i, groups = clock.time(lambda: _backward_input(root, grad, inp, params))
+    elapsed_w, _ = clock.time(lambda: _backward_weight(params, groups))
+    return elapsed_i, elapsed_w
+
+
 def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional[Callable] = None,
                    *, target: Any = None, layers: Optional[Sequence[str]] = None,
                    repeats: int = 5, warmup: int = 2, optimizer_multiple: float = 0.0,
                    path: Union[str, "os.PathLike[str]", None] = None) -> dict:
     """Measures each top-level layer of ``model`` on one microbatch, on the device its
     parameters are on: forward, full backward, and the backward split into I (input gradient)
-    and W (weight gradient), medians of ``repeats`` runs after ``warmup``, in ms (CUDA events
-    on a GPU); and bytes: what its forward saves for the backward (``activation``), its
+    and W (weight gradient) as torch's zero-bubble schedules split it (W computes the weights'
+    gradients from what I kept, not the backward again), medians of ``repeats`` runs after
+    ``warmup``, in ms (CUDA events on a GPU); gradients accumulate into ``.grad`` as a step's
+    microbatches do (the model's own are put back afterwards); and bytes: what its forward saves for the backward (``activation``), its
     parameters and its output. The layers run in order, each on the previous one's output (a
     model of top-level layers, as :func:`split_model` builds stages); ``loss_fn(output,
     target)`` counts with the last. Returns the layer costs dict ``pipeplan.partition`` takes,
@@ -152,28 +191,30 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
 
         times: dict[str, list[float]] = {"forward": [], "backward": [], "backward_input": [],
                                         "backward_weight": []}
-        for run in range(warmup + repeats):
-            keep = run >= warmup
-            elapsed, (inp, out, head) = clock.time(forward)
-            grad = None if head is not out or head.dim() == 0 else torch.ones_like(head)
-            wrt = ([inp] if floating else []) + params
-            elapsed_b = 0.0
-            if wrt:
-                elapsed_b, _ = clock.time(lambda: torch.autograd.grad(
-                    head, wrt, grad, retain_graph=True, allow_unused=True))
-            elapsed_i = 0.0
-            if floating:
-                elapsed_i, _ = clock.time(lambda: torch.autograd.grad(
-                    head, [inp], grad, retain_graph=True))
-            elapsed_w = 0.0
-            if params:
-                elapsed_w, _ = clock.time(lambda: torch.autograd.grad(
-                    head, params, grad, allow_unused=True))
-            if keep:
-                times["forward"].append(elapsed)
-                times["backward"].append(elapsed_b)
-                times["backward_input"].append(elapsed_i)
-                times["backward_weight"].append(elapsed_w)
+        # The gradients accumulate into .grad as a step's microbatches do; the caller's are
+        # put back afterwards.
+        kept_grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        try:
+            for run in range(warmup + repeats):
+                elapsed, (inp, out, head) = clock.time(forward)
+                grad = None if head is not out or head.dim() == 0 else torch.ones_like(head)
+                wrt = ([inp] if floating else []) + params
+                elapsed_b = 0.0
+                if wrt:
+                    elapsed_b, _ = clock.time(lambda: torch.autograd.backward(
+                        head, grad, retain_graph=True, inputs=wrt))
+                elapsed_i, elapsed_w = _time_split_backward(clock, head, grad,
+                                                            inp if floating else None, params)
+                if run >= warmup:
+                    times["forward"].append(elapsed)
+                    times["backward"].append(elapsed_b)
+                    times["backward_input"].append(elapsed_i)
+                    times["backward_weight"].append(elapsed_w)
+        finally:
+            for p, kept in zip(params, kept_grads):
+                p.grad = kept
         (_, out, _), activation = _saved_bytes(forward)
         entry = {"name": name}
         entry.update({kind: statistics.median(values) for kind, values in times.items()})

@@ -264,3 +264,38 @@ def test_measured_layers_plan_a_split_of_the_model(tmp_path):
     assert [name for stage in split.stages for name in stage] == names
     with pytest.raises(pipeplan.Error, match="layers: the model has no module 'nope'"):
         pipeplan.torch.measure_layers(model, tokens, layers=["nope"])
+
+
+def test_measured_w_is_the_weights_gradients_alone_as_torchs_zero_bubble_runs_it():
+    # A block x + down(tanh(up(x))) on n tokens: I takes two matrix products (through down,
+    # then up), W two (down's and up's weights). W measured as the weights' gradient asked of
+    # the whole backward would also take the product through down again: three.
+    from torch.utils.flop_counter import FlopCounterMode
+    torch.manual_seed(0)
+    n, hidden, width = 32, 16, 48
+    up, down = torch.nn.Linear(hidden, width), torch.nn.Linear(width, hidden)
+    params = list(up.parameters()) + list(down.parameters())
+    product = 2 * n * hidden * width
+    inp = torch.randn(n, hidden, requires_grad=True)
+    out = inp + down(torch.tanh(up(inp)))
+    with FlopCounterMode(display=False) as input_flops:
+        groups = pipeplan.torch._backward_input(out, torch.ones_like(out), inp, params)
+    with FlopCounterMode(display=False) as weight_flops:
+        pipeplan.torch._backward_weight(params, groups)
+    assert input_flops.get_total_flops() == 2 * product
+    assert weight_flops.get_total_flops() == 2 * product
+    assert all(p.grad is not None for p in params)
+
+
+def test_measuring_layers_leaves_the_models_gradients_as_they_were():
+    torch.manual_seed(0)
+    model = _Decoder()
+    tokens = torch.randint(0, 100, (2, 64))
+    head = model.get_submodule("output").weight
+    head.grad = torch.full_like(head, 3.0)
+    pipeplan.torch.measure_layers(model, tokens, lambda out, target: torch.nn.functional.
+                                  cross_entropy(out.flatten(0, 1), target.flatten()),
+                                  target=tokens, repeats=2, warmup=1)
+    assert torch.equal(head.grad, torch.full_like(head, 3.0))
+    assert all(p.grad is None for name, p in model.named_parameters()
+               if not name.startswith("output."))
