@@ -151,6 +151,18 @@ def _marks_its_actions(schedule):
     return isinstance(schedule, getattr(schedules, "_PipelineScheduleRuntime", ()))
 
 
+def _splits_backward(schedule):
+    """Whether `schedule`'s actions split a backward into I and W (torch's zero-bubble classes,
+    a zero-bubble plan loaded into its runtime)."""
+    from torch.distributed.pipelining.schedules import _ComputationType
+    split = (_ComputationType.BACKWARD_INPUT, _ComputationType.BACKWARD_WEIGHT)
+    for attribute in ("pipeline_order", "pipeline_order_with_comms"):
+        for actions in (getattr(schedule, attribute, None) or {}).values():
+            if any(a is not None and a.computation_type in split for a in actions):
+                return True
+    return False
+
+
 def _stages_of(schedule):
     stage = getattr(schedule, "_stage", None)
     return [stage] if stage is not None else list(getattr(schedule, "_stages", []))
@@ -389,10 +401,19 @@ def profile_steps(directory, warmup=1, active=3, plan=None, quiet=False, collect
     `schedule`: the schedule the loop steps; needed only for one that does not name its actions
     itself (Schedule1F1B, ScheduleGPipe: see mark_actions). `layers`: the model's layers this
     rank runs (a module, whose children they are, or {name: module}); each one's forward and
-    backward is marked for `pipeplan import --format torch-layer-trace` (see mark_layers).
+    backward is marked for `pipeplan import --format torch-layer-trace` (see mark_layers); refused
+    with a schedule that splits backwards into I and W, where the marks would time I alone.
     """
     if warmup < 0 or active < 1:
         raise ValueError(f"need warmup >= 0 and active >= 1, got {warmup} and {active}")
+    if layers is not None and schedule is not None and _splits_backward(schedule):
+        # A layer's range closes with its input's gradient; its weights' come later, in a W
+        # the range cannot see: the range would be taken for a whole B.
+        raise ValueError(
+            f"layers: {type(schedule).__name__} splits each backward into I and W, so a layer's "
+            "marked backward would time its I alone; profile a schedule with whole backwards "
+            "(Schedule1F1B, ScheduleInterleaved1F1B) for the layers' figures, or measure I and "
+            "W with pipeplan.torch.measure_layers")
     rank, world_size = _rank()
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"rank{rank}.json.gz")

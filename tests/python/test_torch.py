@@ -127,6 +127,19 @@ def test_a_pipelined_jobs_marked_layers_come_back_in_model_order(tmp_path):
     assert [name for stage in split.stages for name in stage] == names
 
 
+def test_marking_layers_under_a_split_backward_is_refused_naming_why(tmp_path):
+    """zbv runs I and W apart: a layer's marked range would time I alone, taken for its B."""
+    out = tmp_path / "job"
+    out.mkdir()
+    result = subprocess.run([sys.executable, str(JOB), "--out", str(out), "--ranks", "2",
+                             "--strategy", "zbv", "--traces", str(tmp_path / "traces"),
+                             "--mark-layers", "--steps", "2"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "splits each backward into I and W" in result.stderr, result.stderr[-3000:]
+    assert not list((tmp_path / "traces").glob("rank*.json.gz"))
+
+
 def test_schedule_refuses_what_does_not_fit(tmp_path):
     plan = pipeplan.plan("1f1b", ranks=2, microbatches=2)
     with pytest.raises(pipeplan.Error, match="torch.distributed is not initialized"):

@@ -94,7 +94,8 @@ def run(rank, args):
         marked = ({f"layers.{i}": m for i, m in sorted(layers.items())} if args.mark_layers
                   else None)
         profiling = (pipeplan.torch.profile_steps(args.traces, warmup=1, active=args.steps - 1,
-                                                  quiet=True, layers=marked)
+                                                  quiet=True, schedule=schedule,
+                                                  layers=marked)
                      if args.traces else contextlib.nullcontext(lambda: None))
         with profiling as next_step:
             for step in range(args.steps):
