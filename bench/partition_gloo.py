@@ -7,7 +7,9 @@ thread each: give each its own core. The layer costs are measured first: each la
 alone (pipeplan.torch.measure_layers, one process; --figures alone), or in the job itself
 (--figures job: torch's Schedule1F1B on the even split with the layers marked,
 pipeplan_profiler's profile_steps(layers=...), the traces read by
-pipeplan.import_layer_traces); the split and schedule chosen by
+pipeplan.import_layer_traces; its backwards are whole, so I = W = B/2 is assumed), or both
+(--figures job+split: the job's F and B, each B split into I and W in the proportions measured
+alone); the split and schedule chosen by
 pipeplan.partition(runtime="torch"); then every configuration runs --runs times for --steps
 steps. Per run the step time is the median over the steps after the
 first two of the slowest rank's schedule.step; printed per configuration: the median over the
@@ -15,7 +17,7 @@ runs, its spread, and each rank's peak resident memory (ru_maxrss, the process's
 
     python bench/partition_gloo.py [--ranks 2] [--model alternating|dense-first] [--runs 5]
                                    [--steps 12] [--microbatches 8]
-                                   [--figures alone|job] [--only pipeplan,Schedule1F1B,...]
+                                   [--figures alone|job|job+split] [--only pipeplan,...]
 """
 
 import argparse
@@ -204,6 +206,22 @@ def layers_in_the_job(shape, ranks, microbatches):
             [os.path.join(scratch, f"rank{r}.json.gz") for r in range(ranks)])
 
 
+def split_as(job, alone):
+    """The job's layer figures with each B split into I and W in the proportions measured
+    alone (I / B and W / B kept, so a split backward may cost more than a whole one)."""
+    by_name = {layer["name"]: layer for layer in alone["layers"]}
+    scale = {"ms": 1.0, "us": 1000.0}[job["time_unit"]] / {"ms": 1.0, "us": 1000.0}[
+        alone["time_unit"]]
+    out = dict(job, layers=[])
+    for layer in job["layers"]:
+        measured = by_name[layer["name"]]
+        ratio = layer["backward"] / (measured["backward"] * scale)
+        out["layers"].append(dict(
+            layer, backward_input=measured["backward_input"] * scale * ratio,
+            backward_weight=measured["backward_weight"] * scale * ratio))
+    return out
+
+
 def measure(config):
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "result.json")
@@ -221,16 +239,20 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--microbatches", type=int, default=8)
-    parser.add_argument("--figures", choices=["alone", "job"], default="alone")
+    parser.add_argument("--figures", choices=["alone", "job", "job+split"], default="alone",
+                        help="layer figures measured alone (measure_layers), in the job "
+                             "(Schedule1F1B's traces: I = W = B/2 assumed), or in the job with "
+                             "each B split into I and W as measured alone")
     parser.add_argument("--only", help="comma-separated configurations to run (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.figures == "job":
+    if args.figures != "alone":
         layers = layers_in_the_job(args.model, args.ranks, args.microbatches)
-    else:
+    if args.figures != "job":
         tokens = torch.randint(0, VOCAB, (ROWS, SEQ))
-        layers = pipeplan.torch.measure_layers(Decoder(args.model), tokens, loss_fn, target=tokens,
-                                               repeats=7)
+        alone = pipeplan.torch.measure_layers(Decoder(args.model), tokens, loss_fn,
+                                              target=tokens, repeats=7)
+        layers = alone if args.figures == "alone" else split_as(layers, alone)
     split = pipeplan.partition(layers, ranks=args.ranks, microbatches=args.microbatches,
                                runtime="torch")
     unit = layers["time_unit"]
