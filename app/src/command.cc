@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "pipeplan/app/format.h"
-#include "pipeplan/planner/optimal.h"
+#include "pipeplan/planner/plannable.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
 
@@ -33,12 +33,7 @@ std::string StagesRange(int min, int max) {
 // "  name  V  summary" for every strategy in catalogue order, the solver-made ones, then auto.
 std::string StrategyTable() {
   TextTable table({"  name", "V", "summary"}, {true, true, true});
-  for (const Strategy& strategy : AllStrategies()) {
-    table.AddRow({"  " + std::string(strategy.name),
-                  StagesRange(strategy.min_stages_per_rank, strategy.max_stages_per_rank),
-                  std::string(strategy.summary)});
-  }
-  for (const OptimalStrategy& strategy : OptimalStrategies()) {
+  for (const PlannableStrategy& strategy : PlannableStrategies()) {
     table.AddRow({"  " + std::string(strategy.name),
                   StagesRange(strategy.min_stages_per_rank, strategy.max_stages_per_rank),
                   std::string(strategy.summary)});

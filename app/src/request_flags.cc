@@ -18,7 +18,7 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/planner/normalize.h"
-#include "pipeplan/planner/optimal.h"
+#include "pipeplan/planner/plannable.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
 
@@ -268,8 +268,7 @@ StatusOr<RequestFlags> CheckRequestValues(const RequestValues& values, StrategyF
   if (strategy_flag == StrategyFlag::kRequired) {
     if (!values.strategy.has_value()) return InvalidArgument("missing required flag --strategy");
     out.strategy = *values.strategy;
-    if (out.strategy != kAutoStrategy && FindStrategy(out.strategy) == nullptr &&
-        FindOptimalStrategy(out.strategy) == nullptr) {
+    if (out.strategy != kAutoStrategy && !FindPlannableStrategy(out.strategy).has_value()) {
       return InvalidArgument("unknown strategy '" + out.strategy +
                              "' (known: " + PlannableStrategyNames() + ")");
     }
@@ -365,15 +364,10 @@ StatusOr<PlanRequest> LoadRequest(const RequestFlags& flags) {
   request.topology.ranks = flags.ranks;
   request.topology.microbatches = flags.microbatches;
   request.topology.stages_per_rank = flags.stages_per_rank.value_or(1);
-  if (const Strategy* strategy = FindStrategy(flags.strategy); strategy != nullptr) {
+  if (const std::optional<PlannableStrategy> strategy = FindPlannableStrategy(flags.strategy)) {
     request.topology.placement = strategy->placement;
     if (!flags.stages_per_rank.has_value()) {
       request.topology.stages_per_rank = std::max(1, strategy->min_stages_per_rank);
-    }
-  } else if (const OptimalStrategy* optimal = FindOptimalStrategy(flags.strategy)) {
-    request.topology.placement = optimal->placement;
-    if (!flags.stages_per_rank.has_value()) {
-      request.topology.stages_per_rank = optimal->min_stages_per_rank;
     }
   }
   request.options.microbatch_group_size = flags.microbatch_group_size;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "pipeplan/model/stage_recut.h"
-#include "pipeplan/planner/optimal.h"
+#include "pipeplan/planner/plannable.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/runtime_support.h"
 #include "pipeplan/strategies/strategy.h"
@@ -15,28 +15,13 @@
 namespace pipeplan {
 namespace {
 
-// What Normalize needs of a strategy, from the catalogue or the solver-made ones.
-struct StrategyShape {
-  Placement placement;
-  int min_stages_per_rank;
-  int max_stages_per_rank;
-  StrategySetting setting = StrategySetting::kNone;
-};
-
-StatusOr<StrategyShape> ShapeOf(const std::string& name) {
-  if (const Strategy* strategy = FindStrategy(name); strategy != nullptr) {
-    return StrategyShape{strategy->placement, strategy->min_stages_per_rank,
-                         strategy->max_stages_per_rank, strategy->setting};
-  }
-  if (const OptimalStrategy* optimal = FindOptimalStrategy(name); optimal != nullptr) {
-    return StrategyShape{optimal->placement, optimal->min_stages_per_rank,
-                         optimal->max_stages_per_rank};
-  }
+StatusOr<PlannableStrategy> ShapeOf(const std::string& name) {
+  if (std::optional<PlannableStrategy> strategy = FindPlannableStrategy(name)) return *strategy;
   return InvalidArgument("unknown strategy '" + name + "' (known: " + PlannableStrategyNames() +
                          ")");
 }
 
-Status CheckOptions(const PlanRequest& request, const StrategyShape& shape) {
+Status CheckOptions(const PlanRequest& request, const PlannableStrategy& shape) {
   if (request.options.microbatch_group_size < 0) {
     return InvalidArgument("microbatch group size must be >= 1, got " +
                            std::to_string(request.options.microbatch_group_size));
@@ -126,7 +111,7 @@ Status CheckRequestModels(const PlanRequest& request) {
 }
 
 StatusOr<NormalizedRequest> Normalize(PlanRequest request) {
-  PIPEPLAN_ASSIGN_OR_RETURN(const StrategyShape shape, ShapeOf(request.strategy));
+  PIPEPLAN_ASSIGN_OR_RETURN(const PlannableStrategy shape, ShapeOf(request.strategy));
   TakeMemoryFromCosts(request);
   request.topology.placement = shape.placement;
   // V = 0 means "the strategy's own": 1, or 2 for the interleaved and V-shaped ones.

@@ -41,15 +41,6 @@ const OptimalStrategy* FindOptimalStrategy(std::string_view name) {
   return nullptr;
 }
 
-std::string PlannableStrategyNames() {
-  std::string names;
-  for (const Strategy& strategy : AllStrategies()) names += std::string(strategy.name) + ", ";
-  for (const OptimalStrategy& strategy : OptimalStrategies()) {
-    names += std::string(strategy.name) + ", ";
-  }
-  return names + std::string(kAutoStrategy);
-}
-
 namespace {
 
 using solver::Nearest;

@@ -3,10 +3,12 @@
 // registry: nothing about a strategy is keyed by its name elsewhere.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "pipeplan/app/command.h"
 #include "pipeplan/planner/auto_search.h"
+#include "pipeplan/planner/plannable.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/strategy.h"
 
@@ -79,6 +81,32 @@ TEST(StrategyRegistration, ARegisteredStrategyIsPlannedListedComparedAndSearched
   }
   EXPECT_TRUE(SupportsPostValidation("toy-forwards-first"));
   EXPECT_NE(PostValidationStrategyNames().find("toy-forwards-first"), std::string::npos);
+  // the one lookup every front end and Normalize read a strategy's traits from
+  const std::optional<PlannableStrategy> traits = FindPlannableStrategy("toy-forwards-first");
+  ASSERT_TRUE(traits.has_value());
+  EXPECT_EQ(traits->placement, Placement::kLoop);
+  EXPECT_EQ(traits->max_stages_per_rank, 1);
+  EXPECT_FALSE(traits->solver_made);
+  EXPECT_NE(PlannableStrategyNames().find("toy-forwards-first"), std::string::npos);
+}
+
+TEST(StrategyRegistration, TheSolverMadeStrategiesAreLookedUpWithTheCatalogue) {
+  const std::optional<PlannableStrategy> v = FindPlannableStrategy("optimal-v");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->solver_made);
+  EXPECT_EQ(v->placement, Placement::kVShape);
+  EXPECT_EQ(v->min_stages_per_rank, 2);
+  EXPECT_EQ(v->max_stages_per_rank, 2);
+  const std::optional<PlannableStrategy> zbv = FindPlannableStrategy("zbv");
+  ASSERT_TRUE(zbv.has_value());
+  EXPECT_FALSE(zbv->solver_made);
+  EXPECT_EQ(zbv->placement, Placement::kVShape);
+  EXPECT_FALSE(FindPlannableStrategy("auto").has_value());  // it chooses, it is not one
+  EXPECT_FALSE(FindPlannableStrategy("2f2b").has_value());
+  // The catalogue first, then the solver-made ones, then auto: the order --help lists them.
+  const std::string names = PlannableStrategyNames();
+  EXPECT_LT(names.find("1f1b"), names.find("optimal"));
+  EXPECT_EQ(names.substr(names.size() - 6), ", auto");
 }
 
 TEST(StrategyRegistration, RefusesWhatCannotBeAStrategy) {

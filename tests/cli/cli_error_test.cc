@@ -7,7 +7,7 @@
 
 #include "cli_runner.h"
 #include "gtest/gtest.h"
-#include "pipeplan/planner/optimal.h"
+#include "pipeplan/planner/plannable.h"
 #include "pipeplan/strategies/strategy.h"
 
 namespace pipeplan::cli_test {

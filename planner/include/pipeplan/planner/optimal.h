@@ -40,8 +40,6 @@ struct OptimalStrategy {
 const std::vector<OptimalStrategy>& OptimalStrategies();
 // nullptr when `name` is not one of them.
 const OptimalStrategy* FindOptimalStrategy(std::string_view name);
-// Every name `plan` takes, comma-separated: the catalogue's, the solver-made ones, auto.
-std::string PlannableStrategyNames();
 
 // Largest whole-step instance the solver is given (ops = compute parts). BuildOptimalPlan
 // solves a larger request as a periodic steady state (see PeriodicOrder).
