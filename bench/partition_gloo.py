@@ -103,7 +103,8 @@ class Stage(torch.nn.Module):
 
 def torch_schedule(name, model, shape, microbatches, rank, ranks):
     """torch's own class on the even split: one stage per rank, or two (V = 2: loop placement;
-    ZBV's V shape); `shape` names the model in MODELS. Returns the schedule, the indices of the rank's stages and their count."""
+    ZBV's V shape); `shape` names the model in MODELS. Returns the schedule, the indices of
+    the rank's stages and their count."""
     cls = getattr(torch_schedules, name)
     multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
     if not multi:

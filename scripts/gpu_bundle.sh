@@ -65,8 +65,11 @@ is_provided() {
 # The Python package's sources and the planner's -fPIC archives (scripts/device_python/).
 pack_python() {
   local wheel_build=${PIPEPLAN_WHEEL_BUILD_DIR:-$build_dir-wheel} py="$dir.partial/python"
-  if (( build )); then
-    bash "$repo/scripts/build_wheel.sh" "$(mktemp -d)" >/dev/null
+  if (( build )); then  # the wheel itself is not wanted, only its build's archives
+    local wheelhouse
+    wheelhouse=$(mktemp -d)
+    bash "$repo/scripts/build_wheel.sh" "$wheelhouse" >/dev/null
+    rm -rf "$wheelhouse"
   fi
   if [[ ! -f "$wheel_build/planner/libpipeplan_planner.a" ]]; then
     echo "gpu_bundle: no wheel build in $wheel_build (run scripts/build_wheel.sh)" >&2

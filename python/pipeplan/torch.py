@@ -149,11 +149,12 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     and W (weight gradient) as torch's zero-bubble schedules split it (W computes the weights'
     gradients from what I kept, not the backward again), medians of ``repeats`` runs after
     ``warmup``, in ms (CUDA events on a GPU); gradients accumulate into ``.grad`` as a step's
-    microbatches do (the model's own are put back afterwards); and bytes: what its forward saves for the backward (``activation``), its
-    parameters and its output. The layers run in order, each on the previous one's output (a
-    model of top-level layers, as :func:`split_model` builds stages); ``loss_fn(output,
-    target)`` counts with the last. Returns the layer costs dict ``pipeplan.partition`` takes,
-    and writes it as JSON to ``path`` when given.
+    microbatches do (the model's own are put back afterwards); and bytes: what its forward
+    saves for the backward (``activation``), its parameters and its output. The layers run in
+    order, each on the previous one's output (a model of top-level layers, as
+    :func:`split_model` builds stages); ``loss_fn(output, target)`` counts with the last.
+    Returns the layer costs dict ``pipeplan.partition`` takes, and writes it as JSON to
+    ``path`` when given.
 
     ``layers``: the names to measure, in order (default: the model's children, a ModuleList's
     entries one by one). A layer whose input is not a float tensor (an embedding's tokens) has

@@ -13,4 +13,5 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S "$here/python" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$(command -v "$python")" >/dev/null
 cmake --build "$build" --parallel
-PYTHONPATH="$here/python" "$python" -c 'import pipeplan; print("build_python: pipeplan", pipeplan.__file__)'
+PYTHONPATH="$here/python" "$python" -c \
+  'import pipeplan; print("build_python: pipeplan", pipeplan.__file__)'
