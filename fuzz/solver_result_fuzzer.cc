@@ -16,6 +16,7 @@
 
 #include "fuzz_support.h"
 #include "pipeplan/app/cp_sat_solver.h"
+#include "pipeplan/formats/solver_files.h"
 #include "pipeplan/planner/optimal.h"
 
 namespace {
@@ -63,9 +64,9 @@ std::vector<std::string_view> SplitResults(std::string_view text) {
 // Stands in for RunCpSat: writes the instance as RunCpSat does, answers with the next result.
 SolveFn AnswerWith(const std::vector<std::string_view>& results, size_t& next) {
   return [&results, &next](const SolverInstance& instance) -> StatusOr<SolverOutcome> {
-    PIPEPLAN_FUZZ_CHECK(fuzz::IsJson(app::SolverInstanceJson(instance)));
+    PIPEPLAN_FUZZ_CHECK(fuzz::IsJson(SolverInstanceJson(instance)));
     const std::string_view result = results[std::min(next++, results.size() - 1)];
-    return app::ParseSolverOutcome(result, instance.ops.size());
+    return ParseSolverOutcome(result, instance.ops.size());
   };
 }
 

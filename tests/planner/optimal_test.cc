@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pipeplan/app/cp_sat_solver.h"
+#include "pipeplan/formats/solver_files.h"
 #include "pipeplan/planner/normalize.h"
 #include "test_support.h"
 
@@ -754,32 +755,6 @@ TEST_F(OptimalTest, AutoWithTheSolverKeepsTheFastestPlan) {
       << refused.status().message();
 }
 
-TEST(SolverOutcome, ReadsTheSolversResult) {
-  const StatusOr<SolverOutcome> outcome = app::ParseSolverOutcome(
-      "status feasible\nobjective 12\nbound 10\nwall_s 3.5\nstopped_by_clock 1\nstarts 0 4\n", 2);
-  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
-  EXPECT_EQ(outcome->result, SolverOutcome::Result::kFeasible);
-  EXPECT_EQ(outcome->objective, 12);
-  EXPECT_EQ(outcome->bound, 10);
-  EXPECT_TRUE(outcome->stopped_by_clock);
-  EXPECT_EQ(outcome->starts, (std::vector<int64_t>{0, 4}));
-  EXPECT_EQ(outcome->period, 0);
-  EXPECT_FALSE(outcome->period_proven);
-  const StatusOr<SolverOutcome> periodic = app::ParseSolverOutcome(
-      "status optimal\nobjective 30\nbound 30\nperiod 3\nperiod_proven 1\nstarts 0 1\n", 2);
-  ASSERT_TRUE(periodic.ok()) << periodic.status().message();
-  EXPECT_EQ(periodic->period, 3);
-  EXPECT_TRUE(periodic->period_proven);
-
-  EXPECT_FALSE(app::ParseSolverOutcome("objective 12\n", 0).ok());              // no status
-  EXPECT_FALSE(app::ParseSolverOutcome("status optimal\nstarts 0\n", 2).ok());  // too few
-  EXPECT_FALSE(app::ParseSolverOutcome("status solved\n", 0).ok());             // unknown
-  const StatusOr<SolverOutcome> infeasible = app::ParseSolverOutcome("status infeasible\n", 2);
-  ASSERT_TRUE(infeasible.ok());
-  EXPECT_EQ(infeasible->result, SolverOutcome::Result::kInfeasible);
-  EXPECT_FALSE(infeasible->stopped_by_clock);
-}
-
 TEST(OptimalInstance, RefusesRequestsOverTheSizeCap) {
   PlanRequest request = MakeRequest("optimal", 8, 200);
   const StatusOr<SolverInstance> instance = BuildSolverInstance(request);
@@ -826,7 +801,7 @@ TEST(SolverInstanceJson, SaysWhetherTheFiguresWereRounded) {
        {std::pair{exact, "\"exact\":true"}, std::pair{rounded, "\"exact\":false"}}) {
     const StatusOr<SolverInstance> instance = BuildSolverInstance(request);
     ASSERT_TRUE(instance.ok()) << instance.status().message();
-    EXPECT_NE(app::SolverInstanceJson(*instance).find(want), std::string::npos) << want;
+    EXPECT_NE(SolverInstanceJson(*instance).find(want), std::string::npos) << want;
   }
 }
 
