@@ -9,7 +9,7 @@
 //     of 1F1B's: a plan of the solver's own, in seconds, far faster than the heuristics
 //   optimal, P=4, M=8, measured costs and memory in bytes (examples/calibrated_costs.textproto)
 //     under a 24 MB limit, 5 deterministic seconds: no slower than the best heuristic, in 20 s
-//     of wall time (issue 20: it took 138-156 s while the LP ran under memory limits)
+//     of wall time (with the LP relaxation it took several times that: docs/benchmarks.md)
 // "s" is the wall time of one plan (warm start, solve, comm insertion, validation,
 // simulation), "gap_percent" the plan's distance to the solver's proven bound; the label says
 // "within budget" or "OVER BUDGET" with the solver's verdict. Skips when OR-Tools is missing

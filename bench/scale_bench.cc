@@ -40,18 +40,16 @@
 // pass keeps the ratio near 1 and an n log n one near log(16n)/log(n) (~1.2 here), while a
 // part quadratic in P makes it ~4x and one quadratic in P x M ~16x. The bound is 2x: over it
 // the label says "QUADRATIC?". User CPU rather than wall time, because the kernel's share
-// grows with the footprint, not with the algorithm: on this VM a page fault costs ~3.4 us at
-// the mid size and ~6 us once a multi-GB run reaches guest memory the host has not backed yet
-// (interleaved-zb: system time 33% of the wall at mid, 44% at large, with the same faults per
-// action and flat instruction counts). The wall-time ratio is printed next to it. The ratio
+// grows with the footprint, not with the algorithm: a page fault costs more once a multi-GB
+// run reaches guest memory the host has not backed yet (docs/benchmarks.md, "Where the time
+// goes"). The wall-time ratio is printed next to it. The ratio
 // needs the mid case in the same run (else "growth n/a").
 //
 // Counters: actions, ms (mean wall per iteration: plan + simulate), plan_ms, sim_ms, user_ms
 // and sys_ms (CPU), us_per_action (wall), peak_MB (child's VmHWM), wait4_MB (its ru_maxrss),
 // B_per_action, growth_user, growth_wall, growth_mem; the label carries the verdicts. v-half and
 // v-min, whose greedy reordering runs up to three simulations of the whole step, are the
-// slowest: 0.68-0.71 and 0.55-0.56 us per action at the large size on 2026-11-24 (session 11;
-// 1.07-1.19 us with the session-10 code the same hour; docs/reliability.md, "Scale").
+// slowest (their figures: docs/benchmarks.md, "Scale").
 //
 // The whole run takes ~3.5 minutes on the 2-core VM (the large cases take 2-46 s each). A quick
 // run without the large cases takes ~30 s:

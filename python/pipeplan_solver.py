@@ -229,10 +229,9 @@ def make_solver(instance, limit):
     solver.parameters.random_seed = 0
     if memory_bound(instance) and not instance.get("exact", True):
         # With measured costs (rounded, so no bound proves anything) the LP relaxation of the
-        # memory cumulatives is what a deterministic second undercounts: P=4 M=8 under a byte
-        # limit took 131 s of wall time for 5 of them with it and 9.4 s without, the same
-        # order found. With exact figures the LP stays: it proves small limited requests at
-        # unit costs 2-4x sooner.
+        # memory cumulatives is what a deterministic second undercounts: the wall time is many
+        # times the budget for the same order (docs/benchmarks.md, "Optimal schedules"). With
+        # exact figures the LP stays: it proves small limited requests sooner.
         solver.parameters.linearization_level = 0
     return solver, clock_cap
 
