@@ -1,5 +1,5 @@
 """The partition's split and schedule against the even split with torch's own schedule classes,
-measured: a decoder of my own (an embedding and an LM head of an 8000-word vocabulary, blocks
+measured: a decoder of my own (an embedding and an LM head of a --vocab-word vocabulary, blocks
 of two widths, a norm; --model alternating: eight blocks, narrow and wide in turn; dense-first:
 four narrow blocks, then eight wide ones, as models whose first layers are dense and the rest
 mixtures of experts) trained by --ranks Gloo processes (default 2) on this machine's CPU, one
@@ -13,10 +13,13 @@ alone); the split and schedule chosen by
 pipeplan.partition(runtime="torch"); then every configuration runs --runs times for --steps
 steps. Per run the step time is the median over the steps after the
 first two of the slowest rank's schedule.step; printed per configuration: the median over the
-runs, its spread, and each rank's peak resident memory (ru_maxrss, the process's whole).
+runs, its spread, each rank's peak resident memory (ru_maxrss, the process's whole) and the
+step the figures predict (the simulator's, torch's classes on the even split as the catalogue
+strategies that order as they do); before any run, the gap the figures predict. --runs 0
+stops there.
 
     python bench/partition_gloo.py [--ranks 2] [--model alternating|dense-first] [--runs 5]
-                                   [--steps 12] [--microbatches 8]
+                                   [--steps 12] [--microbatches 8] [--vocab 8000]
                                    [--figures alone|job|job+split] [--only pipeplan,...]
 """
 
@@ -41,7 +44,7 @@ import pipeplan.torch
 from pipeplan.torch import profile_steps
 
 RANKS = 2  # default of --ranks
-VOCAB = 8000
+VOCAB = 8000  # default of --vocab
 HIDDEN = 256
 SEQ = 128
 ROWS = 2  # per microbatch
@@ -59,13 +62,13 @@ class Block(torch.nn.Module):
 
 
 class Decoder(torch.nn.Module):
-    def __init__(self, model):
+    def __init__(self, model, vocab):
         super().__init__()
         torch.manual_seed(0)
-        self.tok_embeddings = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.tok_embeddings = torch.nn.Embedding(vocab, HIDDEN)
         self.layers = torch.nn.ModuleList(Block(w) for w in MODELS[model])
         self.norm = torch.nn.LayerNorm(HIDDEN)
-        self.output = torch.nn.Linear(HIDDEN, VOCAB)
+        self.output = torch.nn.Linear(HIDDEN, vocab)
 
     def forward(self, tokens):
         x = self.tok_embeddings(tokens)
@@ -101,6 +104,30 @@ class Stage(torch.nn.Module):
         return x
 
 
+# torch's classes as the catalogue's strategies that order as they do, and their V.
+TORCH_CLASSES = {
+    "ScheduleGPipe": ("gpipe", 1),
+    "Schedule1F1B": ("1f1b", 1),
+    "ScheduleInterleaved1F1B": ("interleaved-1f1b", 2),
+    "ScheduleInterleavedZeroBubble": ("interleaved-zb", 2),
+    "ScheduleZBVZeroBubble": ("zbv-handcrafted", 2),
+}
+DURATIONS = ("forward", "backward", "backward_input", "backward_weight")
+
+
+def simulated_even(layers, shape, name, ranks, microbatches):
+    """The simulated step of torch's class `name` on the even split: each even stage made one
+    layer of the summed figures, so that the only split is the even one."""
+    strategy, v = TORCH_CLASSES[name]
+    by_name = {layer["name"]: layer for layer in layers["layers"]}
+    stages = [{"name": "+".join(names), **{k: sum(by_name[n][k] for n in names)
+                                           for k in DURATIONS}}
+              for names in even_stages(shape, ranks * v)]
+    return pipeplan.partition(dict(layers, layers=stages), ranks=ranks,
+                              microbatches=microbatches, strategy=strategy,
+                              stages_per_rank=v, runtime="torch").makespan
+
+
 def torch_schedule(name, model, shape, microbatches, rank, ranks):
     """torch's own class on the even split: one stage per rank, or two (V = 2: loop placement;
     ZBV's V shape); `shape` names the model in MODELS. Returns the schedule, the indices of
@@ -129,7 +156,7 @@ def run(rank, config, result_path):
     dist.init_process_group("gloo", rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=300))
     try:
-        model = Decoder(config["model"])
+        model = Decoder(config["model"], config["vocab"])
         microbatches = config["microbatches"]
         if config["kind"] == "pipeplan":
             split = pipeplan.partition(config["layers"], ranks=ranks, microbatches=microbatches,
@@ -144,7 +171,8 @@ def run(rank, config, result_path):
             first, last = 0 in held, count - 1 in held
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         generator = torch.Generator().manual_seed(1)
-        tokens = torch.randint(0, VOCAB, (microbatches * ROWS, SEQ), generator=generator)
+        tokens = torch.randint(0, config["vocab"], (microbatches * ROWS, SEQ),
+                               generator=generator)
         times = []
         for _ in range(config["steps"]):
             optimizer.zero_grad()
@@ -168,17 +196,17 @@ def run(rank, config, result_path):
         dist.destroy_process_group()
 
 
-def profile_layers(rank, shape, ranks, microbatches, directory):
+def profile_layers(rank, shape, ranks, microbatches, directory, vocab):
     """Torch's Schedule1F1B on the even split, each rank's layers marked: 1 warm-up step and 3
     profiled ones, a trace per rank under `directory`."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=300))
     try:
-        model = Decoder(shape)
+        model = Decoder(shape, vocab)
         schedule, _, _ = torch_schedule("Schedule1F1B", model, shape, microbatches, rank, ranks)
         layers = {name: model.get_submodule(name) for name in even_stages(shape, ranks)[rank]}
-        tokens = torch.randint(0, VOCAB, (microbatches * ROWS, SEQ),
+        tokens = torch.randint(0, vocab, (microbatches * ROWS, SEQ),
                                generator=torch.Generator().manual_seed(1))
         with profile_steps(directory, warmup=1, active=3, quiet=True, schedule=schedule,
                            layers=layers) as next_step:
@@ -200,9 +228,9 @@ def spawn(ranks, function, *args):
     torch.multiprocessing.spawn(function, args=args, nprocs=ranks)
 
 
-def layers_in_the_job(shape, ranks, microbatches):
+def layers_in_the_job(shape, vocab, ranks, microbatches):
     with tempfile.TemporaryDirectory() as scratch:
-        spawn(ranks, profile_layers, shape, ranks, microbatches, scratch)
+        spawn(ranks, profile_layers, shape, ranks, microbatches, scratch, vocab)
         return pipeplan.import_layer_traces(
             [os.path.join(scratch, f"rank{r}.json.gz") for r in range(ranks)])
 
@@ -237,7 +265,10 @@ def main():
                         help="Gloo processes, one thread each (give each a core of its own)")
     parser.add_argument("--model", choices=sorted(MODELS), default="alternating",
                         help="the blocks' widths: narrow and wide in turn, or narrow ones first")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--vocab", type=int, default=VOCAB,
+                        help="the embedding's and the LM head's vocabulary")
+    parser.add_argument("--runs", type=int, default=5, help="runs per configuration (0: "
+                        "the prediction alone)")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--microbatches", type=int, default=8)
     parser.add_argument("--figures", choices=["alone", "job", "job+split"], default="alone",
@@ -248,10 +279,10 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.figures != "alone":
-        layers = layers_in_the_job(args.model, args.ranks, args.microbatches)
+        layers = layers_in_the_job(args.model, args.vocab, args.ranks, args.microbatches)
     if args.figures != "job":
-        tokens = torch.randint(0, VOCAB, (ROWS, SEQ))
-        alone = pipeplan.torch.measure_layers(Decoder(args.model), tokens, loss_fn,
+        tokens = torch.randint(0, args.vocab, (ROWS, SEQ))
+        alone = pipeplan.torch.measure_layers(Decoder(args.model, args.vocab), tokens, loss_fn,
                                               target=tokens, repeats=7)
         layers = alone if args.figures == "alone" else split_as(layers, alone)
     split = pipeplan.partition(layers, ranks=args.ranks, microbatches=args.microbatches,
@@ -266,16 +297,27 @@ def main():
                               "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble"]
     if args.only:
         configs = [c for c in configs if c in args.only.split(",")]
+    # What the figures predict, before anything runs: each configuration's simulated step.
+    simulated = {kind: split.makespan if kind == "pipeplan" else
+                 simulated_even(layers, args.model, kind, args.ranks, args.microbatches)
+                 for kind in configs}
+    best_predicted = min((k for k in configs if k != "pipeplan"), key=simulated.get, default=None)
+    if "pipeplan" in configs and best_predicted is not None:
+        print(f"predicted: the partition {100 * (1 - split.makespan / simulated[best_predicted]):.1f}% "
+              f"shorter than the even split with {best_predicted} (simulated "
+              f"{simulated[best_predicted]:.1f} {unit})")
+    if args.runs == 0:
+        return 0
     results = {}
     for kind in configs:
         runs = [measure({"kind": kind, "model": args.model, "layers": layers,
                          "microbatches": args.microbatches, "steps": args.steps,
-                         "ranks": args.ranks}) for _ in range(args.runs)]
+                         "ranks": args.ranks, "vocab": args.vocab}) for _ in range(args.runs)]
         steps = [r["step"] * 1000 for r in runs]
         peaks = [max(r["peaks"][k] for r in runs) for k in range(args.ranks)]
         results[kind] = (statistics.median(steps), min(steps), max(steps), peaks)
         print(f"{kind:32s} step median {results[kind][0]:7.1f} ms (runs {min(steps):.1f}-"
-              f"{max(steps):.1f}), peak RSS per rank "
+              f"{max(steps):.1f}; simulated {simulated[kind]:.1f} {unit}), peak RSS per rank "
               + ", ".join(f"{p / 2**20:.0f} MiB" for p in peaks), flush=True)
     if "pipeplan" not in results or len(results) < 2:
         return 0
