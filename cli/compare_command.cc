@@ -146,13 +146,13 @@ Status ExecuteCompare(const CompareOptions& options) {
 
   std::optional<StatusOr<AutoResult>> auto_result;
   if (options.with_auto) {
-    auto_result = RunAuto(base);
+    auto_result = RunAuto(base, rows);
     if (!auto_result->ok()) *auto_result = app::InFlagTerms(auto_result->status(), options.request);
     std::cout << "\n" << RenderAutoSection(*auto_result);
   }
 
   const bool any_ok = std::any_of(rows.begin(), rows.end(),
-                                  [](const ComparisonRow& row) { return row.plan.has_value(); });
+                                  [](const ComparisonRow& row) { return row.made.has_value(); });
   if (!any_ok) return FailedPrecondition("no strategy could plan this request");
   if (options.html.has_value()) {
     std::vector<ReportEntry> entries = ReportEntries(rows);

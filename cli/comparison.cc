@@ -25,6 +25,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   PlanRequest request = ShareAtStages(base, strategy.name, strategy.placement, row.stages_per_rank);
   // The microbatch group size is an interleaved-1f1b option; the planner rejects it elsewhere.
   if (strategy.setting != StrategySetting::kGroupSizes) request.options.microbatch_group_size = 0;
+  row.request = request;
   if (Status status = CheckApplicable(strategy, request.topology); !status.ok()) {
     row.error = status.message();
     return row;
@@ -36,8 +37,7 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   }
   row.assumes = DescribeAssumptions(planned->plan, base.costs, base.memory);
   if (IsTorchScheduleRuntime(base.runtime)) row.torch = SimulateTorchExports(planned->plan);
-  row.plan = std::move(planned->plan);
-  row.timeline = std::move(planned->timeline);
+  row.made = *std::move(planned);
   return row;
 }
 
@@ -63,13 +63,13 @@ ComparisonRow RunSolverMade(const OptimalStrategy& strategy, int stages_per_rank
   row.solver_made = true;
   PlanRequest request = ShareAtStages(base, strategy.name, strategy.placement, stages_per_rank);
   request.options.microbatch_group_size = 0;
+  row.request = request;
   StatusOr<Evaluated> planned = MakePlan(request, optimal);
   if (!planned.ok()) {
     row.error = planned.status().message();
     return row;
   }
-  row.plan = std::move(planned->plan);
-  row.timeline = std::move(planned->timeline);
+  row.made = *std::move(planned);
   return row;
 }
 
@@ -89,13 +89,14 @@ void AddSolverMadeRows(const PlanRequest& base, int multi_stage_v, const PlanOpt
 // Each catalogue row's gap to the solver-made row of the same placement and V.
 void SetGapsToOptimal(std::vector<ComparisonRow>& rows) {
   for (ComparisonRow& row : rows) {
-    if (row.solver_made || !row.timeline.has_value()) continue;
-    const Topology& t = row.plan->request.topology;
+    if (row.solver_made || !row.made.has_value()) continue;
+    const Topology& t = row.made->plan.request.topology;
     for (const ComparisonRow& solved : rows) {
-      if (!solved.solver_made || !solved.timeline.has_value()) continue;
-      const Topology& s = solved.plan->request.topology;
+      if (!solved.solver_made || !solved.made.has_value()) continue;
+      const Topology& s = solved.made->plan.request.topology;
       if (s.placement != t.placement || s.stages_per_rank != t.stages_per_rank) continue;
-      row.gap_to_optimal = row.timeline->metrics.makespan / solved.timeline->metrics.makespan - 1.0;
+      row.gap_to_optimal =
+          row.made->timeline.metrics.makespan / solved.made->timeline.metrics.makespan - 1.0;
     }
   }
 }
@@ -103,11 +104,11 @@ void SetGapsToOptimal(std::vector<ComparisonRow>& rows) {
 // The solver's verdict, short: "optimal", or "<= 2.31%" (at most that far above the optimum,
 // by the proven bound), "periodic" (a steady state repeated: no bound), or "not proven".
 std::string VerdictCell(const ComparisonRow& row) {
-  const Provenance& p = row.plan->provenance;
+  const Provenance& p = row.made->plan.provenance;
   if (p.solver_status == "optimal") return "optimal";
   if (p.solver_status.rfind("periodic", 0) == 0) return "periodic";
   if (p.proven_bound <= 0) return "not proven";
-  return "<= " + app::FormatPercent(row.timeline->metrics.makespan / p.proven_bound - 1.0);
+  return "<= " + app::FormatPercent(row.made->timeline.metrics.makespan / p.proven_bound - 1.0);
 }
 
 }  // namespace
@@ -132,12 +133,12 @@ std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stag
   }
   double best = std::numeric_limits<double>::infinity();
   for (const ComparisonRow& row : rows) {
-    if (row.timeline.has_value()) best = std::min(best, row.timeline->metrics.makespan);
+    if (row.made.has_value()) best = std::min(best, row.made->timeline.metrics.makespan);
   }
   for (ComparisonRow& row : rows) {
     // Equal up to rounding noise from the 1/V scaling.
     row.best =
-        row.timeline.has_value() && row.timeline->metrics.makespan <= best * (1 + 1e-12) + 1e-12;
+        row.made.has_value() && row.made->timeline.metrics.makespan <= best * (1 + 1e-12) + 1e-12;
   }
   return rows;
 }
@@ -145,7 +146,7 @@ std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stag
 std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
   // With post-validation the rollback receives get a column of their own.
   const bool with_pv = std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& row) {
-    return row.plan.has_value() && app::SummarizePostValidation(*row.plan).ranks_with_pv > 0;
+    return row.made.has_value() && app::SummarizePostValidation(row.made->plan).ranks_with_pv > 0;
   });
   std::vector<std::string> header = {"",
                                      "strategy",
@@ -172,11 +173,11 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
   for (const ComparisonRow& row : rows) {
     const std::string mark = row.best ? "*" : "";
     const std::string v = std::to_string(row.stages_per_rank);
-    if (!row.timeline.has_value()) {
+    if (!row.made.has_value()) {
       table.AddSpanRow({mark, row.strategy, v}, "failed: " + row.error);
       continue;
     }
-    const Metrics& m = row.timeline->metrics;
+    const Metrics& m = row.made->timeline.metrics;
     std::vector<std::string> cells = {
         mark,
         row.strategy,
@@ -185,14 +186,14 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
         FormatFixed(m.zb_bubble_rate, 4),
         FormatFixed(m.bubble_fraction_max, 4),
         FormatFixed(m.bubble_fraction_mean, 4),
-        app::FormatMemory(PeakActivationMemory(*row.timeline), row.plan->request.memory),
+        app::FormatMemory(PeakActivationMemory(row.made->timeline), row.made->plan.request.memory),
         app::FormatPercent(m.gap_to_lower_bound)};
     if (with_torch) {
       const bool has = row.torch.has_value();
       cells.insert(cells.begin() + 4, {has ? row.torch->plan_transfers.Cell() : "-",
                                        has ? row.torch->torch_lowering.Cell() : "-"});
     }
-    if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(*row.plan)));
+    if (with_pv) cells.push_back(std::to_string(CountRollbackReceives(row.made->plan)));
     if (with_optimal) {
       cells.push_back(row.solver_made                  ? VerdictCell(row)
                       : row.gap_to_optimal.has_value() ? app::FormatPercent(*row.gap_to_optimal)
@@ -218,12 +219,16 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
   return out;
 }
 
-StatusOr<AutoResult> RunAuto(const PlanRequest& base) {
+StatusOr<AutoResult> RunAuto(const PlanRequest& base, const std::vector<ComparisonRow>& rows) {
   PlanRequest request = base;
   request.strategy = std::string(kAutoStrategy);
   request.topology.stages_per_rank = 1;  // the costs are one rank's share
   request.options.microbatch_group_size = 0;
-  return AutoSearch(request);
+  std::vector<PlannedRequest> planned;
+  for (const ComparisonRow& row : rows) {
+    if (row.made.has_value() && !row.solver_made) planned.push_back({&row.request, &*row.made});
+  }
+  return AutoSearch(request, planned);
 }
 
 std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
@@ -300,7 +305,7 @@ std::string ReportSubtitle(const std::string& description, const std::vector<Com
   }
   std::string failed;
   for (const ComparisonRow& row : rows) {
-    if (row.plan.has_value()) continue;
+    if (row.made.has_value()) continue;
     failed += failed.empty() ? "" : "; ";
     failed += row.strategy + " (" + row.error + ")";
   }
@@ -311,9 +316,9 @@ std::string ReportSubtitle(const std::string& description, const std::vector<Com
 std::vector<ReportEntry> ReportEntries(const std::vector<ComparisonRow>& rows) {
   std::vector<ReportEntry> entries;
   for (const ComparisonRow& row : rows) {
-    if (!row.plan.has_value() || !row.timeline.has_value()) continue;
+    if (!row.made.has_value()) continue;
     // V has a column of its own; short names keep the report's table within the page.
-    entries.push_back(ReportEntry{row.strategy, *row.plan, *row.timeline});
+    entries.push_back(ReportEntry{row.strategy, row.made->plan, row.made->timeline});
   }
   return entries;
 }

@@ -84,7 +84,7 @@ Status ExecuteDemo(const DemoOptions& options) {
   const std::vector<ComparisonRow> rows = RunComparison(request, 2);
   std::cout << RenderComparisonTable(rows);
   // auto searches V and the strategies' settings too; 'pipeplan compare --auto' lists them.
-  const StatusOr<AutoResult> auto_result = RunAuto(request);
+  const StatusOr<AutoResult> auto_result = RunAuto(request, rows);
   std::cout << "\n" << RenderAutoPick(auto_result);
 
   std::vector<ReportEntry> entries = ReportEntries(rows);

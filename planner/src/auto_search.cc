@@ -20,7 +20,8 @@ namespace {
 
 class AutoSearcher {
  public:
-  explicit AutoSearcher(PlanRequest request) : request_(std::move(request)) {
+  AutoSearcher(PlanRequest request, std::span<const PlannedRequest> planned)
+      : request_(std::move(request)), planned_(planned) {
     TakeMemoryFromCosts(request_);
     share_ = request_;
     if (!HasPerStageFigures(request_)) {
@@ -120,7 +121,7 @@ class AutoSearcher {
 
   // The candidate planned, its figures filled in; nullopt (and its status) where it failed.
   std::optional<Evaluated> Evaluate(AutoCandidate& candidate) {
-    StatusOr<Evaluated> planned = BuildAndSimulatePlan(candidate.request);
+    StatusOr<Evaluated> planned = PlannedOrPlan(candidate.request);
     if (!planned.ok()) {
       candidate.status = planned.status();
       return std::nullopt;
@@ -135,6 +136,14 @@ class AutoSearcher {
       candidate.notes = planned->notes;
     }
     return *std::move(planned);
+  }
+
+  // The plan made already for `request`, or a new one.
+  StatusOr<Evaluated> PlannedOrPlan(const PlanRequest& request) const {
+    for (const PlannedRequest& made : planned_) {
+      if (*made.request == request) return *made.made;
+    }
+    return BuildAndSimulatePlan(request);
   }
 
   // The fastest feasible candidate that assumes nothing; the fastest where all do.
@@ -231,6 +240,7 @@ class AutoSearcher {
 
   PlanRequest request_;  // memory taken from the costs
   PlanRequest share_;    // request_ with uniform figures as a rank's share (ShareAtStages)
+  std::span<const PlannedRequest> planned_;
   std::vector<AutoCandidate> candidates_;
 };
 
@@ -336,10 +346,11 @@ std::string StrategyAtV(const PlanRequest& request) {
   return out + ")";
 }
 
-StatusOr<AutoResult> AutoSearch(const PlanRequest& request) {
+StatusOr<AutoResult> AutoSearch(const PlanRequest& request,
+                                std::span<const PlannedRequest> planned) {
   PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(
       Topology{request.topology.ranks, 1, request.topology.microbatches, Placement::kLoop}));
-  return AutoSearcher(request).Run();
+  return AutoSearcher(request, planned).Run();
 }
 
 }  // namespace pipeplan

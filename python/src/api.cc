@@ -223,13 +223,13 @@ StatusOr<std::vector<CompareRow>> Compare(const PlanCall& call) {
     out.stages_per_rank = row.stages_per_rank;
     out.best = row.best;
     if (!row.assumes.empty()) out.assumes = row.assumes;
-    if (!row.timeline.has_value()) {
+    if (!row.made.has_value()) {
       out.error = InKeywordTerms(app::InFlagTerms(row.error, *flags));
       continue;
     }
-    out.makespan = row.timeline->metrics.makespan;
-    out.peak_memory = PeakMemory(*row.timeline);
-    out.bubble = row.timeline->metrics.bubble_fraction_max;
+    out.makespan = row.made->timeline.metrics.makespan;
+    out.peak_memory = PeakMemory(row.made->timeline);
+    out.bubble = row.made->timeline.metrics.bubble_fraction_max;
     if (row.torch.has_value()) {
       const auto makespan = [](const cli::TorchStep& step) -> std::optional<double> {
         if (!step.run.has_value()) return std::nullopt;

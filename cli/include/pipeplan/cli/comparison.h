@@ -19,11 +19,11 @@ namespace pipeplan::cli {
 struct ComparisonRow {
   std::string strategy;
   int stages_per_rank = 1;
-  std::optional<Plan> plan;          // set when the strategy succeeded
-  std::optional<Timeline> timeline;  // set when the strategy succeeded
-  std::string error;                 // why it did not, otherwise
-  bool best = false;                 // smallest makespan of all rows (ties all marked)
-  bool solver_made = false;          // an optimal strategy's row (compare --optimal)
+  PlanRequest request;            // what was planned: the base at this strategy and V
+  std::optional<Evaluated> made;  // the plan and its timeline, when the strategy succeeded
+  std::string error;              // why it did not, otherwise
+  bool best = false;              // smallest makespan of all rows (ties all marked)
+  bool solver_made = false;       // an optimal strategy's row (compare --optimal)
   // A catalogue row's distance to the solver-made row of its placement and V, when there is
   // one: makespan / that row's makespan - 1.
   std::optional<double> gap_to_optimal;
@@ -60,8 +60,10 @@ std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stag
 // solver's verdict); '*' marks the best.
 std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows);
 
-// `auto` on the same request as RunComparison (costs of one rank's share).
-StatusOr<AutoResult> RunAuto(const PlanRequest& base);
+// `auto` on the same request as RunComparison (costs of one rank's share). `rows` are
+// RunComparison's for it: a candidate equal to a row's request takes the row's plan and
+// timeline instead of being planned and simulated again.
+StatusOr<AutoResult> RunAuto(const PlanRequest& base, const std::vector<ComparisonRow>& rows = {});
 // "auto picks NAME (V=..): makespan .., peak memory ..; the fastest of N candidates (..)",
 // or "auto: failed: <message>"; one line.
 std::string RenderAutoPick(const StatusOr<AutoResult>& result);

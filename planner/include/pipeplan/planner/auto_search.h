@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,14 @@ std::vector<PlanRequest> SettingVariants(const Strategy& strategy, const PlanReq
 PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, Placement placement,
                           int stages_per_rank);
 
+// A plan made already for `request` (compare's rows): auto takes it for a candidate whose
+// request equals it instead of planning and simulating that candidate again. The pointers must
+// outlive the search.
+struct PlannedRequest {
+  const PlanRequest* request;
+  const Evaluated* made;
+};
+
 // The request's costs describe one stage at the request's V (V = 0 or 1: a rank's whole
 // share); candidates with another V get the same per-rank work split over their stages.
 // Only strategies the request's runtime runs are candidates (runtime_support.h). The pick is
@@ -71,6 +80,7 @@ PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, P
 // run split the backward) is named in a note with what to profile, and picked only where every
 // candidate rests on one. Fails when no candidate fits the memory limit, naming the smallest
 // limit that would fit and the strategy that needs it.
-StatusOr<AutoResult> AutoSearch(const PlanRequest& request);
+StatusOr<AutoResult> AutoSearch(const PlanRequest& request,
+                                std::span<const PlannedRequest> planned = {});
 
 }  // namespace pipeplan
