@@ -225,7 +225,7 @@ TEST(AbortThroughTheStore, TheFirstReasonWinsAndEveryWatcherStopsWithIt) {
   ASSERT_NE(rendezvous.port, 0);
   StatusOr<GlooConnection> gloo = ConnectGloo(rendezvous);
   ASSERT_TRUE(gloo.ok()) << gloo.status().message();
-  Coordinator& coordinator = *gloo->coordinator;
+  runtime::Coordinator& coordinator = *gloo->coordinator;
   EXPECT_FALSE(coordinator.PublishedAbort().has_value());
   const std::string first = "rank 1, action 3 (1F0): the executor threw: boom";
   EXPECT_EQ(coordinator.PublishAbort(Internal(first)).message(), first);

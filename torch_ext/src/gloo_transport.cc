@@ -410,7 +410,7 @@ Status GlooPendingOp::Wait(TimePoint deadline) {
   return status;
 }
 
-class StoreCoordinator final : public Coordinator {
+class StoreCoordinator final : public runtime::Coordinator {
  public:
   StoreCoordinator(c10::intrusive_ptr<c10d::Store> store, int rank, int world)
       : store_(std::move(store)), rank_(rank), world_(world) {}

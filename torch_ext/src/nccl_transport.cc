@@ -90,7 +90,7 @@ class NcclPendingOp final : public PendingOp {
 class NcclTransport final : public runtime::Transport {
  public:
   NcclTransport(int rank, int world_size, int device, ncclComm_t comm, cudaStream_t stream,
-                Coordinator& coordinator, std::chrono::milliseconds timeout)
+                runtime::Coordinator& coordinator, std::chrono::milliseconds timeout)
       : rank_(rank),
         world_size_(world_size),
         device_(device),
@@ -238,7 +238,7 @@ class NcclTransport final : public runtime::Transport {
   ncclComm_t comm_;
   cudaStream_t stream_;
   cudaEvent_t ready_ = nullptr;
-  Coordinator& coordinator_;
+  runtime::Coordinator& coordinator_;
   mutable std::mutex mutex_;
   std::optional<Status> reason_;
   std::jthread watcher_;  // last: started once everything it reads exists
@@ -281,8 +281,8 @@ Status CudaDeviceAvailable() {
   return Status::Ok();
 }
 
-StatusOr<NcclConnection> ConnectNccl(Coordinator& coordinator, int rank, int world_size, int device,
-                                     std::chrono::milliseconds timeout) {
+StatusOr<NcclConnection> ConnectNccl(runtime::Coordinator& coordinator, int rank, int world_size,
+                                     int device, std::chrono::milliseconds timeout) {
   PIPEPLAN_RETURN_IF_ERROR(CudaDeviceAvailable());
   int count = 0;
   PIPEPLAN_RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));

@@ -28,6 +28,7 @@
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
 #include "pipeplan/runtime/rank_run.h"
+#include "pipeplan/runtime/timeline_exchange.h"
 #include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/cuda_copy.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
@@ -344,7 +345,7 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   run.warmup = o.warmup;
   run.timeout_seconds = o.timeout;
   run.seconds_per_unit = kMicroseconds;
-  Coordinator& coordinator = *connection.coordinator;
+  runtime::Coordinator& coordinator = *connection.coordinator;
   run.barrier = [&](int step) {
     return coordinator.Barrier("step-" + std::to_string(step), TimeoutOf(o));
   };
@@ -355,7 +356,7 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   // polls it when rank 0 (which may host it) leaves.
   timer.reset();
   connection.transport.reset();
-  PIPEPLAN_RETURN_IF_ERROR(PublishTimelines(coordinator, rank, std::move(mine)));
+  PIPEPLAN_RETURN_IF_ERROR(runtime::PublishTimelines(coordinator, rank, std::move(mine)));
   PIPEPLAN_RETURN_IF_ERROR(PublishStepRecords(coordinator, rank, made.torch->step_records()));
   PIPEPLAN_ASSIGN_OR_RETURN(const FullBackwards own_backwards,
                             TimeFullBackwards(plan, o, *made.torch));
@@ -365,9 +366,9 @@ Status RunAsRank(const Plan& plan, const Options& o) {
     reported = [&]() -> Status {
       StepTimes times;
       PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
-                                GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o),
-                                                o.step_barrier ? nullptr : &times.added,
-                                                o.step_barrier ? nullptr : &times.starts));
+                                runtime::GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o),
+                                                         o.step_barrier ? nullptr : &times.added,
+                                                         o.step_barrier ? nullptr : &times.starts));
       PIPEPLAN_ASSIGN_OR_RETURN(
           const std::vector<std::vector<StepRecord>> records,
           GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
@@ -380,7 +381,8 @@ Status RunAsRank(const Plan& plan, const Options& o) {
       return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards, std::move(times));
     }();
   }
-  PIPEPLAN_RETURN_IF_ERROR(LeaveTogether(coordinator, rendezvous, TimeoutOf(o)));
+  PIPEPLAN_RETURN_IF_ERROR(
+      runtime::LeaveTogether(coordinator, rendezvous.rank, rendezvous.world_size, TimeoutOf(o)));
   return reported;
 }
 

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "pipeplan/runtime/coordinator.h"
 #include "pipeplan/runtime/transport.h"
-#include "pipeplan/torch_ext/coordinator.h"
 
 namespace pipeplan::torch_ext {
 
@@ -28,7 +28,7 @@ StatusOr<Rendezvous> RendezvousFromEnvironment();
 
 struct GlooConnection {
   // Declared first, destroyed last: a transport may watch it until it is destroyed.
-  std::unique_ptr<Coordinator> coordinator;
+  std::unique_ptr<runtime::Coordinator> coordinator;
   std::unique_ptr<runtime::Transport> transport;
 };
 

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <memory>
 
+#include "pipeplan/runtime/coordinator.h"
 #include "pipeplan/runtime/transport.h"
-#include "pipeplan/torch_ext/coordinator.h"
 
 namespace pipeplan::torch_ext {
 
@@ -42,7 +42,7 @@ struct NcclConnection {
   std::unique_ptr<runtime::Transport> transport;
   cudaStream_t comm_stream = nullptr;  // where its transfers run (owned by the transport)
 };
-StatusOr<NcclConnection> ConnectNccl(Coordinator& coordinator, int rank, int world_size, int device,
-                                     std::chrono::milliseconds timeout);
+StatusOr<NcclConnection> ConnectNccl(runtime::Coordinator& coordinator, int rank, int world_size,
+                                     int device, std::chrono::milliseconds timeout);
 
 }  // namespace pipeplan::torch_ext

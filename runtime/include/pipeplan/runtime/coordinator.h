@@ -1,17 +1,20 @@
-// Coordinator: what the ranks of a multi-process run share besides messages, through the
-// rendezvous store (gloo_transport.h's ConnectGloo makes it): barriers, small blobs (each rank's
-// timeline, for rank 0 to assemble; NCCL's unique id) and the run's abort reason, which every
-// transport watches so that all ranks stop with the first failing rank's diagnosis.
+// Coordinator: what the ranks of a multi-process run share besides messages, through a
+// rendezvous store (torch_ext's ConnectGloo makes one over c10d's TCPStore; MakeInProcCoordinators
+// one in memory for ranks that are threads): barriers, small blobs (each rank's timeline, for
+// rank 0 to assemble: timeline_exchange.h; NCCL's unique id) and the run's abort reason, which
+// every transport watches so that all ranks stop with the first failing rank's diagnosis.
 // Thread-safe; every call may fail once the store is gone (the rank hosting it exited).
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pipeplan/model/status.h"
 
-namespace pipeplan::torch_ext {
+namespace pipeplan::runtime {
 
 class Coordinator {
  public:
@@ -28,4 +31,9 @@ class Coordinator {
   virtual std::optional<Status> PublishedAbort() = 0;
 };
 
-}  // namespace pipeplan::torch_ext
+// One coordinator per rank over one store in memory: for ranks that are threads of one
+// process, and for tests of what ranks exchange. A Get or Barrier past its timeout fails
+// naming the key or barrier.
+std::vector<std::unique_ptr<Coordinator>> MakeInProcCoordinators(int ranks);
+
+}  // namespace pipeplan::runtime
