@@ -46,6 +46,8 @@ class StepRunner {
       : prepared_(prepared),
         actions_(prepared.program().actions),
         executor_(executor),
+        meter_(executor.meter()),
+        gradients_(executor.gradient_exchange()),
         transport_(transport),
         options_(options),
         timer_(options.timer != nullptr ? *options.timer : host_timer_),
@@ -78,11 +80,12 @@ class StepRunner {
     for (size_t i = 0; i < actions_.size(); ++i) {
       if (pending_[i]) PIPEPLAN_RETURN_IF_ERROR(WaitTransfer(i, kNoAction, Activity::kFinishing));
     }
-    if (const std::optional<RankId> mirror = executor_.GradientMirror()) {
+    if (const std::optional<RankId> mirror =
+            gradients_ != nullptr ? gradients_->GradientMirror() : std::nullopt) {
       PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(SumWithMirror(*mirror)));
     }
     const bool speculative = prepared_.validation() != kNoAction && !options_.last_step;
-    if (executor_.ExchangesGradientState()) {
+    if (gradients_ != nullptr && gradients_->ExchangesGradientState()) {
       PIPEPLAN_RETURN_IF_ERROR(
           AtStepLevel(speculative ? PassGradientStateOn() : ExchangeGradientState()));
     }
@@ -93,17 +96,22 @@ class StepRunner {
     StatusOr<std::vector<OpSpan>> timed = timer_.Resolve();
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(timed.status()));
     Record(*timed);
+    return meter_ != nullptr ? TakeMeasured() : Status::Ok();
+  }
+
+  // What the executor's meter measured of the step just ended.
+  Status TakeMeasured() {
     StatusOr<std::vector<OpSpan>> modelled =
-        OnDevice([&]() -> StatusOr<std::vector<OpSpan>> { return executor_.TakeOpSpans(); });
+        OnDevice([&]() -> StatusOr<std::vector<OpSpan>> { return meter_->TakeOpSpans(); });
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(modelled.status()));
     Record(*modelled);
     StatusOr<std::vector<OpMemory>> memory =
-        OnDevice([&]() -> StatusOr<std::vector<OpMemory>> { return executor_.TakeOpMemory(); });
+        OnDevice([&]() -> StatusOr<std::vector<OpMemory>> { return meter_->TakeOpMemory(); });
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(memory.status()));
     RecordMemory(*memory);
     if (memory->empty()) return Status::Ok();
     StatusOr<std::vector<StageStatic>> stage_static = OnDevice(
-        [&]() -> StatusOr<std::vector<StageStatic>> { return executor_.StageStaticBytes(); });
+        [&]() -> StatusOr<std::vector<StageStatic>> { return meter_->StageStaticBytes(); });
     PIPEPLAN_RETURN_IF_ERROR(AtStepLevel(stage_static.status()));
     timeline_.stage_static = std::move(*stage_static);
     return Status::Ok();
@@ -175,7 +183,7 @@ class StepRunner {
   Status SumWithMirror(RankId mirror) {
     Publish(Activity::kMirroring, kNoAction, static_cast<size_t>(mirror.value));
     StatusOr<MirrorBuffers> buffers = OnDevice([&]() -> StatusOr<MirrorBuffers> {
-      return executor_.MirrorGradientBuffers(Context(kNoAction));
+      return gradients_->MirrorGradientBuffers(Context(kNoAction));
     });
     if (!buffers.ok()) {
       return buffers.status().WithContext("the gradients for mirror rank " +
@@ -188,7 +196,7 @@ class StepRunner {
     }
     PIPEPLAN_RETURN_IF_ERROR(PostAndWait(
         {{P2PKind::kSend, mirror, buffers->send}, {P2PKind::kRecv, mirror, buffers->receive}}));
-    return OnDevice([&] { return executor_.MirrorReceived(Context(kNoAction)); });
+    return OnDevice([&] { return gradients_->MirrorReceived(Context(kNoAction)); });
   }
 
   // Runs actions [begin, end) in order: comm groups posted (a group cut at `end`), compute
@@ -284,7 +292,7 @@ class StepRunner {
 
   StatusOr<std::span<std::byte>> StateBuffer(RankId rank) {
     StatusOr<std::span<std::byte>> found = OnDevice([&]() -> StatusOr<std::span<std::byte>> {
-      return executor_.GradientStateBuffer(rank, Context(kNoAction));
+      return gradients_->GradientStateBuffer(rank, Context(kNoAction));
     });
     if (!found.ok()) {
       return found.status().WithContext("the gradient state of rank " + std::to_string(rank.value));
@@ -415,6 +423,8 @@ class StepRunner {
   const PreparedProgram& prepared_;
   const std::vector<Action>& actions_;
   OpExecutor& executor_;
+  OpMeter* meter_;               // null: the executor measures nothing itself
+  GradientExchange* gradients_;  // null: no mirror, no gradient state
   Transport& transport_;
   const StepOptions& options_;
   HostOpTimer host_timer_;  // when the options name no timer

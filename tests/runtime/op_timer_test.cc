@@ -53,7 +53,7 @@ class NullExecutor final : public OpExecutor {
 
 // Reports for compute action i: 1000 i bytes at its start, 1000 i + 400 at its end, a peak of
 // 1000 i + 700 in between.
-class MeteredExecutor final : public OpExecutor {
+class MeteredExecutor final : public OpExecutor, public OpMeter {
  public:
   Status BeginStep(const OpContext& context) override { return null_.BeginStep(context); }
   Status Run(const Action& action, const OpContext& context) override {
@@ -68,6 +68,7 @@ class MeteredExecutor final : public OpExecutor {
     return null_.RecvBuffer(recv, context);
   }
   Status EndStep(const OpContext& context) override { return null_.EndStep(context); }
+  OpMeter* meter() override { return this; }
   std::vector<OpMemory> TakeOpMemory() override { return std::exchange(measured_, {}); }
 
  private:

@@ -266,8 +266,8 @@ TEST(FaultInjection, TruncateHitsASendAndOtherKindsACompute) {
   EXPECT_EQ(parsed->kind, FaultKind::kTruncate);
 }
 
-// An executor that counts the calls it gets.
-class Counting final : public OpExecutor {
+// An executor, with a meter and a gradient exchange, that counts the calls it gets.
+class Counting final : public OpExecutor, public OpMeter, public GradientExchange {
  public:
   explicit Counting(int* calls) : calls_(calls) {}
   Status BeginStep(const OpContext&) override { return Count(); }
@@ -280,6 +280,8 @@ class Counting final : public OpExecutor {
   }
   Status SendCompleted(const Action&, const OpContext&) override { return Count(); }
   Status EndStep(const OpContext&) override { return Count(); }
+  OpMeter* meter() override { return this; }
+  GradientExchange* gradient_exchange() override { return this; }
   std::optional<RankId> GradientMirror() const override {
     ++*calls_;
     return RankId(1);
@@ -314,9 +316,9 @@ class Counting final : public OpExecutor {
   int* calls_;
 };
 
-// Everything but the injected fault is the wrapped executor's: each call reaches it (a
-// dropped MirrorReceived would train dual placement's copies apart; a dropped SendCompleted or
-// TakeOpMemory would lose memory figures).
+// Everything but the injected fault is the wrapped executor's: each call reaches it, and its
+// meter and gradient exchange are the wrapper's (a dropped MirrorReceived would train dual
+// placement's copies apart; a dropped SendCompleted or TakeOpMemory would lose memory figures).
 TEST(FaultInjection, EveryOtherCallReachesTheWrappedExecutor) {
   int calls = 0;
   // The fault is for rank 1; this executor serves rank 0, so nothing is injected.
@@ -330,15 +332,19 @@ TEST(FaultInjection, EveryOtherCallReachesTheWrappedExecutor) {
   EXPECT_TRUE(wrapped.RecvBuffer(action, context).ok());
   EXPECT_TRUE(wrapped.SendCompleted(action, context).ok());
   EXPECT_TRUE(wrapped.EndStep(context).ok());
-  EXPECT_EQ(wrapped.GradientMirror(), RankId(1));
-  EXPECT_TRUE(wrapped.MirrorGradientBuffers(context).ok());
-  EXPECT_TRUE(wrapped.MirrorReceived(context).ok());
-  EXPECT_TRUE(wrapped.ExchangesGradientState());
-  EXPECT_TRUE(wrapped.GradientStateBuffer(RankId(0), context).ok());
   EXPECT_TRUE(wrapped.Validate(action, context).ok());
-  wrapped.TakeOpSpans();
-  wrapped.TakeOpMemory();
-  wrapped.StageStaticBytes();
+  GradientExchange* gradients = wrapped.gradient_exchange();
+  ASSERT_NE(gradients, nullptr);
+  EXPECT_EQ(gradients->GradientMirror(), RankId(1));
+  EXPECT_TRUE(gradients->MirrorGradientBuffers(context).ok());
+  EXPECT_TRUE(gradients->MirrorReceived(context).ok());
+  EXPECT_TRUE(gradients->ExchangesGradientState());
+  EXPECT_TRUE(gradients->GradientStateBuffer(RankId(0), context).ok());
+  OpMeter* meter = wrapped.meter();
+  ASSERT_NE(meter, nullptr);
+  meter->TakeOpSpans();
+  meter->TakeOpMemory();
+  meter->StageStaticBytes();
   EXPECT_EQ(calls, 15);
 }
 

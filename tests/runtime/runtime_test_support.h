@@ -45,7 +45,7 @@ PlanRequest SmallRequest(const std::string& strategy, int ranks, int stages_per_
 // gradient state of (its rank, the step): each step's exchange starts with every rank's row
 // at -1 (cleared at its first ask, once the previous step's sends are done), and asking for
 // its own buffer writes it. Tests derive to observe or disturb a rank.
-class SyntheticWithState : public OpExecutor {
+class SyntheticWithState : public OpExecutor, public GradientExchange {
  public:
   SyntheticWithState(const Plan& plan, RankId rank, const SyntheticOptions& options);
 
@@ -63,6 +63,7 @@ class SyntheticWithState : public OpExecutor {
     return inner_.RecvBuffer(recv, context);
   }
   Status EndStep(const OpContext& context) override { return inner_.EndStep(context); }
+  GradientExchange* gradient_exchange() override { return this; }
   bool ExchangesGradientState() const override { return true; }
   StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
                                                      const OpContext& context) override;

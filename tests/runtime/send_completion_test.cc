@@ -33,7 +33,7 @@ struct Report {
   int computes_before = 0;
 };
 
-class ScribblingExecutor final : public OpExecutor {
+class ScribblingExecutor final : public OpExecutor, public OpMeter {
  public:
   ScribblingExecutor(const Plan& plan, RankId rank, const SyntheticOptions& options)
       : inner_(plan, rank, options) {}
@@ -77,6 +77,7 @@ class ScribblingExecutor final : public OpExecutor {
     }
     return inner_.EndStep(context);
   }
+  OpMeter* meter() override { return this; }
   std::vector<OpSpan> TakeOpSpans() override { return inner_.TakeOpSpans(); }
 
   // Per step, the sends reported, in order.

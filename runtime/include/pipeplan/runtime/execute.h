@@ -74,7 +74,7 @@ struct StepOptions {
 // Runs one step of `program`. On failure the error names the rank and the action; the
 // transport is aborted and `stop` requested, so every other rank stops too. Executor
 // exceptions become errors. Timings are in the step's unit, from `epoch`, as the timer
-// measured them, except where the executor reports its own spans (OpExecutor::TakeOpSpans).
+// measured them, except where the executor's meter reports its own spans (OpMeter::TakeOpSpans).
 StatusOr<RankTimeline> ExecuteStep(const PreparedProgram& program, OpExecutor& executor,
                                    Transport& transport, const StepOptions& options);
 

@@ -50,24 +50,12 @@ class FaultInjectingExecutor final : public OpExecutor {
   }
   Status EndStep(const OpContext& context) override { return inner_->EndStep(context); }
   StatusOr<Verdict> Validate(const Action& pv, const OpContext& context) override;
-  bool ExchangesGradientState() const override { return inner_->ExchangesGradientState(); }
-  StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
-                                                     const OpContext& context) override {
-    return inner_->GradientStateBuffer(rank, context);
-  }
   Status SendCompleted(const Action& send, const OpContext& context) override {
     return inner_->SendCompleted(send, context);
   }
-  std::optional<RankId> GradientMirror() const override { return inner_->GradientMirror(); }
-  StatusOr<MirrorBuffers> MirrorGradientBuffers(const OpContext& context) override {
-    return inner_->MirrorGradientBuffers(context);
-  }
-  Status MirrorReceived(const OpContext& context) override {
-    return inner_->MirrorReceived(context);
-  }
-  std::vector<OpSpan> TakeOpSpans() override { return inner_->TakeOpSpans(); }
-  std::vector<OpMemory> TakeOpMemory() override { return inner_->TakeOpMemory(); }
-  std::vector<StageStatic> StageStaticBytes() override { return inner_->StageStaticBytes(); }
+  // The wrapped executor's own parts: faults hit the compute core only.
+  OpMeter* meter() override { return inner_->meter(); }
+  GradientExchange* gradient_exchange() override { return inner_->gradient_exchange(); }
 
  private:
   bool Hits(const OpContext& context) const;

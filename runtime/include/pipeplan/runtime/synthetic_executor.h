@@ -35,7 +35,9 @@ struct SyntheticOptions {
   double check_units = 0.0;
 };
 
-class SyntheticExecutor final : public OpExecutor {
+// It models its op times (its meter reports them) and, with check_units, the gradient-state
+// exchange.
+class SyntheticExecutor final : public OpExecutor, public OpMeter, public GradientExchange {
  public:
   // `plan` (its costs and topology) must outlive the executor.
   SyntheticExecutor(const Plan& plan, RankId rank, const SyntheticOptions& options);
@@ -46,6 +48,9 @@ class SyntheticExecutor final : public OpExecutor {
   StatusOr<std::span<std::byte>> RecvBuffer(const Action& recv, const OpContext& context) override;
   Status EndStep(const OpContext& context) override;
   StatusOr<Verdict> Validate(const Action& pv, const OpContext& context) override;
+  OpMeter* meter() override { return this; }
+  GradientExchange* gradient_exchange() override { return this; }
+
   bool ExchangesGradientState() const override { return options_.check_units > 0; }
   StatusOr<std::span<std::byte>> GradientStateBuffer(RankId rank,
                                                      const OpContext& context) override;

@@ -88,7 +88,9 @@ struct TorchExecutorOptions {
   std::optional<NonfiniteInjection> inject_nonfinite;
 };
 
-class TorchExecutor final : public runtime::OpExecutor {
+class TorchExecutor final : public runtime::OpExecutor,
+                            public runtime::OpMeter,
+                            public runtime::GradientExchange {
  public:
   // Builds the stages `plan` places on `rank`; under dual placement (two model copies) the
   // second copy's stage P + j from the weights of stage j, on the second half of the batch
@@ -108,6 +110,10 @@ class TorchExecutor final : public runtime::OpExecutor {
   Status SendCompleted(const Action& send, const runtime::OpContext& context) override;
   Status EndStep(const runtime::OpContext& context) override;
   StatusOr<runtime::Verdict> Validate(const Action& pv, const runtime::OpContext& context) override;
+  // It measures memory (its meter) and runs the optimizer's exchanges (its gradient exchange).
+  runtime::OpMeter* meter() override { return this; }
+  runtime::GradientExchange* gradient_exchange() override { return this; }
+
   // Dual placement: the rank holding the other copies of this rank's two model stages
   // (P - 1 - r). Their gradients are added, as are the two last stages' losses (float32),
   // so both copies take the same update and ranks 0 and P - 1 report the step's loss.
