@@ -1,12 +1,12 @@
 // The pipeplan command's dispatch: the subcommand named by the first word runs. Each
 // subcommand lives in its own file.
-#include <iostream>
+#include "pipeplan/app/dispatch.h"
+
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "commands.h"
-#include "pipeplan/app/command.h"
 #include "pipeplan/app/files.h"
 #include "pipeplan/cli/main.h"
 #include "pipeplan/planner/planner.h"
@@ -14,15 +14,7 @@
 namespace pipeplan::cli {
 namespace {
 
-using app::kExitOk;
-
-struct Subcommand {
-  std::string_view name;
-  std::string_view summary;
-  int (*run)(const std::vector<std::string>& args);
-};
-
-constexpr Subcommand kSubcommands[] = {
+constexpr app::Subcommand kSubcommands[] = {
     {"plan", "build a validated plan from a strategy and costs", RunPlanCommand},
     {"simulate", "simulate a plan: metrics, Chrome trace, SVG, HTML", RunSimulateCommand},
     {"export", "convert a plan to torch CSV, text or JSON", RunExportCommand},
@@ -38,29 +30,20 @@ constexpr Subcommand kSubcommands[] = {
     {"demo", "the comparison on the Zero Bubble paper's setting + HTML report", RunDemoCommand},
 };
 
-void PrintUsage(std::ostream& out) {
-  out << "usage: pipeplan <command> [options]\n"
-         "\n"
-         "Plans pipeline-parallel training schedules (1F1B, interleaved, zero bubble, ...),\n"
-         "simulates them and exports them for PyTorch.\n"
-         "\n"
-         "Commands:\n";
-  for (const Subcommand& command : kSubcommands) {
-    out << "  " << command.name << std::string(10 - command.name.size(), ' ') << command.summary
-        << "\n";
-  }
-  out << "\n"
-         "Run 'pipeplan <command> --help' for the options of a command.\n"
-         "Exit codes: 0 success, 1 invalid input (bad file, invalid plan, impossible request),\n"
-         "2 usage error (unknown command or flag, missing or malformed value).\n"
-         "\n"
-         "Examples:\n"
-         "  pipeplan demo\n"
-         "  pipeplan plan --strategy 1f1b --ranks 4 --microbatches 8 -o plan.pb\n"
-         "  pipeplan simulate plan.pb --html report.html\n"
-         "  pipeplan compare --ranks 8 --microbatches 24\n"
-         "  pipeplan run plan.pb --html run.html\n";
-}
+constexpr std::string_view kAbout =
+    "Plans pipeline-parallel training schedules (1F1B, interleaved, zero bubble, ...),\n"
+    "simulates them and exports them for PyTorch.\n";
+
+constexpr std::string_view kEpilogue =
+    "Exit codes: 0 success, 1 invalid input (bad file, invalid plan, impossible request),\n"
+    "2 usage error (unknown command or flag, missing or malformed value).\n"
+    "\n"
+    "Examples:\n"
+    "  pipeplan demo\n"
+    "  pipeplan plan --strategy 1f1b --ranks 4 --microbatches 8 -o plan.pb\n"
+    "  pipeplan simulate plan.pb --html report.html\n"
+    "  pipeplan compare --ranks 8 --microbatches 24\n"
+    "  pipeplan run plan.pb --html run.html\n";
 
 }  // namespace
 
@@ -68,35 +51,13 @@ int Main(const std::vector<std::string>& words) {
   // In a process that runs several commands (the Python package), a file an earlier one read
   // is not this one's input.
   app::ForgetInputFiles();
-  if (words.empty()) {
-    std::cerr << "pipeplan: error: missing command\n";
-    PrintUsage(std::cerr);
-    return app::kExitUsage;
-  }
-  const std::string& first = words.front();
-  if (first == "-h" || first == "--help" || first == "help") {
-    if (first == "help" && words.size() > 1) {
-      for (const Subcommand& command : kSubcommands) {
-        if (command.name == words[1]) return command.run({"--help"});
-      }
-    }
-    PrintUsage(std::cout);
-    return kExitOk;
-  }
-  if (first == "--version" || first == "version") {
-    std::cout << "pipeplan " << ToolVersion() << "\n";
-    return kExitOk;
-  }
-  for (const Subcommand& command : kSubcommands) {
-    if (command.name == first) return command.run({words.begin() + 1, words.end()});
-  }
-  const std::string what = first.starts_with("-") ? "unknown option '" : "unknown command '";
-  return app::ReportUsageError(
-      "",
-      InvalidArgument(
-          what + first +
-          "' (expected plan, simulate, export, import, compare, run, diff, profile, calibrate or "
-          "demo)"));
+  const std::string_view version = ToolVersion();
+  return app::Dispatch({.name = "pipeplan",
+                        .about = kAbout,
+                        .commands = kSubcommands,
+                        .epilogue = kEpilogue,
+                        .version = version},
+                       words);
 }
 
 }  // namespace pipeplan::cli

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "pipeplan/app/dispatch.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/planner/plannable.h"
 #include "pipeplan/planner/planner.h"
@@ -18,8 +19,10 @@
 namespace pipeplan::app {
 namespace {
 
+// "pipeplan plan", or the program alone.
 std::string Prefix(std::string_view command) {
-  return command.empty() ? "pipeplan" : "pipeplan " + std::string(command);
+  std::string prefix(ProgramName());
+  return command.empty() ? prefix : prefix + " " + std::string(command);
 }
 
 // "2", ">=1" or "1..2" (max 0: no upper bound).

@@ -58,7 +58,7 @@ const std::vector<ErrorCase>& ErrorCases() {
        {},
        Usage("",
              "unknown command 'frobnicate' (expected plan, simulate, export, import, compare, "
-             "run, diff, profile, calibrate or demo)"),
+             "partition, run, diff, profile, calibrate or demo)"),
        2},
       {"UnknownFlag",
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--frobnicate", "1"},

@@ -7,13 +7,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <string_view>
 #include <thread>
 
-#include "pipeplan/app/command.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 
 namespace pipeplan::torch_ext {
@@ -25,14 +26,21 @@ std::string DescribeExit(int status) {
   return "ended";
 }
 
+// This process's own arguments, as the kernel keeps them (NUL-separated).
+StatusOr<std::vector<std::string>> OwnCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string word; std::getline(in, word, '\0');) argv.push_back(word);
+  if (argv.empty()) return Internal("cannot read this process's arguments (/proc/self/cmdline)");
+  return argv;
+}
+
 }  // namespace
 
-int LaunchLocalRanks(int ranks, double timeout_s, const std::vector<std::string>& argv) {
+Status LaunchLocalRanks(int ranks, double timeout_s) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<std::string> argv, OwnCommandLine());
   const int port = FreeLocalPort();
-  if (port == 0) {
-    std::cerr << "pipeplan-torch: error: no free TCP port on 127.0.0.1 for the rendezvous\n";
-    return app::kExitInvalidInput;
-  }
+  if (port == 0) return FailedPrecondition("no free TCP port on 127.0.0.1 for the rendezvous");
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -59,15 +67,16 @@ int LaunchLocalRanks(int ranks, double timeout_s, const std::vector<std::string>
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), envp.data()) != 0) {
-      std::cerr << "pipeplan-torch: error: could not start rank " << r << "\n";
+    if (const int error =
+            posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), envp.data());
+        error != 0) {
       for (const auto& [child, rank] : running) kill(child, SIGKILL);
       for (const auto& [child, rank] : running) waitpid(child, nullptr, 0);
-      return app::kExitInvalidInput;
+      return Internal("could not start rank " + std::to_string(r) + ": " + std::strerror(error));
     }
     running[pid] = r;
   }
-  int exit_code = app::kExitOk;
+  std::string failed;  // "rank 1 exited with code 1; rank 0 ..."
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   bool killed = false;
   while (!running.empty()) {
@@ -77,8 +86,8 @@ int LaunchLocalRanks(int ranks, double timeout_s, const std::vector<std::string>
       const int rank = running[pid];
       running.erase(pid);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        std::cerr << "pipeplan-torch: rank " << rank << " " << DescribeExit(status) << "\n";
-        exit_code = app::kExitInvalidInput;
+        failed += (failed.empty() ? "rank " : "; rank ") + std::to_string(rank) + " " +
+                  DescribeExit(status);
         if (!kill_at) {
           kill_at = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000) + 5000);
@@ -96,7 +105,8 @@ int LaunchLocalRanks(int ranks, double timeout_s, const std::vector<std::string>
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return exit_code;
+  if (failed.empty()) return Status::Ok();
+  return FailedPrecondition(failed + " (what each rank said is above)");
 }
 
 }  // namespace pipeplan::torch_ext

@@ -3,14 +3,13 @@
 // MASTER_PORT set; the other variables kept), with the same arguments.
 #pragma once
 
-#include <string>
-#include <vector>
+#include "pipeplan/model/status.h"
 
 namespace pipeplan::torch_ext {
 
-// Spawns `ranks` processes of /proc/self/exe with `argv` and waits for all; returns the exit
-// code (0 when every rank exited with 0). Once one fails the others get `timeout_s` (+5 s) to
-// stop by themselves, then are killed, so the launcher never hangs.
-int LaunchLocalRanks(int ranks, double timeout_s, const std::vector<std::string>& argv);
+// Spawns `ranks` processes of this program with its own arguments and waits for all; an error
+// names each rank that did not exit with 0 and how it ended. Once one fails the others get
+// `timeout_s` (+5 s) to stop by themselves, then are killed, so the launcher never hangs.
+Status LaunchLocalRanks(int ranks, double timeout_s);
 
 }  // namespace pipeplan::torch_ext

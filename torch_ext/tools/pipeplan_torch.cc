@@ -21,9 +21,11 @@
 #include "local_launcher.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
+#include "pipeplan/app/dispatch.h"
 #include "pipeplan/app/format.h"
 #include "pipeplan/app/request_flags.h"
 #include "pipeplan/formats/proto_io.h"
+#include "pipeplan/planner/planner.h"
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
@@ -386,73 +388,74 @@ Status RunAsRank(const Plan& plan, const Options& o) {
   return reported;
 }
 
-int Main(int argc, char** argv) {
-  const std::vector<std::string> all(argv, argv + argc);
-  const std::vector<std::string> args(all.begin() + std::min<size_t>(2, all.size()), all.end());
-  const std::string command = argc >= 2 ? all[1] : "";
-  if (command == "-h" || command == "--help" || command.empty()) {
-    std::cout << kHelp;
-    return command.empty() ? app::kExitUsage : app::kExitOk;
-  }
-  if (command != "run" && command != "profile") {
-    std::cerr << "pipeplan-torch: error: unknown command '" << command
-              << "' (expected run or profile; see --help)\n";
-    return app::kExitUsage;
-  }
-  const auto usage_error = [&](const Status& status) {
-    std::cerr << "pipeplan-torch " << command << ": error: " << status.message()
-              << "\n(see 'pipeplan-torch --help')\n";
-    return app::kExitUsage;
-  };
-  const auto input_error = [&](const Status& status) {
-    std::cerr << "pipeplan-torch " << command << ": error: " << status.message() << "\n";
-    return app::kExitInvalidInput;
-  };
-  StatusOr<Flags> flags = Flags::Parse(args, RunFlags());
-  if (!flags.ok()) return usage_error(flags.status());
-  if (flags->help()) {
-    std::cout << kHelp;
-    return app::kExitOk;
-  }
-  StatusOr<Options> options = ParseOptions(*flags, command == "profile");
-  if (!options.ok()) return usage_error(options.status());
-  StatusOr<Plan> plan = app::ReadPlanFile(options->plan_path);
-  Status status = plan.ok() ? CheckOptionsAgainstPlan(*plan, *options) : plan.status();
-  if (status.ok()) {
-    const std::optional<std::string> profile =
-        options->profile ? options->output : std::optional<std::string>();
-    status =
-        app::CheckOutputPaths({options->timeline, profile, options->metrics, options->steps_svg});
-  }
-  if (!status.ok()) return input_error(status);
-  at::set_num_threads(options->threads);
+// A run or a profile, its options parsed: the plan read and checked against them, then run
+// where the options and the environment say (in process, as one rank of torchrun's, or as the
+// launcher of the plan's ranks on this machine).
+Status Execute(const Options& given) {
+  Options o = given;
+  PIPEPLAN_ASSIGN_OR_RETURN(const Plan plan, app::ReadPlanFile(o.plan_path));
+  PIPEPLAN_RETURN_IF_ERROR(CheckOptionsAgainstPlan(plan, o));
+  const std::optional<std::string> profile = o.profile ? o.output : std::optional<std::string>();
+  PIPEPLAN_RETURN_IF_ERROR(app::CheckOutputPaths({o.timeline, profile, o.metrics, o.steps_svg}));
+  at::set_num_threads(o.threads);
 
   const bool is_child = std::getenv("RANK") != nullptr;
-  const bool in_process = options->transport == TransportKind::kInProc;
-  const int plan_ranks = plan->request.topology.ranks;
-  if (!in_process && !is_child && !options->local_ranks && plan_ranks > 1) {
+  const bool in_process = o.transport == TransportKind::kInProc;
+  const int plan_ranks = plan.request.topology.ranks;
+  if (!in_process && !is_child && !o.local_ranks && plan_ranks > 1) {
     // Outside torchrun: run the plan's ranks here rather than fail on a missing RANK.
-    std::cerr << "pipeplan-torch " << command << ": not under torchrun (RANK is not set): "
-              << "running the plan's " << plan_ranks << " ranks as processes of this machine "
-              << "(--local-ranks " << plan_ranks << ")\n";
-    options->local_ranks = plan_ranks;
+    std::cerr << app::ProgramName() << (o.profile ? " profile" : " run")
+              << ": not under torchrun (RANK is not set): running the plan's " << plan_ranks
+              << " ranks as processes of this machine (--local-ranks " << plan_ranks << ")\n";
+    o.local_ranks = plan_ranks;
   }
-  if (!in_process && !is_child && options->local_ranks) {
-    return LaunchLocalRanks(*options->local_ranks, options->timeout, all);
+  if (!in_process && !is_child && o.local_ranks) return LaunchLocalRanks(*o.local_ranks, o.timeout);
+  if (in_process || (!is_child && plan_ranks == 1)) return RunInProcess(plan, o);
+  Status status = RunAsRank(plan, o);
+  if (!status.ok()) {
+    // Name the reporting rank once: a failing action already reads "rank R, action ...".
+    const char* rank = std::getenv("RANK");
+    const std::string own = "rank " + std::string(rank == nullptr ? "?" : rank);
+    if (!status.message().starts_with(own + ",")) status = status.WithContext(own);
   }
-  if (in_process || (!is_child && plan->request.topology.ranks == 1)) {
-    status = RunInProcess(*plan, *options);
-  } else {
-    status = RunAsRank(*plan, *options);
-    if (!status.ok()) {
-      // Name the reporting rank once: a failing action already reads "rank R, action ...".
-      const char* rank = std::getenv("RANK");
-      const std::string own = "rank " + std::string(rank == nullptr ? "?" : rank);
-      if (!status.message().starts_with(own + ",")) status = status.WithContext(own);
-    }
-  }
-  if (!status.ok()) return input_error(status);
-  return app::kExitOk;
+  return status;
+}
+
+StatusOr<Options> ParseRun(const app::Flags& flags) { return ParseOptions(flags, false); }
+StatusOr<Options> ParseProfile(const app::Flags& flags) { return ParseOptions(flags, true); }
+
+int RunCommand(const std::vector<std::string>& args) {
+  static const app::CommandSpec<Options> kSpec = {"run", kHelp, RunFlags(), ParseRun, Execute};
+  return app::RunCommand(kSpec, args);
+}
+
+int ProfileCommand(const std::vector<std::string>& args) {
+  static const app::CommandSpec<Options> kSpec = {"profile", kHelp, RunFlags(), ParseProfile,
+                                                  Execute};
+  return app::RunCommand(kSpec, args);
+}
+
+constexpr app::Subcommand kCommands[] = {
+    {"run", "run a plan on LibTorch stages, timing every op", RunCommand},
+    {"profile", "the same run, writing the per-stage durations 'pipeplan calibrate' reads",
+     ProfileCommand},
+};
+
+constexpr std::string_view kAbout =
+    "Runs a pipeplan plan with LibTorch: the built-in model or your TorchScript stages, ranks\n"
+    "as processes over Gloo or NCCL (torchrun, or spawned here) or as threads of this process.\n";
+
+constexpr std::string_view kEpilogue =
+    "Exit codes: 0 success, 1 a rank failed (its error names the rank and the action) or an\n"
+    "invalid input, 2 usage error.\n";
+
+int Main(int argc, char** argv) {
+  return app::Dispatch({.name = "pipeplan-torch",
+                        .about = kAbout,
+                        .commands = kCommands,
+                        .epilogue = kEpilogue,
+                        .version = ToolVersion()},
+                       std::vector<std::string>(argv + 1, argv + argc));
 }
 
 }  // namespace
