@@ -42,12 +42,8 @@
 #include "run_options.h"
 #include "run_report.h"
 
-extern char** environ;
-
 namespace pipeplan::torch_ext {
 namespace {
-
-using app::Flags;
 
 constexpr std::string_view kHelp =
     R"(usage: pipeplan-torch run PLAN [options]
