@@ -86,8 +86,10 @@ Status LaunchLocalRanks(int ranks, double timeout_s) {
       const int rank = running[pid];
       running.erase(pid);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        failed += (failed.empty() ? "rank " : "; rank ") + std::to_string(rank) + " " +
-                  DescribeExit(status);
+        const std::string ended = "rank " + std::to_string(rank) + " " + DescribeExit(status);
+        // Said at once: the others may take up to the timeout to stop.
+        std::cerr << "pipeplan-torch: " << ended << "\n";
+        failed += (failed.empty() ? "" : "; ") + ended;
         if (!kill_at) {
           kill_at = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000) + 5000);
