@@ -52,7 +52,7 @@ void BM_Budget_Partition_L64_P8_V2_M32(benchmark::State& state) {
                                  .microbatches = 32,
                                  .strategy = "auto",
                                  .stages_per_rank = 2,
-                                 .memory_limit = std::nullopt,
+                                 .memory_limits = {},
                                  .link = {.latency = 0.1, .bandwidth = 0},
                                  .runtime = Runtime::kAny,
                                  .enumerate_up_to = 2000};

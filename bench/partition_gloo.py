@@ -15,12 +15,15 @@ steps. Per run the step time is the median over the steps after the
 first two of the slowest rank's schedule.step; printed per configuration: the median over the
 runs, its spread, each rank's peak resident memory (ru_maxrss, the process's whole) and the
 step the figures predict (the simulator's, torch's classes on the even split as the catalogue
-strategies that order as they do); before any run, the gap the figures predict. --runs 0
-stops there.
+strategies that order as they do); before any run, the gap the figures predict. Unless
+--memory free, the partition is bound to hold no rank above what torch's class with the
+shortest simulated step holds on the even split (both simulated; the layers' bytes measured
+alone). --runs 0 stops there.
 
     python bench/partition_gloo.py [--ranks 2] [--model alternating|dense-first] [--runs 5]
                                    [--steps 12] [--microbatches 8] [--vocab 8000]
                                    [--figures alone|job|job+split] [--only pipeplan,...]
+                                   [--memory torch|free]
 """
 
 import argparse
@@ -113,19 +116,27 @@ TORCH_CLASSES = {
     "ScheduleZBVZeroBubble": ("zbv-handcrafted", 2),
 }
 DURATIONS = ("forward", "backward", "backward_input", "backward_weight")
+BYTES = ("activation", "freed_by_input", "parameter_bytes")
 
 
 def simulated_even(layers, shape, name, ranks, microbatches):
-    """The simulated step of torch's class `name` on the even split: each even stage made one
-    layer of the summed figures, so that the only split is the even one."""
+    """torch's class `name` on the even split, simulated (a pipeplan.Split: its makespan and
+    each rank's peak_memory): each even stage made one layer of the summed figures, so that
+    the only split is the even one; a stage's message is its last layer's."""
     strategy, v = TORCH_CLASSES[name]
     by_name = {layer["name"]: layer for layer in layers["layers"]}
-    stages = [{"name": "+".join(names), **{k: sum(by_name[n][k] for n in names)
-                                           for k in DURATIONS}}
-              for names in even_stages(shape, ranks * v)]
+    stages = []
+    for names in even_stages(shape, ranks * v):
+        stage = {"name": "+".join(names)}
+        for key in DURATIONS + BYTES:
+            if all(key in by_name[n] for n in names):
+                stage[key] = sum(by_name[n][key] for n in names)
+        if "output_bytes" in by_name[names[-1]]:
+            stage["output_bytes"] = by_name[names[-1]]["output_bytes"]
+        stages.append(stage)
     return pipeplan.partition(dict(layers, layers=stages), ranks=ranks,
                               microbatches=microbatches, strategy=strategy,
-                              stages_per_rank=v, runtime="torch").makespan
+                              stages_per_rank=v, runtime="torch")
 
 
 def torch_schedule(name, model, shape, microbatches, rank, ranks):
@@ -247,7 +258,9 @@ def split_as(job, alone):
         ratio = layer["backward"] / (measured["backward"] * scale)
         out["layers"].append(dict(
             layer, backward_input=measured["backward_input"] * scale * ratio,
-            backward_weight=measured["backward_weight"] * scale * ratio))
+            backward_weight=measured["backward_weight"] * scale * ratio,
+            # Bytes do not depend on where they were measured: taken from the layers alone.
+            **{k: measured[k] for k in BYTES + ("output_bytes",) if k in measured}))
     return out
 
 
@@ -276,6 +289,10 @@ def main():
                              "(Schedule1F1B's traces: I = W = B/2 assumed), or in the job with "
                              "each B split into I and W as measured alone")
     parser.add_argument("--only", help="comma-separated configurations to run (default: all)")
+    parser.add_argument("--memory", choices=["torch", "free"], default="torch",
+                        help="torch (default): the partition holds no rank above what torch's "
+                             "class of the shortest simulated step holds on the even split, by "
+                             "simulation (its peak_memory as a limit per rank); free: no limit")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.figures != "alone":
@@ -285,23 +302,34 @@ def main():
         alone = pipeplan.torch.measure_layers(Decoder(args.model, args.vocab), tokens, loss_fn,
                                               target=tokens, repeats=7)
         layers = alone if args.figures == "alone" else split_as(layers, alone)
-    split = pipeplan.partition(layers, ranks=args.ranks, microbatches=args.microbatches,
-                               runtime="torch")
     unit = layers["time_unit"]
     print(f"layer costs ({unit}, {args.figures}): " + ", ".join(
         f"{l['name']} F {l['forward']:.2f} B {l['backward']:.2f}" for l in layers["layers"]))
-    print(f"partition: {split.plan.strategy} V={split.plan.stages_per_rank}, stages "
-          f"{split.stages}, simulated step {split.makespan:.1f} {unit} (even split, best "
-          f"strategy: {split.even_strategy} {split.even_makespan:.1f} {unit})")
     configs = ["pipeplan"] + ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
                               "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble"]
     if args.only:
         configs = [c for c in configs if c in args.only.split(",")]
-    # What the figures predict, before anything runs: each configuration's simulated step.
-    simulated = {kind: split.makespan if kind == "pipeplan" else
-                 simulated_even(layers, args.model, kind, args.ranks, args.microbatches)
+    # What the figures predict, before anything runs: torch's classes on the even split...
+    even = {kind: simulated_even(layers, args.model, kind, args.ranks, args.microbatches)
+            for kind in configs if kind != "pipeplan"}
+    best_predicted = min(even, key=lambda k: even[k].makespan, default=None)
+    limit = None
+    if args.memory == "torch" and best_predicted is not None:
+        if all("activation" in l for l in layers["layers"]):
+            limit = even[best_predicted].peak_memory
+            print(f"memory: no rank above {best_predicted} on the even split, simulated "
+                  + ", ".join(f"{p / 2**20:.1f} MiB" for p in limit))
+        else:
+            print("memory: the layer figures give no bytes; the partition is not bound")
+    # ... and the partition's split and schedule.
+    split = pipeplan.partition(layers, ranks=args.ranks, microbatches=args.microbatches,
+                               runtime="torch", memory_limit=limit)
+    print(f"partition: {split.plan.strategy} V={split.plan.stages_per_rank}, stages "
+          f"{split.stages}, simulated step {split.makespan:.1f} {unit}, peak "
+          + ", ".join(f"{p / 2**20:.1f} MiB" for p in split.peak_memory)
+          + f" (even split, best strategy: {split.even_strategy} {split.even_makespan:.1f} {unit})")
+    simulated = {kind: split.makespan if kind == "pipeplan" else even[kind].makespan
                  for kind in configs}
-    best_predicted = min((k for k in configs if k != "pipeplan"), key=simulated.get, default=None)
     if "pipeplan" in configs and best_predicted is not None:
         print(f"predicted: the partition {100 * (1 - split.makespan / simulated[best_predicted]):.1f}% "
               f"shorter than the even split with {best_predicted} (simulated "

@@ -60,8 +60,10 @@ Options:
   --microbatches M      microbatches per step (required)
   --strategy NAME       a catalogue strategy, or auto (default): every one
   --stages-per-rank V   only this V (default: 1, 2 and 4 where the strategy takes them)
-  --memory-limit X      bytes per rank: 70GiB, 512MiB or a number of bytes; needs the
-                        layers' memory figures
+  --memory-limit X      bytes per rank: 70GiB, 512MiB or a number of bytes; or one per
+                        rank, comma-separated (40GiB,40GiB,38GiB,30GiB: e.g. no rank
+                        above what the plan you run now holds); needs the layers' memory
+                        figures
   --comm T              latency of each transfer between stages, in the file's unit
                         (default 0); the message's output_bytes ride on it
   --runtime NAME        only what this runtime executes: pipeplan-torch, torch,
@@ -109,12 +111,8 @@ StatusOr<PartitionOptions> ParsePartitionOptions(const app::Flags& flags) {
   request.strategy = flags.GetString("strategy").value_or("auto");
   PIPEPLAN_ASSIGN_OR_RETURN(request.stages_per_rank, flags.GetInt("stages-per-rank", 1));
   if (const std::optional<std::string> limit = flags.GetString("memory-limit")) {
-    PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
-                              app::ParseMemoryAmount(*limit, "--memory-limit"));
-    if (!(amount.value > 0)) {
-      return InvalidArgument("--memory-limit must be > 0 bytes, got '" + *limit + "'");
-    }
-    request.memory_limit = amount.value;
+    PIPEPLAN_ASSIGN_OR_RETURN(request.memory_limits,
+                              app::ParseMemoryLimits(*limit, "--memory-limit"));
   }
   PIPEPLAN_ASSIGN_OR_RETURN(const std::optional<double> comm, flags.GetNonNegativeDouble("comm"));
   request.link.latency = comm.value_or(0.0);
@@ -206,10 +204,19 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
     stages.AddRow(row);
   }
   out << stages.Render() << "\n";
-  app::TextTable ranks({"rank", "peak memory", "busy"});
+  const std::vector<double>& limits = options.request.memory_limits;
+  std::vector<std::string> rank_header = {"rank", "peak memory"};
+  if (!limits.empty()) rank_header.emplace_back("limit");
+  rank_header.emplace_back("busy");
+  app::TextTable ranks(rank_header);
   for (const RankTimeline& rank : best.timeline.ranks) {
-    ranks.AddRow({std::to_string(rank.rank.value),
-                  app::FormatMemory(rank.peak_memory, plan.request.memory), Cell(rank.busy)});
+    std::vector<std::string> row = {std::to_string(rank.rank.value),
+                                    app::FormatMemory(rank.peak_memory, plan.request.memory)};
+    if (!limits.empty()) {
+      row.push_back(app::FormatBytes(limits[limits.size() == 1 ? 0 : rank.rank.value]));
+    }
+    row.push_back(Cell(rank.busy));
+    ranks.AddRow(row);
   }
   out << ranks.Render() << "\n";
   const double step = best.timeline.metrics.makespan;

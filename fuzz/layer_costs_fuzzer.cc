@@ -25,7 +25,7 @@ void Search(const LayerCosts& layers, const char* strategy, std::optional<double
   request.ranks = 2;
   request.microbatches = 4;
   request.strategy = strategy;
-  request.memory_limit = limit;
+  if (limit.has_value()) request.memory_limits = {*limit};
   request.enumerate_up_to = 16;
   const StatusOr<PartitionResult> result = Partition(request);
   if (!result.ok()) return;

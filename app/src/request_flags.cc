@@ -219,6 +219,28 @@ StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view
                          "in the memory model's unit)");
 }
 
+StatusOr<std::vector<double>> ParseMemoryLimits(std::string_view text, std::string_view flag) {
+  std::vector<double> limits;
+  const bool listed = text.find(',') != std::string_view::npos;
+  size_t from = 0;
+  for (;;) {
+    const size_t comma = text.find(',', from);
+    std::string_view item =
+        text.substr(from, comma == std::string_view::npos ? text.size() - from : comma - from);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    const std::string where =
+        std::string(flag) + (listed ? " (rank " + std::to_string(limits.size()) + ")" : "");
+    PIPEPLAN_ASSIGN_OR_RETURN(const MemoryAmount amount, ParseMemoryAmount(item, where));
+    if (!(amount.value > 0)) {
+      return InvalidArgument(where + " must be > 0 bytes, got '" + std::string(item) + "'");
+    }
+    limits.push_back(amount.value);
+    if (comma == std::string_view::npos) return limits;
+    from = comma + 1;
+  }
+}
+
 StatusOr<Runtime> ParseRuntimeFlag(std::string_view name) {
   const std::optional<Runtime> runtime = RuntimeFromName(name);
   if (!runtime.has_value()) {

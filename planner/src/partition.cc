@@ -33,6 +33,44 @@ int ChainStages(const Topology& topology) {
   return topology.placement == Placement::kDual ? topology.ranks : topology.num_stages();
 }
 
+// The limit the strategies plan under and the planner checks: the largest asked.
+std::optional<double> LoosestLimit(const PartitionRequest& request) {
+  if (request.memory_limits.empty()) return std::nullopt;
+  return *std::max_element(request.memory_limits.begin(), request.memory_limits.end());
+}
+
+double LimitOfRank(const PartitionRequest& request, int rank) {
+  return request.memory_limits.size() == 1 ? request.memory_limits.front()
+                                           : request.memory_limits[static_cast<size_t>(rank)];
+}
+
+MemoryModel InBytes() {
+  MemoryModel bytes;
+  bytes.unit = MemoryUnit::kBytes;
+  return bytes;
+}
+
+// Each rank's peak against its own limit (the planner checked the largest). `over`: the most
+// any rank holds above its limit (negative where every rank fits), which orders plans that do
+// not fit by how near they come.
+Status CheckRankLimits(const PartitionRequest& request, const Timeline& timeline, double* over) {
+  *over = -std::numeric_limits<double>::infinity();
+  Status status = Status::Ok();
+  for (const RankTimeline& rank : timeline.ranks) {
+    const double limit = LimitOfRank(request, rank.rank.value);
+    const double above = rank.peak_memory - limit;
+    // The planner's tolerance (CheckMemoryLimit), so that one limit for every rank is
+    // checked as it is there.
+    if (rank.peak_memory > limit * (1 + 1e-12) && status.ok()) {
+      status = FailedPrecondition("rank " + std::to_string(rank.rank.value) + " holds " +
+                                  InBytes().Describe(rank.peak_memory) +
+                                  ", above its memory limit " + InBytes().Describe(limit));
+    }
+    *over = std::max(*over, above);
+  }
+  return status;
+}
+
 PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy, int v,
                       const LayerSplit& split) {
   PlanRequest out;
@@ -42,7 +80,7 @@ PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy,
   StageFigures figures = FiguresOfSplit(request.layers, split, request.link, out.topology);
   out.costs = std::move(figures.costs);
   out.memory = std::move(figures.memory);
-  out.memory.limit = request.memory_limit;
+  out.memory.limit = LoosestLimit(request);
   return out;
 }
 
@@ -52,16 +90,40 @@ struct Score {
   bool fits = false;
   double makespan = std::numeric_limits<double>::infinity();
   double peak = std::numeric_limits<double>::infinity();
+  // The most a rank holds above its limit (the peak itself without limits).
+  double over = std::numeric_limits<double>::infinity();
   Status status;
 };
 
 // a ahead of b: a plan; then fitting; then (both fitting) a shorter step, then less memory;
-// (neither fitting) a smaller peak.
+// (neither fitting) nearer its limits.
 bool Better(const Score& a, const Score& b) {
   if (a.planned != b.planned) return a.planned;
   if (a.fits != b.fits) return a.fits;
   if (a.fits && a.makespan != b.makespan) return a.makespan < b.makespan;
+  if (!a.fits && a.over != b.over) return a.over < b.over;
   return a.peak < b.peak;
+}
+
+// A plan's score: it fits where every rank is within its own limit. `planned_within` false:
+// the planner refused it under the largest limit (`why`), and it was planned without one.
+Score ScoreOf(const PartitionRequest& request, const Evaluated& planned, bool planned_within,
+              const Status& why) {
+  Score score{.planned = true,
+              .fits = false,
+              .makespan = planned.timeline.metrics.makespan,
+              .peak = PeakMemory(planned.timeline),
+              .over = PeakMemory(planned.timeline),
+              .status = why};
+  if (request.memory_limits.empty()) {
+    score.fits = planned_within;
+    return score;
+  }
+  const Status ranks = CheckRankLimits(request, planned.timeline, &score.over);
+  score.fits = planned_within && ranks.ok();
+  // With a limit per rank, the rank over its own says more than the largest limit's refusal.
+  if (planned_within || (request.memory_limits.size() > 1 && !ranks.ok())) score.status = ranks;
+  return score;
 }
 
 std::string Assumes(const Evaluated& planned) {
@@ -86,24 +148,18 @@ class SplitSearch {
     PlanRequest planned_request = RequestOf(request_, strategy_, v_, split);
     StatusOr<Evaluated> planned = BuildAndSimulatePlan(planned_request);
     ++*evaluations_;
-    if (!planned.ok() && request_.memory_limit.has_value()) {
-      // Where it does not fit, its peak without the limit says how far off it is.
-      score.status = planned.status();
+    if (!planned.ok() && !request_.memory_limits.empty()) {
+      // Where it does not fit, its peaks without the limit say how far off it is.
+      const Status refused = planned.status();
       planned_request.memory.limit.reset();
       planned = BuildAndSimulatePlan(planned_request);
       ++*evaluations_;
-      if (planned.ok()) {
-        score.planned = true;
-        score.peak = PeakMemory(planned->timeline);
-        score.makespan = planned->timeline.metrics.makespan;
-      }
+      score.status = refused;
+      if (planned.ok()) score = ScoreOf(request_, *planned, false, refused);
     } else if (!planned.ok()) {
       score.status = planned.status();
     } else {
-      score.planned = true;
-      score.fits = true;
-      score.makespan = planned->timeline.metrics.makespan;
-      score.peak = PeakMemory(planned->timeline);
+      score = ScoreOf(request_, *planned, true, Status::Ok());
     }
     if (planned.ok() && keep != nullptr) *keep = SplitPlan{.split = split, .planned = *planned};
     if (planned.ok() && (!best_.has_value() || Better(score, best_score_))) {
@@ -143,16 +199,12 @@ class SplitSearch {
     }
     const LayerSplit split = best_->split;
     for (const PlanRequest& variant : SettingVariants(
-             strategy_, RequestOf(request_, strategy_, v_, split), request_.memory_limit)) {
+             strategy_, RequestOf(request_, strategy_, v_, split), LoosestLimit(request_))) {
       StatusOr<Evaluated> planned = BuildAndSimulatePlan(variant);
       ++*evaluations_;
-      if (!planned.ok()) continue;  // within the limit asked, or none: it fits
-      const Score score{.planned = true,
-                        .fits = true,
-                        .makespan = planned->timeline.metrics.makespan,
-                        .peak = PeakMemory(planned->timeline),
-                        .status = Status::Ok()};
-      if (Better(score, best_score_)) {
+      if (!planned.ok()) continue;  // above the largest limit
+      const Score score = ScoreOf(request_, *planned, true, Status::Ok());
+      if (score.fits && Better(score, best_score_)) {
         best_ = SplitPlan{.split = split, .planned = *std::move(planned)};
         best_score_ = score;
       }
@@ -276,9 +328,22 @@ Status CheckRequest(const PartitionRequest& request) {
     return InvalidArgument("microbatches must be >= 1, got " +
                            std::to_string(request.microbatches));
   }
-  if (request.memory_limit.has_value()) {
-    if (!(*request.memory_limit > 0) || !std::isfinite(*request.memory_limit)) {
-      return InvalidArgument("memory limit must be a finite number of bytes > 0");
+  if (!request.memory_limits.empty()) {
+    if (request.memory_limits.size() != 1 &&
+        request.memory_limits.size() != static_cast<size_t>(request.ranks)) {
+      return InvalidArgument("memory limits: give one for every rank or one per rank (" +
+                             std::to_string(request.ranks) + "), got " +
+                             std::to_string(request.memory_limits.size()));
+    }
+    for (size_t rank = 0; rank < request.memory_limits.size(); ++rank) {
+      const double limit = request.memory_limits[rank];
+      if (!(limit > 0) || !std::isfinite(limit)) {
+        return InvalidArgument("memory limit" +
+                               (request.memory_limits.size() == 1
+                                    ? std::string()
+                                    : " of rank " + std::to_string(rank)) +
+                               " must be a finite number of bytes > 0, got " + FormatNumber(limit));
+      }
     }
     if (!request.layers.HasMemory()) {
       return InvalidArgument(
@@ -372,7 +437,8 @@ std::vector<std::string> NotesOn(const std::vector<PartitionCandidate>& sorted, 
           WhatToMeasure(fastest.assumes)};
 }
 
-// Nothing fits the limit: the smallest peak a split reached, and whose.
+// Nothing fits the limit: the smallest peak a split reached, and whose; with a limit per rank,
+// the nearest candidate (sorted ahead of the others) and the rank it is over on.
 Status NothingFits(const PartitionRequest& request, const std::vector<PartitionCandidate>& sorted) {
   const PartitionCandidate* smallest = nullptr;
   for (const PartitionCandidate& candidate : sorted) {
@@ -381,16 +447,23 @@ Status NothingFits(const PartitionRequest& request, const std::vector<PartitionC
       smallest = &candidate;
     }
   }
-  if (!request.memory_limit.has_value() || smallest == nullptr) {
+  if (request.memory_limits.empty() || smallest == nullptr) {
     return sorted.front().status.ok() ? InvalidArgument("no candidate could be planned")
                                       : sorted.front().status;
   }
-  MemoryModel bytes;
-  bytes.unit = MemoryUnit::kBytes;
-  return FailedPrecondition("no split fits memory limit " + bytes.Describe(*request.memory_limit) +
-                            "; the smallest peak found is " +
-                            bytes.Describe(smallest->peak_memory) + ", by " + NameOf(*smallest) +
-                            ": a limit of that fits");
+  if (request.memory_limits.size() == 1) {
+    return FailedPrecondition(
+        "no split fits memory limit " + InBytes().Describe(request.memory_limits.front()) +
+        "; the smallest peak found is " + InBytes().Describe(smallest->peak_memory) + ", by " +
+        NameOf(*smallest) + ": a limit of that fits");
+  }
+  std::string limits;
+  for (const double limit : request.memory_limits) {
+    limits += (limits.empty() ? "" : ", ") + InBytes().Describe(limit);
+  }
+  return FailedPrecondition("no split fits the memory limits per rank (" + limits +
+                            "); the nearest, " + NameOf(sorted.front()) + ": " +
+                            sorted.front().status.message());
 }
 
 }  // namespace
@@ -427,7 +500,13 @@ StatusOr<Evaluated> PlanSplit(const PartitionRequest& request, const std::string
                               int stages_per_rank, const LayerSplit& split) {
   const Strategy* found = FindStrategy(strategy);
   if (found == nullptr) return InvalidArgument("unknown strategy '" + strategy + "'");
-  return BuildAndSimulatePlan(RequestOf(request, *found, stages_per_rank, split));
+  PIPEPLAN_ASSIGN_OR_RETURN(
+      Evaluated planned, BuildAndSimulatePlan(RequestOf(request, *found, stages_per_rank, split)));
+  if (request.memory_limits.size() > 1) {
+    double over = 0;
+    PIPEPLAN_RETURN_IF_ERROR(CheckRankLimits(request, planned.timeline, &over));
+  }
+  return planned;
 }
 
 StatusOr<PartitionResult> Partition(const PartitionRequest& request) {

@@ -278,7 +278,7 @@ def partition(
     microbatches: int,
     strategy: str = "auto",
     stages_per_rank: Optional[int] = None,
-    memory_limit: Union[float, str, None] = None,
+    memory_limit: Union[float, str, Sequence[Union[float, str]], None] = None,
     comm: float = 0.0,
     runtime: Optional[str] = None,
 ) -> Split:
@@ -292,7 +292,8 @@ def partition(
         ``activation``, ``freed_by_input``, ``parameter_bytes``, ``output_bytes`` (bytes).
       ranks, microbatches: P and M.  strategy: a catalogue strategy or "auto".
       stages_per_rank: only this V (default: 1, 2 and 4 where the strategy takes them).
-      memory_limit: bytes per rank, a number or a string like "70GiB".
+      memory_limit: bytes per rank, a number or a string like "70GiB"; or a list of them,
+        one per rank (e.g. another plan's ``peak_memory``: no rank above it).
       comm: latency of each transfer between stages.  runtime: only what it runs ("torch").
 
     The :class:`Split` gives ``stages`` (layer names per stage, torchtitan's
@@ -318,6 +319,12 @@ def partition(
                     f"{type(layers).__name__}")
     if isinstance(memory_limit, str):
         args["memory_limit_text"] = memory_limit
+    elif isinstance(memory_limit, (list, tuple)):
+        items = [item if isinstance(item, str) else repr(_number("memory_limit", item))
+                 for item in memory_limit]
+        if not items or any("," in item for item in items):
+            raise Error("memory_limit: a list needs one amount per rank, each without commas")
+        args["memory_limit_text"] = ",".join(items)
     else:
         args["memory_limit"] = _number("memory_limit", memory_limit)
     return _core.partition(args)

@@ -274,15 +274,16 @@ StatusOr<PartitionRequest> PartitionRequestOf(const PartitionCall& call) {
     PIPEPLAN_ASSIGN_OR_RETURN(request.stages_per_rank,
                               CountArg("stages_per_rank", call.stages_per_rank));
   }
-  request.memory_limit = call.memory_limit;
-  if (call.memory_limit_text.has_value()) {
-    PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
-                              app::ParseMemoryAmount(*call.memory_limit_text, "memory_limit"));
-    request.memory_limit = amount.value;
+  if (call.memory_limit.has_value()) {
+    if (!(*call.memory_limit > 0)) {
+      return InvalidArgument("memory_limit must be > 0 bytes, got " +
+                             FormatCompact(*call.memory_limit));
+    }
+    request.memory_limits = {*call.memory_limit};
   }
-  if (request.memory_limit.has_value() && !(*request.memory_limit > 0)) {
-    return InvalidArgument("memory_limit must be > 0 bytes, got " +
-                           FormatCompact(*request.memory_limit));
+  if (call.memory_limit_text.has_value()) {
+    PIPEPLAN_ASSIGN_OR_RETURN(request.memory_limits,
+                              app::ParseMemoryLimits(*call.memory_limit_text, "memory_limit"));
   }
   request.link.latency = call.comm;
   if (call.runtime.has_value()) {

@@ -88,6 +88,46 @@ TEST(PartitionCommand, AutoPicksOnGivenFiguresAndSaysWhatItPassedOver) {
   EXPECT_GE(JsonNumber(run.out, "same_strategy_makespan"), 45);
 }
 
+// A limit per rank: "no rank above what the even split holds". Under 1f1b rank 0 holds two
+// microbatches' activations, so the split with the head alone (rank 0: three layers' static
+// bytes and two of their activations) is above rank 0's limit; the even split is the only
+// one within both. One limit of the larger amount for every rank keeps the faster split.
+TEST(PartitionCommand, KeepsEachRankWithinItsOwnLimit) {
+  const ScratchDir dir;
+  dir.Write("layers.json", kLayers);
+  const std::vector<std::string> args = {"partition", "--layers",   "layers.json",
+                                         "--ranks",   "2",          "--microbatches",
+                                         "4",         "--strategy", "1f1b"};
+  std::vector<std::string> per_rank = args;
+  per_rank.insert(per_rank.end(), {"--memory-limit", "2500,5000"});
+  const RunResult limited = RunPipeplan(per_rank, dir.path());
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  EXPECT_NE(limited.out.find("step 54 ms"), std::string::npos) << limited.out;
+  EXPECT_EQ(LineStartingWith(limited.out, {"rank"}),
+            (std::vector<std::string>{"rank", "peak", "memory", "limit", "busy"}));
+  // Each rank's row: its peak, then its own limit (2500 B, 5000 B).
+  EXPECT_NE(limited.out.find("2.34 KiB  2.44 KiB"), std::string::npos) << limited.out;
+  EXPECT_NE(limited.out.find("4.30 KiB  4.88 KiB"), std::string::npos) << limited.out;
+
+  std::vector<std::string> one = args;
+  one.insert(one.end(), {"--memory-limit", "5000", "--json"});
+  const RunResult loose = RunPipeplan(one, dir.path());
+  ASSERT_EQ(loose.exit_code, 0) << loose.err;
+  EXPECT_EQ(JsonNumber(loose.out, "makespan"), 45);
+}
+
+TEST(PartitionCommand, ALimitOfOneRankThatIsNotAnAmountIsAUsageError) {
+  const ScratchDir dir;
+  dir.Write("layers.json", kLayers);
+  const RunResult run = RunPipeplan({"partition", "--layers", "layers.json", "--ranks", "2",
+                                     "--microbatches", "4", "--memory-limit", "2GiB, x"},
+                                    dir.path());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, Usage("partition",
+                           "--memory-limit (rank 1): expected a number, optionally "
+                           "with a unit (70GiB, 512MiB), got 'x'"));
+}
+
 struct BadCase {
   std::string name;
   std::string layers;
@@ -139,6 +179,17 @@ TEST(PartitionCommand, BadInputFailsNamingItAndWritesNothing) {
        1,
        "no split fits memory limit 100 B (100 B); the smallest peak found is"},
       {"unknown strategy", kLayers, {"--strategy", "2f2b"}, 1, "unknown strategy '2f2b'"},
+      {"limits neither one nor one per rank",
+       kLayers,
+       {"--memory-limit", "1GiB,1GiB,1GiB"},
+       1,
+       "memory limits: give one for every rank or one per rank (2), got 3"},
+      {"nothing fits the limits per rank",
+       kLayers,
+       {"--strategy", "1f1b", "--memory-limit", "1GiB,100B"},
+       1,
+       "no split fits the memory limits per rank (1.00 GiB (1073741824 B), 100 B (100 B)); the "
+       "nearest, 1f1b (V=1): rank 1 holds "},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

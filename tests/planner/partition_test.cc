@@ -1,6 +1,7 @@
 // Partition: the min-max split is exact; the search's split for a strategy is as good as the
 // best of every contiguous split (enumerated here) on random uneven models, and never worse
-// than the even or the min-max split; auto's pick and the comparison; bad requests.
+// than the even or the min-max split; auto's pick and the comparison; limits per rank; bad
+// requests.
 #include "pipeplan/planner/partition.h"
 
 #include <gtest/gtest.h>
@@ -111,7 +112,7 @@ TEST(Partition, FindsASplitWithinOnePercentOfTheBestInNineteenOfTwenty) {
                              .microbatches = 2 * ranks,
                              .strategy = c.strategy,
                              .stages_per_rank = c.stages_per_rank,
-                             .memory_limit = std::nullopt,
+                             .memory_limits = {},
                              .link = {.latency = 0.05, .bandwidth = 0},
                              .runtime = Runtime::kAny,
                              .enumerate_up_to = 0};  // the search alone
@@ -127,7 +128,7 @@ TEST(Partition, FindsASplitWithinOnePercentOfTheBestInNineteenOfTwenty) {
       largest_peak = std::max(largest_peak, PeakMemory(planned->timeline));
     });
     if (largest_peak == 0) continue;  // the strategy does not take P (dualpipe: P even)
-    if (limited) request.memory_limit = (smallest_peak + largest_peak) / 2;
+    if (limited) request.memory_limits = {(smallest_peak + largest_peak) / 2};
     ForEachSplit(layers, chain, [&](const LayerSplit& split) {
       StatusOr<Evaluated> planned = PlanSplit(request, c.strategy, c.stages_per_rank, split);
       if (planned.ok()) best = std::min(best, planned->timeline.metrics.makespan);
@@ -195,7 +196,7 @@ TEST(Partition, SweepsTheStrategysSettingsOnTheSplitItFound) {
                                  .microbatches = 8,
                                  .strategy = "interleaved-1f1b",
                                  .stages_per_rank = 2,
-                                 .memory_limit = std::nullopt,
+                                 .memory_limits = {},
                                  .link = {.latency = 0.5, .bandwidth = 0},
                                  .runtime = Runtime::kAny,
                                  .enumerate_up_to = 2000};
@@ -216,6 +217,106 @@ TEST(Partition, SweepsTheStrategysSettingsOnTheSplitItFound) {
   EXPECT_EQ(found->best.planned.timeline.metrics.makespan, best);
   EXPECT_EQ(found->candidates[found->pick].makespan, best);
   EXPECT_GT(found->best.planned.plan.request.options.microbatch_group_size, 2);
+}
+
+std::vector<double> RankPeaks(const Timeline& timeline) {
+  std::vector<double> peaks;
+  for (const RankTimeline& rank : timeline.ranks) peaks.push_back(rank.peak_memory);
+  return peaks;
+}
+
+// "No rank above what the plan I run now holds": a limit per rank, the peaks of 1f1b on the
+// even split. The partition's every rank keeps to its own (not only the largest), its step
+// is no longer than that plan's (which fits), and in some instances the pick without limits
+// holds a rank above them (the limits bind).
+TEST(Partition, KeepsEachRankWithinItsOwnLimit) {
+  std::mt19937 random(53);
+  int bound = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const int ranks = 2 + trial % 3;
+    const int layers = 8 + trial % 5;
+    PartitionRequest request{.layers = RandomModel(random, layers),
+                             .ranks = ranks,
+                             .microbatches = 2 * ranks,
+                             .strategy = "auto",
+                             .stages_per_rank = std::nullopt,
+                             .memory_limits = {},
+                             .link = {.latency = 0.05, .bandwidth = 0},
+                             .runtime = Runtime::kAny,
+                             .enumerate_up_to = 0};
+    const StatusOr<PartitionResult> free = Partition(request);
+    ASSERT_TRUE(free.ok()) << free.status().message();
+    const StatusOr<Evaluated> even = PlanSplit(request, "1f1b", 1, EvenSplit(layers, ranks));
+    ASSERT_TRUE(even.ok()) << even.status().message();
+    request.memory_limits = RankPeaks(even->timeline);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const StatusOr<PartitionResult> found = Partition(request);
+    ASSERT_TRUE(found.ok()) << found.status().message();
+    const std::vector<double> peaks = RankPeaks(found->best.planned.timeline);
+    ASSERT_EQ(peaks.size(), static_cast<size_t>(ranks));
+    for (int rank = 0; rank < ranks; ++rank) {
+      EXPECT_LE(peaks[rank], request.memory_limits[rank] * (1 + 1e-12)) << "rank " << rank;
+    }
+    EXPECT_LE(found->best.planned.timeline.metrics.makespan, even->timeline.metrics.makespan);
+    for (const PartitionCandidate& candidate : found->candidates) {
+      if (!candidate.fits) continue;
+      const StatusOr<Evaluated> again =
+          PlanSplit(request, candidate.strategy, candidate.stages_per_rank, candidate.split);
+      EXPECT_TRUE(again.ok()) << candidate.strategy << ": " << again.status().message();
+    }
+    const std::vector<double> free_peaks = RankPeaks(free->best.planned.timeline);
+    for (int rank = 0; rank < ranks; ++rank) {
+      if (free_peaks[rank] > request.memory_limits[rank] * (1 + 1e-12)) {
+        ++bound;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(bound, 3) << "the limits per rank never bound the pick: the test shows nothing";
+}
+
+TEST(Partition, RefusesLimitsThatAreNeitherOneNorOnePerRank) {
+  std::mt19937 random(1);
+  PartitionRequest request{.layers = RandomModel(random, 8),
+                           .ranks = 4,
+                           .microbatches = 8,
+                           .strategy = "1f1b",
+                           .stages_per_rank = 1,
+                           .memory_limits = {1e9, 1e9},
+                           .link = {},
+                           .runtime = Runtime::kAny,
+                           .enumerate_up_to = 0};
+  StatusOr<PartitionResult> found = Partition(request);
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().message(),
+            "memory limits: give one for every rank or one per rank (4), got 2");
+  request.memory_limits = {1e9, 1e9, -1, 1e9};
+  found = Partition(request);
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().message(),
+            "memory limit of rank 2 must be a finite number of bytes > 0, got -1");
+}
+
+// Nothing fits limits per rank: the error names the limits and the nearest candidate's rank
+// above its own.
+TEST(Partition, NamesTheNearestRankOverItsLimitWhenNothingFits) {
+  std::mt19937 random(3);
+  const PartitionRequest request{.layers = RandomModel(random, 8),
+                                 .ranks = 2,
+                                 .microbatches = 4,
+                                 .strategy = "1f1b",
+                                 .stages_per_rank = 1,
+                                 .memory_limits = {0x1p40, 1024},
+                                 .link = {},
+                                 .runtime = Runtime::kAny,
+                                 .enumerate_up_to = 0};
+  const StatusOr<PartitionResult> found = Partition(request);
+  ASSERT_FALSE(found.ok());
+  const std::string message = found.status().message();
+  EXPECT_NE(message.find("no split fits the memory limits per rank (1.00 TiB ("), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the nearest, 1f1b (V=1): rank 1 holds "), std::string::npos) << message;
+  EXPECT_NE(message.find("above its memory limit 1.00 KiB (1024 B)"), std::string::npos) << message;
 }
 
 }  // namespace

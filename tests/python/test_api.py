@@ -427,6 +427,23 @@ def test_partition_puts_the_head_alone_as_the_command_does(tmp_path):
     assert (tmp_path / "python.pb").read_bytes() == (tmp_path / "cli.pb").read_bytes()
 
 
+def test_partition_keeps_each_rank_within_another_plans_peaks():
+    # "No rank above the even split's": its peaks as a limit per rank leave the even split
+    # alone (rank 0 under 1f1b holds two microbatches: the head alone is above it there).
+    even = pipeplan.partition(LAYERS, ranks=2, microbatches=4, strategy="1f1b")
+    assert even.makespan == 45
+    limited = pipeplan.partition(LAYERS, ranks=2, microbatches=4, strategy="1f1b",
+                                 memory_limit=[2500, "5000B"])
+    assert limited.stages == [["tok_embeddings", "layers.0"], ["layers.1", "output"]]
+    assert limited.makespan == 54
+    assert all(peak <= limit for peak, limit in zip(limited.peak_memory, [2500, 5000]))
+    with pytest.raises(pipeplan.Error, match=r"give one for every rank or one per rank \(2\), "
+                                             r"got 3"):
+        pipeplan.partition(LAYERS, ranks=2, microbatches=4, memory_limit=[1e9, 1e9, 1e9])
+    with pytest.raises(pipeplan.Error, match=r"memory_limit \(rank 1\): expected a number"):
+        pipeplan.partition(LAYERS, ranks=2, microbatches=4, memory_limit=[1e9, "lots"])
+
+
 def test_partition_errors_name_the_argument_and_the_layer():
     with pytest.raises(pipeplan.Error, match=r"layers: layer costs file: layers\[0\] \(a\)\."
                                              r"forward: must be a finite number >= 0, got -1"):

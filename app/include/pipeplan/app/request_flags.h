@@ -88,6 +88,11 @@ struct MemoryAmount {
 };
 StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view flag);
 
+// partition's limits in bytes: one amount for every rank, or comma-separated amounts one per
+// rank ("40GiB,40GiB,38GiB,30GiB"); each a ParseMemoryAmount, > 0. Errors name the flag and,
+// in a list, the rank.
+StatusOr<std::vector<double>> ParseMemoryLimits(std::string_view text, std::string_view flag);
+
 // --runtime NAME: one of RuntimeNames(); an unknown name is an error naming the flag.
 StatusOr<Runtime> ParseRuntimeFlag(std::string_view name);
 

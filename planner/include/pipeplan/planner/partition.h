@@ -31,9 +31,13 @@ struct PartitionRequest {
   int microbatches = 1;
   std::string strategy = "auto";       // a catalogue strategy, or auto: every one
   std::optional<int> stages_per_rank;  // else every V the strategy takes (1, 2, 4)
-  std::optional<double> memory_limit;  // bytes per rank; needs memory figures
-  LinkCosts link;                      // each transfer between stages
-  Runtime runtime = Runtime::kAny;     // only the strategies it runs
+  // Bytes a rank may hold (static included; needs memory figures): none, one for every rank,
+  // or one per rank in rank order, e.g. no rank above what another plan of the model holds.
+  // Strategies that plan under a limit are given the largest; each rank's peak is then
+  // checked against its own.
+  std::vector<double> memory_limits;
+  LinkCosts link;                   // each transfer between stages
+  Runtime runtime = Runtime::kAny;  // only the strategies it runs
   // A searched candidate with at most this many splits has every one weighed (0: never).
   double enumerate_up_to = 2000;
 };
@@ -77,10 +81,12 @@ struct PartitionResult {
 LayerSplit MinMaxSplit(const std::vector<double>& weights, int stages);
 
 // Fails on invalid layers or topology, fewer layers than any candidate's stages, a memory
-// limit without memory figures, or a limit nothing fits (naming the smallest peak found).
+// limit without memory figures, limits neither one nor one per rank, or limits nothing fits
+// (naming the smallest peak found, or with limits per rank the nearest split's worst rank).
 StatusOr<PartitionResult> Partition(const PartitionRequest& request);
 
-// Simulates `split` with one strategy at one V (no search): what the search weighs.
+// Simulates `split` with one strategy at one V (no search): what the search weighs. Fails
+// where a rank's peak is above its limit.
 StatusOr<Evaluated> PlanSplit(const PartitionRequest& request, const std::string& strategy,
                               int stages_per_rank, const LayerSplit& split);
 
