@@ -504,15 +504,16 @@ StatusOr<OptimalPlan> BuildOptimalPlan(const PlanRequest& raw_request,
 
 namespace {
 
-// The solver-made strategy for a placement and V, or nullptr (dual placement has none).
+// The solver-made strategy that orders I and W apart for a placement and V (optimal for the
+// loop, optimal-v for the V shape at V = 2), or nullptr (the dual placement has none).
 const OptimalStrategy* SolverFor(Placement placement, int stages_per_rank) {
-  switch (placement) {
-    case Placement::kLoop:
-      return FindOptimalStrategy("optimal");
-    case Placement::kVShape:
-      return stages_per_rank == 2 ? FindOptimalStrategy("optimal-v") : nullptr;
-    case Placement::kDual:
-      return nullptr;
+  for (const OptimalStrategy& strategy : OptimalStrategies()) {
+    if (!strategy.split_backward || strategy.placement != placement) continue;
+    if (stages_per_rank < strategy.min_stages_per_rank) continue;
+    if (strategy.max_stages_per_rank > 0 && stages_per_rank > strategy.max_stages_per_rank) {
+      continue;
+    }
+    return &strategy;
   }
   return nullptr;
 }

@@ -29,8 +29,7 @@
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
-#include "pipeplan/runtime/rank_run.h"
-#include "pipeplan/runtime/timeline_exchange.h"
+#include "pipeplan/runtime/rank_session.h"
 #include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/cuda_copy.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
@@ -336,52 +335,38 @@ Status RunAsRank(const Plan& plan, const Options& o) {
     device = "cuda:" + std::to_string(gpu);
   }
   PIPEPLAN_ASSIGN_OR_RETURN(RankExecutor made, MakeExecutor(plan, rank, o, device));
-  runtime::OpExecutor* executor = made.executor.get();
-  runtime::RankRunOptions run;
-  run.timer = timer.get();
-  run.steps = o.steps;
-  run.warmup = o.warmup;
-  run.timeout_seconds = o.timeout;
-  run.seconds_per_unit = kMicroseconds;
-  runtime::Coordinator& coordinator = *connection.coordinator;
-  run.barrier = [&](int step) {
-    return coordinator.Barrier("step-" + std::to_string(step), TimeoutOf(o));
+  runtime::RankSessionOptions session;
+  session.run.steps = o.steps;
+  session.run.warmup = o.warmup;
+  session.run.timeout_seconds = o.timeout;
+  session.run.seconds_per_unit = kMicroseconds;
+  session.run.step_barrier = o.step_barrier;
+  session.world_size = rendezvous.world_size;
+  session.timeout = TimeoutOf(o);
+  // Besides the timelines rank 0 reports each rank's step records and, where it compares
+  // them, each stage's full backward timed alone.
+  session.publish = [&](runtime::Coordinator& coordinator) -> Status {
+    PIPEPLAN_RETURN_IF_ERROR(PublishStepRecords(coordinator, rank, made.torch->step_records()));
+    PIPEPLAN_ASSIGN_OR_RETURN(const FullBackwards own_backwards,
+                              TimeFullBackwards(plan, o, *made.torch));
+    return PublishFullBackwards(coordinator, own_backwards);
   };
-  run.step_barrier = o.step_barrier;
-  PIPEPLAN_ASSIGN_OR_RETURN(std::vector<RankTimeline> mine,
-                            runtime::RunRank(plan, rank, *executor, *connection.transport, run));
-  // The steps are done: stop the transport's watch on the store now, so that no rank still
-  // polls it when rank 0 (which may host it) leaves.
-  timer.reset();
-  connection.transport.reset();
-  PIPEPLAN_RETURN_IF_ERROR(runtime::PublishTimelines(coordinator, rank, std::move(mine)));
-  PIPEPLAN_RETURN_IF_ERROR(PublishStepRecords(coordinator, rank, made.torch->step_records()));
-  PIPEPLAN_ASSIGN_OR_RETURN(const FullBackwards own_backwards,
-                            TimeFullBackwards(plan, o, *made.torch));
-  PIPEPLAN_RETURN_IF_ERROR(PublishFullBackwards(coordinator, own_backwards));
-  Status reported = Status::Ok();
-  if (rank.value == 0) {
-    reported = [&]() -> Status {
-      StepTimes times;
-      PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<Timeline> steps,
-                                runtime::GatherTimelines(coordinator, plan, o.steps, TimeoutOf(o),
-                                                         o.step_barrier ? nullptr : &times.added,
-                                                         o.step_barrier ? nullptr : &times.starts));
+  session.report = [&](runtime::Coordinator& coordinator,
+                       const runtime::GatheredSteps& gathered) -> Status {
+    PIPEPLAN_ASSIGN_OR_RETURN(
+        const std::vector<std::vector<StepRecord>> records,
+        GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
+    FullBackwards full_backwards;
+    if (TimesFullBackwards(plan, o)) {
       PIPEPLAN_ASSIGN_OR_RETURN(
-          const std::vector<std::vector<StepRecord>> records,
-          GatherStepRecords(coordinator, plan.request.topology.ranks, TimeoutOf(o)));
-      FullBackwards full_backwards;
-      if (TimesFullBackwards(plan, o)) {
-        PIPEPLAN_ASSIGN_OR_RETURN(
-            full_backwards,
-            GatherFullBackwards(coordinator, plan.request.topology.num_stages(), TimeoutOf(o)));
-      }
-      return Report(plan, o, steps, records, /*undo_bytes=*/{}, full_backwards, std::move(times));
-    }();
-  }
-  PIPEPLAN_RETURN_IF_ERROR(
-      runtime::LeaveTogether(coordinator, rendezvous.rank, rendezvous.world_size, TimeoutOf(o)));
-  return reported;
+          full_backwards,
+          GatherFullBackwards(coordinator, plan.request.topology.num_stages(), TimeoutOf(o)));
+    }
+    return Report(plan, o, gathered.steps, records, /*undo_bytes=*/{}, full_backwards,
+                  StepTimes{.added = gathered.added, .starts = gathered.starts});
+  };
+  return runtime::RunRankSession(plan, rank, *made.executor, std::move(connection.transport),
+                                 std::move(timer), *connection.coordinator, std::move(session));
 }
 
 // A run or a profile, its options parsed: the plan read and checked against them, then run
