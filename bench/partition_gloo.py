@@ -293,6 +293,8 @@ def main():
                         help="torch (default): the partition holds no rank above what torch's "
                              "class of the shortest simulated step holds on the even split, by "
                              "simulation (its peak_memory as a limit per rank); free: no limit")
+    parser.add_argument("--layers-out", help="also write the layer figures to this JSON file "
+                                             "(for pipeplan partition --layers)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.figures != "alone":
@@ -303,6 +305,9 @@ def main():
                                               target=tokens, repeats=7)
         layers = alone if args.figures == "alone" else split_as(layers, alone)
     unit = layers["time_unit"]
+    if args.layers_out:
+        with open(args.layers_out, "w") as out:
+            json.dump(layers, out)
     print(f"layer costs ({unit}, {args.figures}): " + ", ".join(
         f"{l['name']} F {l['forward']:.2f} B {l['backward']:.2f}" for l in layers["layers"]))
     configs = ["pipeplan"] + ["ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
@@ -318,7 +323,8 @@ def main():
         if all("activation" in l for l in layers["layers"]):
             limit = even[best_predicted].peak_memory
             print(f"memory: no rank above {best_predicted} on the even split, simulated "
-                  + ", ".join(f"{p / 2**20:.1f} MiB" for p in limit))
+                  + ", ".join(f"{p / 2**20:.1f} MiB" for p in limit)
+                  + " (--memory-limit " + ",".join(f"{p:.0f}" for p in limit) + ")")
         else:
             print("memory: the layer figures give no bytes; the partition is not bound")
     # ... and the partition's split and schedule.

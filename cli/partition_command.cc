@@ -49,10 +49,12 @@ given figures alone is picked).
 The search (docs/planning.md): per strategy and V, the even split and the split whose
 largest stage (F + B) is smallest (exact), then steepest descent over the boundaries. With
 auto, every strategy and V (1, 2, 4) the runtime runs is weighed at those two splits, and
-the three best, with any within 5% of the best, are searched. A searched candidate with at
-most 2000 splits has every split weighed: its split is then the best there is for it. Printed: each stage's layers
-and figures, the step and each rank's peak, and beside them the even split (torchtitan's
-default) with the same strategy and with the best strategy on it.
+the three best, with any within 5% of the best (and, under a limit, any above it at both
+splits yet faster there than the best that fits), are searched. A searched candidate with
+at most 2000 splits has every split weighed: its split is then the best there is for it.
+Printed: each stage's layers and figures, the step and each rank's peak, and beside them
+the even split (torchtitan's default) with the same strategy and with the best strategy on
+it.
 
 Options:
   --layers FILE         the per-layer figures (required)

@@ -16,8 +16,9 @@
 namespace pipeplan {
 namespace {
 
-// Which candidates `auto` searches beyond their starts: the three best at their starts, and
-// any other whose best start is within 5% of the best one's step.
+// Which candidates `auto` searches beyond their starts: the three best at their starts, any
+// other whose best start is within 5% of the best one's step (and, under a limit, any whose
+// starts are above it but shorter than the best: Partition).
 constexpr size_t kSearched = 3;
 constexpr double kSearchedWithin = 0.05;
 
@@ -535,9 +536,14 @@ StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
     if (request.strategy != "auto" || i < kSearched) return true;
     const Score& best = searches[order.front()].best_score();
     const Score& here = searches[order[i]].best_score();
-    return best.fits && here.fits && here.makespan <= best.makespan * (1 + kSearchedWithin);
+    if (!best.fits || !here.planned) return false;
+    if (here.fits) return here.makespan <= best.makespan * (1 + kSearchedWithin);
+    // Above the limit at both starts, yet shorter there than the best that fits: another
+    // split may bring it within (the descent moves toward fitting first).
+    return here.makespan < best.makespan;
   };
-  for (size_t i = 0; i < order.size() && worth_searching(i); ++i) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!worth_searching(i)) continue;
     SplitSearch& search = searches[order[i]];
     search.Descend(EvenSplit(layers, search.chain_stages()));
     search.Descend(MinMaxSplit(weights, search.chain_stages()));

@@ -219,6 +219,10 @@ TEST(Partition, SweepsTheStrategysSettingsOnTheSplitItFound) {
   EXPECT_GT(found->best.planned.plan.request.options.microbatch_group_size, 2);
 }
 
+int ChainStagesOf(const PartitionCandidate& candidate) {
+  return static_cast<int>(candidate.split.size());
+}
+
 std::vector<double> RankPeaks(const Timeline& timeline) {
   std::vector<double> peaks;
   for (const RankTimeline& rank : timeline.ranks) peaks.push_back(rank.peak_memory);
@@ -273,6 +277,97 @@ TEST(Partition, KeepsEachRankWithinItsOwnLimit) {
     }
   }
   EXPECT_GE(bound, 3) << "the limits per rank never bound the pick: the test shows nothing";
+}
+
+// A model measured on a CPU (bench/partition_gloo.py --model dense-first, rounded): an
+// embedding, four narrow blocks, eight wide ones, a norm and an 8000-word head; ms and bytes.
+LayerCosts DenseFirstModel() {
+  struct Row {
+    const char* name;
+    double f, i, w, activation, parameters;
+  };
+  static constexpr Row kRows[] = {{"tok_embeddings", 0.18, 0.0, 4.05, 2048, 8192000},
+                                  {"layers.0", 2.10, 1.95, 2.22, 1835008, 1051648},
+                                  {"layers.1", 2.11, 2.00, 2.09, 1835008, 1051648},
+                                  {"layers.2", 2.11, 1.97, 2.15, 1835008, 1051648},
+                                  {"layers.3", 2.06, 1.95, 2.14, 1835008, 1051648},
+                                  {"layers.4", 7.69, 6.88, 7.61, 6553600, 4203520},
+                                  {"layers.5", 7.80, 6.98, 7.66, 6553600, 4203520},
+                                  {"layers.6", 8.02, 6.94, 7.49, 6553600, 4203520},
+                                  {"layers.7", 7.85, 6.95, 7.63, 6553600, 4203520},
+                                  {"layers.8", 7.77, 6.85, 7.64, 6553600, 4203520},
+                                  {"layers.9", 7.81, 6.98, 7.50, 6553600, 4203520},
+                                  {"layers.10", 7.84, 7.09, 7.65, 6553600, 4203520},
+                                  {"layers.11", 7.65, 6.88, 7.55, 6553600, 4203520},
+                                  {"norm", 0.05, 0.10, 0.10, 266240, 2048},
+                                  {"output", 15.01, 14.04, 14.75, 16648196, 8224000}};
+  LayerCosts model;
+  model.time_unit = "ms";
+  for (const Row& row : kRows) {
+    model.layers.push_back(
+        {.name = row.name,
+         .forward = row.f,
+         .backward = row.i + row.w,
+         .backward_input = row.i,
+         .backward_weight = row.w,
+         .activation = row.activation,
+         .freed_by_input = 0.0,
+         .parameter_bytes = row.parameters,
+         .output_bytes = row.name == std::string("output") ? 8192000.0 : 262144.0});
+  }
+  return model;
+}
+
+// Under limits per rank (interleaved-1f1b's peaks on the even split, as the bench binds it),
+// the strategies fastest at their starts are above them there; the three best that fit
+// leave a faster one out unless auto also searches those, which a split brings within.
+// auto's pick is then no slower than any one strategy's own search.
+TEST(Partition, AutoSearchesACandidateAboveTheLimitsAtItsStartsWhenItIsFasterThere) {
+  PartitionRequest request{.layers = DenseFirstModel(),
+                           .ranks = 4,
+                           .microbatches = 8,
+                           .strategy = "interleaved-1f1b",
+                           .stages_per_rank = 2,
+                           .memory_limits = {},
+                           .link = {},
+                           .runtime = Runtime::kTorch,
+                           .enumerate_up_to = 0};
+  const StatusOr<Evaluated> even = PlanSplit(request, "interleaved-1f1b", 2, EvenSplit(15, 8));
+  ASSERT_TRUE(even.ok()) << even.status().message();
+  request.memory_limits = RankPeaks(even->timeline);
+  request.strategy = "auto";
+  request.stages_per_rank.reset();
+  const StatusOr<PartitionResult> found = Partition(request);
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  const double pick = found->best.planned.timeline.metrics.makespan;
+  int above_at_starts = 0;
+  for (const PartitionCandidate& candidate : found->candidates) {
+    if (candidate.split.empty()) continue;  // not planned at all
+    SCOPED_TRACE(candidate.strategy + " V=" + std::to_string(candidate.stages_per_rank));
+    PartitionRequest alone = request;
+    alone.strategy = candidate.strategy;
+    alone.stages_per_rank = candidate.stages_per_rank;
+    const StatusOr<PartitionResult> searched = Partition(alone);
+    if (!searched.ok()) continue;  // no split of it fits
+    EXPECT_LE(pick, searched->best.planned.timeline.metrics.makespan * (1 + 1e-12));
+    const auto over = [&](const LayerSplit& split) {
+      const StatusOr<Evaluated> at =
+          PlanSplit(alone, candidate.strategy, candidate.stages_per_rank, split);
+      return !at.ok();
+    };
+    std::vector<double> weights;
+    for (const LayerFigures& layer : request.layers.layers) {
+      weights.push_back(*layer.forward + *layer.backward);
+    }
+    if (over(EvenSplit(15, ChainStagesOf(candidate))) &&
+        over(MinMaxSplit(weights, ChainStagesOf(candidate))) && candidate.fits &&
+        candidate.makespan <= pick) {
+      ++above_at_starts;
+    }
+  }
+  // The pick itself, or one as fast, was above the limits at both its starts.
+  EXPECT_GE(above_at_starts, 1);
+  EXPECT_EQ(found->best.planned.timeline.ranks.size(), 4u);
 }
 
 TEST(Partition, RefusesLimitsThatAreNeitherOneNorOnePerRank) {

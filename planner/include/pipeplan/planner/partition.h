@@ -9,7 +9,8 @@
 // one or two layers, and of two neighbouring boundaries together by one, taken while the best
 // of them shortens the step (or, while nothing fits, brings the peak nearer the limit). A local
 // search: exact only where tests enumerate every split. Under `auto`, every candidate is
-// weighed at its starts; the three best, and any other within 5% of the best, are searched.
+// weighed at its starts; the three best, any other within 5% of the best, and any above the
+// limit at both starts whose step there is shorter than the best's, are searched.
 // A searched candidate with at most 2000 splits then has every split weighed, which certifies
 // its split as the best there is for it.
 #pragma once
