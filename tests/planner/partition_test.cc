@@ -88,6 +88,14 @@ LayerCosts RandomModel(std::mt19937& random, int layers) {
   return model;
 }
 
+// Each layer's F + B: the weights of the min-max split, one of the search's starts.
+std::vector<double> StageWeightsOf(const LayerCosts& model) {
+  std::vector<double> weights;
+  for (const LayerFigures& layer : model.layers)
+    weights.push_back(*layer.forward + *layer.backward);
+  return weights;
+}
+
 struct QualityCase {
   std::string strategy;
   int stages_per_rank;
@@ -164,10 +172,7 @@ TEST(Partition, FindsASplitWithinOnePercentOfTheBestInNineteenOfTwenty) {
                 << 100 * (makespan / best - 1) << "%\n";
     }
     // Never worse than its starts.
-    std::vector<double> weights;
-    for (const LayerFigures& layer : request.layers.layers) {
-      weights.push_back(*layer.forward + *layer.backward);
-    }
+    const std::vector<double> weights = StageWeightsOf(request.layers);
     for (const LayerSplit& start : {EvenSplit(layers, chain), MinMaxSplit(weights, chain)}) {
       StatusOr<Evaluated> planned = PlanSplit(request, c.strategy, c.stages_per_rank, start);
       if (planned.ok()) {
@@ -217,10 +222,6 @@ TEST(Partition, SweepsTheStrategysSettingsOnTheSplitItFound) {
   EXPECT_EQ(found->best.planned.timeline.metrics.makespan, best);
   EXPECT_EQ(found->candidates[found->pick].makespan, best);
   EXPECT_GT(found->best.planned.plan.request.options.microbatch_group_size, 2);
-}
-
-int ChainStagesOf(const PartitionCandidate& candidate) {
-  return static_cast<int>(candidate.split.size());
 }
 
 std::vector<double> RankPeaks(const Timeline& timeline) {
@@ -340,6 +341,7 @@ TEST(Partition, AutoSearchesACandidateAboveTheLimitsAtItsStartsWhenItIsFasterThe
   const StatusOr<PartitionResult> found = Partition(request);
   ASSERT_TRUE(found.ok()) << found.status().message();
   const double pick = found->best.planned.timeline.metrics.makespan;
+  const std::vector<double> weights = StageWeightsOf(request.layers);
   int above_at_starts = 0;
   for (const PartitionCandidate& candidate : found->candidates) {
     if (candidate.split.empty()) continue;  // not planned at all
@@ -355,12 +357,8 @@ TEST(Partition, AutoSearchesACandidateAboveTheLimitsAtItsStartsWhenItIsFasterThe
           PlanSplit(alone, candidate.strategy, candidate.stages_per_rank, split);
       return !at.ok();
     };
-    std::vector<double> weights;
-    for (const LayerFigures& layer : request.layers.layers) {
-      weights.push_back(*layer.forward + *layer.backward);
-    }
-    if (over(EvenSplit(15, ChainStagesOf(candidate))) &&
-        over(MinMaxSplit(weights, ChainStagesOf(candidate))) && candidate.fits &&
+    const int stages = static_cast<int>(candidate.split.size());
+    if (over(EvenSplit(15, stages)) && over(MinMaxSplit(weights, stages)) && candidate.fits &&
         candidate.makespan <= pick) {
       ++above_at_starts;
     }
