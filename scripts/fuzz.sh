@@ -33,7 +33,7 @@ else
   # tests and benchmarks are left out: only the planner and the CLI's parsing are fuzzed.
   echo "fuzz: configuring $build_dir (clang, libFuzzer, ASan + UBSan)"
   cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only" \
     -DPIPEPLAN_FUZZ=ON -DPIPEPLAN_TORCH=OFF -DPIPEPLAN_PYTHON_PACKAGE=OFF -DPIPEPLAN_BUILD_TESTS=OFF -DPIPEPLAN_BUILD_BENCH=OFF \
     -DPIPEPLAN_WERROR=ON >/dev/null
 fi

@@ -11,7 +11,8 @@ jobs=${PIPEPLAN_JOBS:-$(nproc)}
 bash "$repo/scripts/setup.sh"
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S "$repo" -B "$build_dir" -G Ninja -DPIPEPLAN_SANITIZE_THREAD=ON -DPIPEPLAN_TORCH=OFF -DPIPEPLAN_PYTHON_PACKAGE=OFF \
-    -DPIPEPLAN_BUILD_BENCH=OFF -DPIPEPLAN_WERROR=ON >/dev/null
+    -DPIPEPLAN_BUILD_BENCH=OFF -DPIPEPLAN_WERROR=ON \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" >/dev/null
 fi
 cmake --build "$build_dir" -j "$jobs" --target runtime_tests
 echo "sanitize-threads: runtime tests under ThreadSanitizer"
