@@ -41,16 +41,16 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   return row;
 }
 
-// "group=8" for interleaved-1f1b, "limit=12" for zb's memory steps; what else tells two
-// candidates of one strategy and V apart.
+// "group=8" for interleaved-1f1b, "order<=12" or "order<=2.49 GiB" for the limit zb's memory
+// steps and the raised limits order under ("order<=none": the strategy's default); what else
+// tells two candidates of one strategy and V apart.
 std::string CandidateSetting(const PlanRequest& request) {
   if (request.options.microbatch_group_size > 0) {
     return "group=" + std::to_string(request.options.microbatch_group_size);
   }
-  const Strategy* strategy = FindStrategy(request.strategy);
-  if (strategy != nullptr && strategy->setting == StrategySetting::kMemorySteps &&
-      request.memory.limit.has_value()) {
-    return "limit=" + app::FormatCompact(*request.memory.limit);
+  if (const std::optional<double>& order = request.options.order_limit; order.has_value()) {
+    return "order<=" +
+           (std::isinf(*order) ? std::string("none") : app::FormatMemory(*order, request.memory));
   }
   return "";
 }
@@ -279,8 +279,9 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
     table.AddRow(std::move(cells));
   }
   return out + "\n" + table.Render() +
-         "(fastest first, ties: less memory; setting: interleaved-1f1b group size or zb memory\n"
-         " step; peak memory: static + activations, max over ranks)\n";
+         "(fastest first, ties: less memory; setting: interleaved-1f1b group size, or the memory\n"
+         " limit a zero-bubble greedy orders under, its plan checked against the asked one; peak\n"
+         " memory: static + activations, max over ranks)\n";
 }
 
 ReportEntry AutoReportEntry(const AutoResult& result) {

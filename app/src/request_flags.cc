@@ -219,6 +219,14 @@ StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view
                          "in the memory model's unit)");
 }
 
+StatusOr<MemoryAmount> ParseMemoryLimit(std::string_view text, std::string_view flag) {
+  if (text.find(',') != std::string_view::npos) {
+    return InvalidArgument(std::string(flag) + ": one limit for every rank here, got the list '" +
+                           std::string(text) + "' (a limit per rank is for pipeplan partition)");
+  }
+  return ParseMemoryAmount(text, flag);
+}
+
 StatusOr<std::vector<double>> ParseMemoryLimits(std::string_view text, std::string_view flag) {
   std::vector<double> limits;
   const bool listed = text.find(',') != std::string_view::npos;
@@ -264,7 +272,7 @@ StatusOr<RequestValues> ReadRequestValues(const Flags& flags) {
   }
   if (const std::optional<std::string> limit = flags.GetString("memory-limit")) {
     PIPEPLAN_ASSIGN_OR_RETURN(const MemoryAmount amount,
-                              ParseMemoryAmount(*limit, "--memory-limit"));
+                              ParseMemoryLimit(*limit, "--memory-limit"));
     values.memory_limit = amount.value;
     values.memory_limit_in_bytes = amount.bytes;
   }

@@ -261,8 +261,8 @@ std::vector<PlanRequest> GroupSizeVariants(PlanRequest candidate) {
   return out;
 }
 
-// The greedy scheduler is not monotone in its limit: whole activations from P up to the
-// asked limit (2P without one).
+// The greedy scheduler is not monotone in its limit: it orders under whole activations from P
+// up to the asked limit (2P without one), each plan checked against the asked limit.
 std::vector<PlanRequest> MemoryStepVariants(PlanRequest candidate,
                                             std::optional<double> asked_limit) {
   const int p = candidate.topology.ranks;
@@ -277,29 +277,60 @@ std::vector<PlanRequest> MemoryStepVariants(PlanRequest candidate,
     const double limit = base + k * activation;
     if (limit > top * (1 + 1e-12)) break;
     if (k < p && base + (k + 1) * activation <= top) continue;  // below P only as a last resort
-    candidate.memory.limit = limit;
+    candidate.options.order_limit = limit;
     out.push_back(candidate);
   }
   if (out.empty()) {
-    candidate.memory.limit = top;
+    candidate.options.order_limit = top;
     out.push_back(std::move(candidate));
   }
   return out;
+}
+
+// The setting's variants of a strategy that orders under a limit of its own, with the limits
+// above the asked one that `plan` tries (OrderLimitsAbove) as candidates of their own, so no
+// candidate's plan repeats that search: each variant orders under its own limit, the asked
+// one where its setting gives none.
+std::vector<PlanRequest> WithRaisedOrderLimits(std::vector<PlanRequest> variants,
+                                               const PlanRequest& candidate,
+                                               std::optional<double> asked_limit) {
+  PlanRequest asked = candidate;
+  asked.memory.limit = asked_limit;
+  asked.options.order_limit.reset();
+  const StatusOr<std::vector<double>> raised = OrderLimitsAbove(asked);
+  if (!raised.ok() || raised->empty()) return variants;  // planning it says why it fails
+  for (PlanRequest& variant : variants) {
+    if (!variant.options.order_limit.has_value()) variant.options.order_limit = asked_limit;
+  }
+  asked.options.order_limit = asked_limit;
+  if (std::find(variants.begin(), variants.end(), asked) == variants.end()) {
+    variants.push_back(asked);
+  }
+  for (const double limit : *raised) {
+    asked.options.order_limit = limit;
+    variants.push_back(asked);
+  }
+  return variants;
 }
 
 }  // namespace
 
 std::vector<PlanRequest> SettingVariants(const Strategy& strategy, const PlanRequest& candidate,
                                          std::optional<double> asked_limit) {
+  std::vector<PlanRequest> variants;
   switch (strategy.setting) {
     case StrategySetting::kGroupSizes:
-      return GroupSizeVariants(candidate);
+      variants = GroupSizeVariants(candidate);
+      break;
     case StrategySetting::kMemorySteps:
-      return MemoryStepVariants(candidate, asked_limit);
+      variants = MemoryStepVariants(candidate, asked_limit);
+      break;
     case StrategySetting::kNone:
+      variants = {candidate};
       break;
   }
-  return {candidate};
+  if (strategy.smallest_limit == nullptr || !asked_limit.has_value()) return variants;
+  return WithRaisedOrderLimits(std::move(variants), candidate, asked_limit);
 }
 
 std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request) {

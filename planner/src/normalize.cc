@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeplan/model/stage_recut.h"
+#include "pipeplan/model/text_format.h"
 #include "pipeplan/planner/plannable.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/strategies/runtime_support.h"
@@ -33,6 +34,18 @@ Status CheckOptions(const PlanRequest& request, const PlannableStrategy& shape) 
   if (request.options.post_validation && !SupportsPostValidation(request.strategy)) {
     return InvalidArgument("options.post_validation applies to the zero-bubble family (" +
                            PostValidationStrategyNames() + "), not " + request.strategy);
+  }
+  if (const std::optional<double>& order = request.options.order_limit; order.has_value()) {
+    if (!shape.orders_under_limit) {
+      return InvalidArgument(
+          "options.order_limit applies to the strategies that order under a memory limit of "
+          "their own (" +
+          OrderLimitStrategyNames() + "), not " + request.strategy);
+    }
+    if (!(*order > 0.0)) {
+      return InvalidArgument("options.order_limit must be > 0 (inf: none), got " +
+                             FormatNumber(*order));
+    }
   }
   return CheckRunsOn(request.runtime, request.strategy, request.topology.placement,
                      request.options.post_validation);

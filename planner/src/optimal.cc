@@ -544,7 +544,7 @@ StatusOr<AutoOptimalResult> AutoSearchWithSolver(const PlanRequest& request,
     PlanRequest solver_request = candidate.request;
     solver_request.strategy = std::string(optimal->name);
     solver_request.options.microbatch_group_size = 0;
-    solver_request.memory.limit = request.memory.limit;  // zb's candidates try lower ones
+    solver_request.options.order_limit.reset();  // zb's candidates order under other limits
     PIPEPLAN_ASSIGN_OR_RETURN(OptimalPlan made, BuildOptimalPlan(solver_request, options, solve));
     ++out.solved;
     const double to_beat =

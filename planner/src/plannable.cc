@@ -9,7 +9,8 @@ std::vector<PlannableStrategy> PlannableStrategies() {
   std::vector<PlannableStrategy> out;
   for (const Strategy& strategy : AllStrategies()) {
     out.push_back({strategy.name, strategy.summary, strategy.placement,
-                   strategy.min_stages_per_rank, strategy.max_stages_per_rank, strategy.setting});
+                   strategy.min_stages_per_rank, strategy.max_stages_per_rank, strategy.setting,
+                   /*solver_made=*/false, strategy.smallest_limit != nullptr});
   }
   for (const OptimalStrategy& strategy : OptimalStrategies()) {
     out.push_back({strategy.name, strategy.summary, strategy.placement,

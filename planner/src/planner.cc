@@ -1,6 +1,8 @@
 #include "pipeplan/planner/planner.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,6 +41,9 @@ std::string OptionsSummary(const PlanRequest& request) {
   }
   if (request.memory.limit.has_value()) {
     summary += " memory_limit=" + FormatNumber(*request.memory.limit);
+  }
+  if (const std::optional<double>& order = request.options.order_limit; order.has_value()) {
+    summary += " order_limit=" + (std::isinf(*order) ? "none" : FormatNumber(*order));
   }
   return summary;
 }
@@ -129,22 +134,22 @@ double LargestStageActivation(const PlanRequest& request) {
   return largest;
 }
 
-// The limits a strategy is told to plan under besides the asked one: above it by a quarter of
-// a stage activation at a time up to two, then doubling up to every activation of a step held;
-// then none (the strategy's own default), so that a limit its unlimited plan fits never makes
-// the plan slower.
-std::vector<std::optional<double>> RaisedLimits(const PlanRequest& request) {
+// The limits a strategy is told to order under besides the asked one: above it by a quarter
+// of a stage activation at a time up to two, then doubling up to every activation of a step
+// held; then none (+infinity: the strategy's own default), so that a limit its unlimited plan
+// fits never makes the plan slower.
+std::vector<double> RaisedLimits(const PlanRequest& request) {
   const double asked = *request.memory.limit;
   const double activation = LargestStageActivation(request);
-  std::vector<std::optional<double>> limits;
+  std::vector<double> limits;
   if (activation > 0.0) {
     for (int quarters = 1; quarters <= 8; ++quarters) {
-      limits.emplace_back(asked + quarters / 4.0 * activation);
+      limits.push_back(asked + quarters / 4.0 * activation);
     }
     const int most = 2 * request.topology.microbatches * request.topology.stages_per_rank;
-    for (int whole = 4; whole <= most; whole *= 2) limits.emplace_back(asked + whole * activation);
+    for (int whole = 4; whole <= most; whole *= 2) limits.push_back(asked + whole * activation);
   }
-  limits.emplace_back(std::nullopt);
+  limits.push_back(std::numeric_limits<double>::infinity());
   return limits;
 }
 
@@ -152,53 +157,61 @@ std::vector<std::optional<double>> RaisedLimits(const PlanRequest& request) {
 // simulated peak from above (the largest static memory of any rank, the largest transient and
 // every gradient it may retain, with each F), so its plan can leave part of the limit unused
 // (docs/planning.md, "memory limit", has a measured case). The simulated peak is what the
-// limit binds, so the strategy plans again under raised limits of its own (RaisedLimits) and
-// the fastest plan that fits the asked one is kept. The greedy passes are not monotone in the
-// limit, hence every raise is tried.
-// `end`: the last compute's end in `plan`'s list schedule.
-Evaluated WithRaisedLimit(const PlanRequest& request, const StageMap& stages,
-                          const Strategy& strategy, Evaluated plan, double end) {
-  double best = end;
-  PlanRequest raised = request;
-  for (const std::optional<double>& limit : RaisedLimits(request)) {
-    raised.memory.limit = limit;
-    StatusOr<ComputeOrder> order = strategy.generate(raised, stages);
-    if (!order.ok()) continue;  // stuck under this limit
-    ListScheduleResult candidate_schedule;
-    StatusOr<Evaluated> candidate =
-        BuildScheduledPlan(request, *std::move(order), candidate_schedule);
-    if (!candidate.ok()) continue;  // above the asked limit
-    const double candidate_end = LastComputeEnd(candidate_schedule);
-    if (candidate_end < best) {
-      best = candidate_end;
-      plan = *std::move(candidate);
-    }
+// limit binds, so the strategy also orders under raised limits (RaisedLimits) and the fastest
+// plan that fits the asked one is kept. Where the count is every rank's (the default model),
+// a raised limit lets it plan above the asked one, which the check refuses: none is tried, so
+// that such plans and their planning time stay as they were. `request` is normalised.
+std::vector<double> OrderLimitsAboveNormalized(const PlanRequest& request,
+                                               const Strategy& strategy) {
+  if (strategy.smallest_limit == nullptr || !request.memory.limit.has_value() ||
+      request.options.order_limit.has_value() ||
+      request.memory.LargestFixedIsEveryRanks(StageMap(request.topology))) {
+    return {};
   }
-  return plan;
+  return RaisedLimits(request);
 }
 
-// A strategy's plan (not "auto") and its timeline, with what Normalize estimated.
+// The strategy's order under `limit` (+infinity: its own default) instead of the request's,
+// planned and checked against the request's limit.
+StatusOr<Evaluated> OrderedUnder(const PlanRequest& request, const StageMap& stages,
+                                 const Strategy& strategy, double limit,
+                                 ListScheduleResult& schedule) {
+  PlanRequest ordering = request;
+  ordering.memory.limit = std::isinf(limit) ? std::nullopt : std::optional<double>(limit);
+  PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy.generate(ordering, stages));
+  return BuildScheduledPlan(request, std::move(order), schedule);
+}
+
+// A strategy's plan (not "auto") and its timeline, with what Normalize estimated: ordered
+// under the request's limit (or its order_limit), and where OrderLimitsAboveNormalized gives
+// raised ones, the fastest of those orders that fits the request's limit, also where the
+// greedy is stuck under the asked limit itself (its count is above the simulated peak). The
+// greedy passes are not monotone in the limit, hence every raise is tried. Where none fits,
+// the error is the order's under the asked limit.
 StatusOr<Evaluated> BuildStrategyPlan(const PlanRequest& raw_request) {
-  ListScheduleResult schedule;
   PIPEPLAN_ASSIGN_OR_RETURN(NormalizedRequest normalized, Normalize(raw_request));
   const PlanRequest& request = normalized.request;
   const StageMap stages(request.topology);
-  const Strategy* strategy = FindStrategy(request.strategy);
-  PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy->generate(request, stages));
-  PIPEPLAN_ASSIGN_OR_RETURN(Evaluated plan,
-                            BuildScheduledPlan(request, std::move(order), schedule));
-  plan.notes = std::move(normalized.notes);
-  // Where the greedy's count is every rank's (the default model), a raised limit lets it plan
-  // above the asked one, which the simulated check refuses: not tried, so that such plans and
-  // their planning time stay as they were.
-  if (strategy->smallest_limit == nullptr || !request.memory.limit.has_value() ||
-      request.memory.LargestFixedIsEveryRanks(stages)) {
-    return plan;
+  const Strategy& strategy = *FindStrategy(request.strategy);
+  ListScheduleResult schedule;
+  StatusOr<Evaluated> best =
+      OrderedUnder(request, stages, strategy,
+                   request.options.order_limit.value_or(
+                       request.memory.limit.value_or(std::numeric_limits<double>::infinity())),
+                   schedule);
+  double best_end = best.ok() ? LastComputeEnd(schedule) : 0.0;
+  PlanRequest raised = request;  // the plan records the limit its order was made under
+  for (const double limit : OrderLimitsAboveNormalized(request, strategy)) {
+    raised.options.order_limit = limit;
+    StatusOr<Evaluated> candidate = OrderedUnder(raised, stages, strategy, limit, schedule);
+    if (!candidate.ok()) continue;  // stuck under this limit, or above the asked one
+    if (const double end = LastComputeEnd(schedule); !best.ok() || end < best_end) {
+      best_end = end;
+      best = std::move(candidate);
+    }
   }
-  std::vector<std::string> notes = std::move(plan.notes);
-  Evaluated best =
-      WithRaisedLimit(request, stages, *strategy, std::move(plan), LastComputeEnd(schedule));
-  best.notes = std::move(notes);
+  if (!best.ok()) return best.status();
+  best->notes = std::move(normalized.notes);
   return best;
 }
 
@@ -246,8 +259,16 @@ StatusOr<Plan> BuildPlanFromPrograms(const PlanRequest& request,
   return plan;
 }
 
+StatusOr<std::vector<double>> OrderLimitsAbove(const PlanRequest& request) {
+  PIPEPLAN_ASSIGN_OR_RETURN(const NormalizedRequest normalized, Normalize(request));
+  const Strategy* strategy = FindStrategy(normalized.request.strategy);
+  if (strategy == nullptr) return std::vector<double>{};
+  return OrderLimitsAboveNormalized(normalized.request, *strategy);
+}
+
 StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request) {
   request.memory.limit.reset();
+  request.options.order_limit.reset();
   const Strategy* strategy = FindStrategy(request.strategy);
   if (strategy == nullptr || strategy->smallest_limit == nullptr) return request;
   PIPEPLAN_ASSIGN_OR_RETURN(const NormalizedRequest normalized, Normalize(request));

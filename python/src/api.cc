@@ -64,7 +64,7 @@ StatusOr<app::RequestFlags> CheckCall(const PlanCall& call, app::StrategyFlag st
   app::RequestValues values = call.values;
   if (call.memory_limit_text.has_value()) {
     PIPEPLAN_ASSIGN_OR_RETURN(const app::MemoryAmount amount,
-                              app::ParseMemoryAmount(*call.memory_limit_text, "memory_limit"));
+                              app::ParseMemoryLimit(*call.memory_limit_text, "memory_limit"));
     values.memory_limit = amount.value;
     values.memory_limit_in_bytes = amount.bytes;
   }

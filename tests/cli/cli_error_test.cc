@@ -386,6 +386,13 @@ const std::vector<ErrorCase>& ErrorCases() {
              "--memory-limit: unknown unit 'Gb' in '70Gb' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; "
              "or a plain number in the memory model's unit)"),
        2},
+      {"MemoryLimitPerRankOutsidePartition",
+       {"compare", "--ranks", "4", "--microbatches", "8", "--memory-limit", "5,6,7,8"},
+       {},
+       Usage("compare",
+             "--memory-limit: one limit for every rank here, got the list '5,6,7,8' (a limit "
+             "per rank is for pipeplan partition)"),
+       2},
       {"MemoryLimitInBytesWithoutAModelInBytes",
        {"plan", "--strategy", "1f1b", "--ranks", "4", "--microbatches", "8", "--memory-limit",
         "70GiB"},

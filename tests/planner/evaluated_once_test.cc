@@ -26,20 +26,23 @@ TEST(EvaluatedOnce, PlanUnderALimitIsSimulatedOnceAndItsTimelineIsItsOwn) {
 
 TEST(EvaluatedOnce, EveryAutoCandidateIsSimulatedAtMostOnceAndThePickNotAgain) {
   PlanRequest request = MakeRequest("auto", 4, 8, 1, 1, 1.2, 0.8, 0.1);
+  request.memory.limit = 6;  // every candidate's plan is checked against it
   const SimulationCount count;
   const StatusOr<AutoResult> result = AutoSearch(request);
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_LE(count.value(), static_cast<int>(result->candidates.size()));
   EXPECT_EQ(result->best.timeline, testing::SimulateOrDie(result->best.plan));
-  // zb's memory steps plan under a limit: the check's simulation is the candidate's timeline.
-  int with_limit = 0;
+  // Each is checked against the limit, and zb's memory steps order under limits of their own:
+  // the check's simulation is the candidate's timeline.
+  int ordered = 0;
   for (const AutoCandidate& candidate : result->candidates) {
-    with_limit += candidate.request.memory.limit.has_value() ? 1 : 0;
+    EXPECT_EQ(candidate.request.memory.limit, request.memory.limit);
+    ordered += candidate.request.options.order_limit.has_value() ? 1 : 0;
     const SimulationCount alone;
     const StatusOr<Evaluated> planned = BuildAndSimulatePlan(candidate.request);
     EXPECT_LE(alone.value(), 1) << candidate.request.strategy;
   }
-  EXPECT_GT(with_limit, 0);
+  EXPECT_GT(ordered, 0);
 }
 
 TEST(EvaluatedOnce, CountsNest) {

@@ -246,6 +246,7 @@ def test_a_hand_written_cost_file_plans(tmp_path):
         (dict(comm=float("nan")), "comm"),
         (dict(memory_limit="12 parsecs"), "memory_limit"),
         (dict(memory_limit=-1), "memory_limit"),
+        (dict(memory_limit="1GiB,2GiB"), "memory_limit: one limit for every rank here"),
         (dict(costs="/nonexistent/costs.json"), "/nonexistent/costs.json"),
         (dict(costs="/tmp", forward=1.0), "costs"),
         (dict(time_limit=5), "time_limit"),

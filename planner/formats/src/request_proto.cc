@@ -89,6 +89,9 @@ void ToProto(const PlanRequest& request, v1::PlanRequest* out) {
   out->set_strategy(request.strategy);
   out->mutable_options()->set_microbatch_group_size(request.options.microbatch_group_size);
   out->mutable_options()->set_post_validation(request.options.post_validation);
+  if (request.options.order_limit.has_value()) {
+    out->mutable_options()->set_order_limit(*request.options.order_limit);
+  }
   ToProto(request.costs, out->mutable_costs());
   ToProto(request.memory, out->mutable_memory());
   out->set_runtime(kRuntimes.ToProto(request.runtime));
@@ -237,6 +240,9 @@ StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string&
                                         " (0 means P)"));
   request.options.microbatch_group_size = proto.options().microbatch_group_size();
   request.options.post_validation = proto.options().post_validation();
+  if (proto.options().has_order_limit()) {
+    request.options.order_limit = proto.options().order_limit();
+  }
   PIPEPLAN_ASSIGN_OR_RETURN(request.costs, FromProto(proto.costs(), Child(path, "costs")));
   PIPEPLAN_ASSIGN_OR_RETURN(request.memory, FromProto(proto.memory(), Child(path, "memory")));
   const std::optional<Runtime> runtime = kRuntimes.FromProto(proto.runtime());

@@ -113,6 +113,10 @@ std::string PostValidationStrategyNames() {
   return NamesOf([](const Strategy& s) { return s.post_validation; });
 }
 
+std::string OrderLimitStrategyNames() {
+  return NamesOf([](const Strategy& s) { return s.smallest_limit != nullptr; });
+}
+
 std::string GroupSizeStrategyNames() {
   return NamesOf([](const Strategy& s) { return s.setting == StrategySetting::kGroupSizes; });
 }

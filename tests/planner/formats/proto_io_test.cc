@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,7 +34,8 @@ PlanRequest MakeRequest() {
   request.topology = {
       .ranks = 2, .stages_per_rank = 2, .microbatches = 2, .placement = Placement::kVShape};
   request.strategy = "zbv-handcrafted";
-  request.options = {.microbatch_group_size = 3, .post_validation = true};
+  request.options = {
+      .microbatch_group_size = 3, .post_validation = true, .order_limit = 6.25 + 1.0 / 7};
   // Fractions that have no short decimal form check that text and JSON keep every bit.
   request.costs.stages = {
       {.forward = 0.1,
@@ -238,6 +240,21 @@ TEST_P(ProtoRoundTripTest, RequestWithoutLimitOrWithZeroLimit) {
     const StatusOr<PlanRequest> parsed = ParseRequest(*data, GetParam());
     ASSERT_TRUE(parsed.ok()) << parsed.status().message();
     EXPECT_EQ(parsed->memory.limit, limit);
+  }
+}
+
+// The limit a strategy orders under: unset (the memory limit's), a number, or none (+inf).
+TEST_P(ProtoRoundTripTest, RequestWithEveryKindOfOrderLimit) {
+  PlanRequest request = MakeRequest();
+  for (const std::optional<double> order :
+       {std::optional<double>(), std::optional<double>(std::numeric_limits<double>::infinity()),
+        std::optional<double>(1e-300)}) {
+    request.options.order_limit = order;
+    const StatusOr<std::string> data = SerializeRequest(request, GetParam());
+    ASSERT_TRUE(data.ok()) << data.status().message();
+    const StatusOr<PlanRequest> parsed = ParseRequest(*data, GetParam());
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(parsed->options.order_limit, order);
   }
 }
 

@@ -87,6 +87,9 @@ struct MemoryAmount {
   bool bytes = false;
 };
 StatusOr<MemoryAmount> ParseMemoryAmount(std::string_view text, std::string_view flag);
+// The one memory limit of plan, compare, simulate and the torch op: a ParseMemoryAmount; a
+// comma-separated list (a limit per rank, as partition takes) is refused saying so.
+StatusOr<MemoryAmount> ParseMemoryLimit(std::string_view text, std::string_view flag);
 
 // partition's limits in bytes: one amount for every rank, or comma-separated amounts one per
 // rank ("40GiB,40GiB,38GiB,30GiB"); each a ParseMemoryAmount, > 0. Errors name the flag and,

@@ -20,7 +20,8 @@ struct PlannableStrategy {
   int min_stages_per_rank;
   int max_stages_per_rank;  // 0 = no upper bound
   StrategySetting setting = StrategySetting::kNone;
-  bool solver_made = false;  // optimal, optimal-v, optimal-fb: made by CP-SAT, not generated
+  bool solver_made = false;         // optimal, optimal-v, optimal-fb: made by CP-SAT, not generated
+  bool orders_under_limit = false;  // Strategy::smallest_limit: options.order_limit applies
 };
 
 // The catalogue in its order (registered strategies included), then the solver-made ones.

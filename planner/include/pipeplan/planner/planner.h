@@ -25,6 +25,15 @@ bool HasPerStageFigures(const PlanRequest& request);
 // others' orders do not depend on it). Fails where the strategy cannot plan the request.
 StatusOr<PlanRequest> AtSmallestLimit(PlanRequest request);
 
+// The limits above the request's own that its strategy also orders under when it plans under
+// a memory limit of its own (zb, zbv, ...), each plan checked against the request's limit:
+// raised by a quarter of a stage activation at a time, then by doubling activations, then
+// +infinity (none). Empty where none is tried: a strategy that ignores the limit, no limit or
+// options.order_limit given, or static memory every rank's (the strategy's count is then
+// exact, and a raise would only plan above the limit). auto lists each as a candidate with
+// options.order_limit set; BuildAndSimulatePlan tries them all and keeps the fastest.
+StatusOr<std::vector<double>> OrderLimitsAbove(const PlanRequest& request);
+
 // The strategy name that asks MakePlan to search (see auto_search.h).
 inline constexpr std::string_view kAutoStrategy = "auto";
 

@@ -17,6 +17,11 @@ namespace pipeplan {
 struct StrategyOptions {
   int microbatch_group_size = 0;  // interleaved-1f1b: 0 means the default (P)
   bool post_validation = false;   // zero-bubble family: insert PV and tag rollbacks
+  // The strategies that order under a memory limit of their own (Strategy::smallest_limit:
+  // zb, zbv, ...): the limit their order counts against instead of memory.limit, which the
+  // plan's simulated peak must still fit; +infinity: none (the strategy's default). Unset:
+  // memory.limit, and the planner also tries the limits above it (OrderLimitsAbove).
+  std::optional<double> order_limit;
 
   bool operator==(const StrategyOptions&) const = default;
 };

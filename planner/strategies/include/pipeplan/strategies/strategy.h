@@ -19,7 +19,7 @@ using SmallestLimitFn = StatusOr<double> (*)(const PlanRequest& request, const S
 enum class StrategySetting {
   kNone,
   kGroupSizes,   // options.microbatch_group_size (interleaved-1f1b), P to 4P
-  kMemorySteps,  // memory.limit, whole activations up to the asked limit (zb)
+  kMemorySteps,  // options.order_limit, whole activations up to the asked limit (zb)
 };
 
 // A strategy and every trait the planner, auto and compare read of it: nothing about a
@@ -51,6 +51,9 @@ Status RegisterStrategy(const Strategy& strategy);
 bool SupportsPostValidation(std::string_view strategy);
 // "zb-h1, zb-h2, ...": the strategies that take post-validation, in catalogue order.
 std::string PostValidationStrategyNames();
+// "zb, zb-1p, ...": the strategies that order under a memory limit of their own
+// (options.order_limit applies to them).
+std::string OrderLimitStrategyNames();
 // "interleaved-1f1b": the strategies whose setting is the microbatch group size.
 std::string GroupSizeStrategyNames();
 // Comma-separated names, "auto" last, for error messages and --help.
