@@ -25,6 +25,9 @@ COMMANDS = {
     "plan auto (h200 costs, P=8 M=16, 2000MiB)": [
         "plan", "--strategy", "auto", "--costs", H200, "--ranks", "8", "--microbatches", "16",
         "--memory-limit", "2000MiB", "-o", "auto.pb"],
+    "compare --auto (h200 costs, P=8 M=16, 2000MiB)": [
+        "compare", "--auto", "--costs", H200, "--ranks", "8", "--microbatches", "16",
+        "--memory-limit", "2000MiB"],
     "compare (paper)": ["compare", *PAPER],
     "compare --auto --html (paper)": ["compare", *PAPER, "--auto", "--html", "r.html"],
     "demo": ["demo", "--output-dir", "demo"],

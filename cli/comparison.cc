@@ -41,6 +41,8 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   return row;
 }
 
+constexpr std::string_view kOrderPrefix = "order<=";
+
 // "group=8" for interleaved-1f1b, "order<=12" or "order<=2.49 GiB" for the limit zb's memory
 // steps and the raised limits order under ("order<=none": the strategy's default); what else
 // tells two candidates of one strategy and V apart.
@@ -49,10 +51,16 @@ std::string CandidateSetting(const PlanRequest& request) {
     return "group=" + std::to_string(request.options.microbatch_group_size);
   }
   if (const std::optional<double>& order = request.options.order_limit; order.has_value()) {
-    return "order<=" +
+    return std::string(kOrderPrefix) +
            (std::isinf(*order) ? std::string("none") : app::FormatMemory(*order, request.memory));
   }
   return "";
+}
+
+// Two auto candidates of one strategy and V that differ at most in the limit they order under.
+bool SameButOrderLimit(const PlanRequest& a, const PlanRequest& b) {
+  return a.strategy == b.strategy && a.topology == b.topology &&
+         a.options.order_limit.has_value() && b.options.order_limit.has_value();
 }
 
 ComparisonRow RunSolverMade(const OptimalStrategy& strategy, int stages_per_rank,
@@ -261,12 +269,31 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
   if (with_assumed) header.emplace_back("assumes");
   app::TextTable table(header, {false, true, true, true});
   int rank = 0;
-  for (const AutoCandidate& candidate : result->candidates) {
+  const std::vector<AutoCandidate>& candidates = result->candidates;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const AutoCandidate& candidate = candidates[i];
     const PlanRequest& r = candidate.request;
     const std::string v = std::to_string(r.topology.stages_per_rank);
     if (!candidate.status.ok()) {
-      table.AddSpanRow({"-", r.strategy, v, CandidateSetting(r)},
-                       "failed: " + candidate.status.message());
+      // The order limits of one strategy and V that failed (most: raised above the asked limit)
+      // share a row: their range, and the reason at the lowest.
+      size_t last = i;
+      while (r.options.order_limit.has_value() && last + 1 < candidates.size() &&
+             !candidates[last + 1].status.ok() &&
+             SameButOrderLimit(candidates[last + 1].request, r)) {
+        ++last;
+      }
+      if (last == i) {
+        table.AddSpanRow({"-", r.strategy, v, CandidateSetting(r)},
+                         "failed: " + candidate.status.message());
+        continue;
+      }
+      table.AddSpanRow({"-", r.strategy, v,
+                        CandidateSetting(r) + ".." +
+                            CandidateSetting(candidates[last].request).substr(kOrderPrefix.size())},
+                       "failed at each of " + std::to_string(last - i + 1) +
+                           "; at the lowest: " + candidate.status.message());
+      i = last;
       continue;
     }
     std::vector<std::string> cells = {std::to_string(++rank),

@@ -255,6 +255,36 @@ TEST(CliTest, AutoWithAnImpossibleMemoryLimitFails) {
   EXPECT_TRUE(dir.List().empty());
 }
 
+// The raised limits zb orders under are candidates of their own; those that failed share one
+// row per strategy and V (their range, the reason at the lowest) instead of a row each.
+TEST(CliTest, CompareAutoGroupsTheOrderLimitsThatFailed) {
+  ScratchDir dir;
+  const std::string costs =
+      std::string(PIPEPLAN_TEST_DATA_DIR) + "/../../examples/h200_zbv_costs.json";
+  const RunResult result = RunPipeplan({"compare", "--ranks", "8", "--microbatches", "16",
+                                        "--costs", costs, "--memory-limit", "2000MiB", "--auto"},
+                                       dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // Planned: zb under the asked limit and under raised ones, each its own numbered row.
+  int zb_planned = 0;
+  std::istringstream lines(result.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cells(line);
+    std::string rank, strategy, v, setting;
+    cells >> rank >> strategy >> v >> setting;
+    if (rank != "-" && strategy == "zb" && setting.starts_with("order<=")) ++zb_planned;
+    EXPECT_FALSE(rank == "-" && strategy == "zb" && setting == "order<=none")
+        << "a failed order limit on a row of its own: " << line;
+  }
+  EXPECT_GE(zb_planned, 2) << result.out;
+  const std::vector<std::string> failed = LineStartingWith(result.out, {"-", "zb", "1"});
+  ASSERT_GE(failed.size(), 5u) << result.out;
+  EXPECT_TRUE(failed[3].starts_with("order<=")) << failed[3];  // "order<=2.20 GiB..none"
+  EXPECT_EQ(failed[4], "GiB..none");
+  EXPECT_NE(result.out.find("  failed at each of "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("; at the lowest: zb needs "), std::string::npos) << result.out;
+}
+
 TEST(CliTest, CompareAutoListsTheCandidates) {
   ScratchDir dir;
   const RunResult plain =
