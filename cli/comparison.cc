@@ -41,19 +41,20 @@ ComparisonRow RunOne(const Strategy& strategy, const PlanRequest& base, int mult
   return row;
 }
 
-constexpr std::string_view kOrderPrefix = "order<=";
+// The limit a candidate orders under, "12" or "2.49 GiB" in its memory model's unit; "none":
+// the strategy's default.
+std::string OrderLimitText(const PlanRequest& request) {
+  const double order = *request.options.order_limit;
+  return std::isinf(order) ? "none" : app::FormatMemory(order, request.memory);
+}
 
-// "group=8" for interleaved-1f1b, "order<=12" or "order<=2.49 GiB" for the limit zb's memory
-// steps and the raised limits order under ("order<=none": the strategy's default); what else
-// tells two candidates of one strategy and V apart.
+// "group=8" for interleaved-1f1b, "order<=12" for the limit zb's memory steps and the raised
+// limits order under; what else tells two candidates of one strategy and V apart.
 std::string CandidateSetting(const PlanRequest& request) {
   if (request.options.microbatch_group_size > 0) {
     return "group=" + std::to_string(request.options.microbatch_group_size);
   }
-  if (const std::optional<double>& order = request.options.order_limit; order.has_value()) {
-    return std::string(kOrderPrefix) +
-           (std::isinf(*order) ? std::string("none") : app::FormatMemory(*order, request.memory));
-  }
+  if (request.options.order_limit.has_value()) return "order<=" + OrderLimitText(request);
   return "";
 }
 
@@ -278,8 +279,7 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
       // The order limits of one strategy and V that failed (most: raised above the asked limit)
       // share a row: their range, and the reason at the lowest.
       size_t last = i;
-      while (r.options.order_limit.has_value() && last + 1 < candidates.size() &&
-             !candidates[last + 1].status.ok() &&
+      while (last + 1 < candidates.size() && !candidates[last + 1].status.ok() &&
              SameButOrderLimit(candidates[last + 1].request, r)) {
         ++last;
       }
@@ -289,8 +289,7 @@ std::string RenderAutoSection(const StatusOr<AutoResult>& result) {
         continue;
       }
       table.AddSpanRow({"-", r.strategy, v,
-                        CandidateSetting(r) + ".." +
-                            CandidateSetting(candidates[last].request).substr(kOrderPrefix.size())},
+                        CandidateSetting(r) + ".." + OrderLimitText(candidates[last].request)},
                        "failed at each of " + std::to_string(last - i + 1) +
                            "; at the lowest: " + candidate.status.message());
       i = last;

@@ -176,10 +176,16 @@ std::vector<double> OrderLimitsAboveNormalized(const PlanRequest& request,
 StatusOr<Evaluated> OrderedUnder(const PlanRequest& request, const StageMap& stages,
                                  const Strategy& strategy, double limit,
                                  ListScheduleResult& schedule) {
-  PlanRequest ordering = request;
-  ordering.memory.limit = std::isinf(limit) ? std::nullopt : std::optional<double>(limit);
-  PIPEPLAN_ASSIGN_OR_RETURN(ComputeOrder order, strategy.generate(ordering, stages));
-  return BuildScheduledPlan(request, std::move(order), schedule);
+  const std::optional<double> order_limit =
+      std::isinf(limit) ? std::nullopt : std::optional<double>(limit);
+  StatusOr<ComputeOrder> order = [&] {
+    if (order_limit == request.memory.limit) return strategy.generate(request, stages);
+    PlanRequest ordering = request;
+    ordering.memory.limit = order_limit;
+    return strategy.generate(ordering, stages);
+  }();
+  if (!order.ok()) return order.status();
+  return BuildScheduledPlan(request, *std::move(order), schedule);
 }
 
 // A strategy's plan (not "auto") and its timeline, with what Normalize estimated: ordered
@@ -200,8 +206,8 @@ StatusOr<Evaluated> BuildStrategyPlan(const PlanRequest& raw_request) {
                        request.memory.limit.value_or(std::numeric_limits<double>::infinity())),
                    schedule);
   double best_end = best.ok() ? LastComputeEnd(schedule) : 0.0;
-  PlanRequest raised = request;  // the plan records the limit its order was made under
   for (const double limit : OrderLimitsAboveNormalized(request, strategy)) {
+    PlanRequest raised = request;  // the plan records the limit its order was made under
     raised.options.order_limit = limit;
     StatusOr<Evaluated> candidate = OrderedUnder(raised, stages, strategy, limit, schedule);
     if (!candidate.ok()) continue;  // stuck under this limit, or above the asked one
