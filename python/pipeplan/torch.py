@@ -89,14 +89,17 @@ def _nbytes(value: Any) -> int:
     return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
-def _saved_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
+def _saved_bytes(work: Callable[[], Any], kept: torch.nn.Module) -> tuple[Any, int]:
     """Runs `work` (a forward) and counts the bytes autograd saved for its backward, each
-    storage once."""
+    storage once, leaving out `kept`'s parameters and buffers (a linear layer saves its
+    weight, which the rank holds whether or not a microbatch is in flight)."""
+    held = {t.untyped_storage().data_ptr() for t in (*kept.parameters(), *kept.buffers())}
     seen: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
         storage = tensor.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
+        if storage.data_ptr() not in held:
+            seen[storage.data_ptr()] = storage.nbytes()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
@@ -150,7 +153,8 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     gradients from what I kept, not the backward again), medians of ``repeats`` runs after
     ``warmup``, in ms (CUDA events on a GPU); gradients accumulate into ``.grad`` as a step's
     microbatches do (the model's own are put back afterwards); and bytes: what its forward
-    saves for the backward (``activation``), its parameters and its output. The layers run in
+    saves for the backward (``activation``; not the parameters and buffers it saves, which the
+    rank holds anyway), its parameters and its output. The layers run in
     order, each on the previous one's output (a model of top-level layers, as
     :func:`split_model` builds stages); ``loss_fn(output, target)`` counts with the last.
     Returns the layer costs dict ``pipeplan.partition`` takes, and writes it as JSON to
@@ -216,7 +220,7 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
         finally:
             for p, kept in zip(params, kept_grads):
                 p.grad = kept
-        (_, out, _), activation = _saved_bytes(forward)
+        (_, out, _), activation = _saved_bytes(forward, model)
         entry = {"name": name}
         entry.update({kind: statistics.median(values) for kind, values in times.items()})
         entry["activation"] = activation

@@ -279,6 +279,22 @@ def test_measured_layers_plan_a_split_of_the_model(tmp_path):
         pipeplan.torch.measure_layers(model, tokens, layers=["nope"])
 
 
+def test_measured_activation_leaves_out_the_weights_a_layer_saves():
+    # A linear layer saves its input and its weight for the backward; the weight (here 100
+    # times the input) is held by the rank anyway, so a microbatch keeps the input alone. The
+    # batch norm saves its weight and per-channel statistics beside its input.
+    torch.manual_seed(0)
+    rows, width = 2, 200
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.BatchNorm1d(width))
+    costs = pipeplan.torch.measure_layers(model, torch.randn(rows, width), repeats=1, warmup=0)
+    linear, norm = costs["layers"]
+    assert linear["parameter_bytes"] == (width * width + width) * 4
+    assert linear["activation"] == rows * width * 4
+    # Its input, the normalised input, and two statistics per channel: no weight, bias or
+    # running statistics.
+    assert norm["activation"] <= 2 * rows * width * 4 + 2 * width * 4
+
+
 def test_measured_w_is_the_weights_gradients_alone_as_torchs_zero_bubble_runs_it():
     # A block x + down(tanh(up(x))) on n tokens: I takes two matrix products (through down,
     # then up), W two (down's and up's weights). W measured as the weights' gradient asked of
