@@ -14,6 +14,7 @@ torch; `import pipeplan` does not.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -145,7 +146,7 @@ def _time_split_backward(clock: "_Clock", head: torch.Tensor, grad: Optional[tor
 
 def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional[Callable] = None,
                    *, target: Any = None, layers: Optional[Sequence[str]] = None,
-                   repeats: int = 5, warmup: int = 2, optimizer_multiple: float = 0.0,
+                   repeats: int = 5, warmup: int = 2, optimizer_multiple: float = 1.0,
                    path: Union[str, "os.PathLike[str]", None] = None) -> dict:
     """Measures each top-level layer of ``model`` on one microbatch, on the device its
     parameters are on: forward, full backward, and the backward split into I (input gradient)
@@ -160,6 +161,11 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     Returns the layer costs dict ``pipeplan.partition`` takes, and writes it as JSON to
     ``path`` when given.
 
+    ``optimizer_multiple``: the bytes of gradients and optimizer state a rank holds per
+    parameter byte, beside the parameters (static memory: parameter bytes x (1 + it)); 1, the
+    default, counts the gradients alone (SGD without momentum); Adam with fp32 state and
+    gradients: 3.
+
     ``layers``: the names to measure, in order (default: the model's children, a ModuleList's
     entries one by one). A layer whose input is not a float tensor (an embedding's tokens) has
     no input gradient: its I is 0 and its W the whole backward."""
@@ -172,6 +178,9 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     warmup = _count("warmup", warmup)
     if repeats < 1:
         raise Error(f"repeats must be >= 1, got {repeats}")
+    if (isinstance(optimizer_multiple, bool) or not isinstance(optimizer_multiple, (int, float))
+            or not math.isfinite(optimizer_multiple) or optimizer_multiple < 0):
+        raise Error(f"optimizer_multiple must be a finite number >= 0, got {optimizer_multiple!r}")
     modules = []
     for name in names:
         try:

@@ -368,6 +368,28 @@ TEST(Partition, AutoSearchesACandidateAboveTheLimitsAtItsStartsWhenItIsFasterThe
   EXPECT_EQ(found->best.planned.timeline.ranks.size(), 4u);
 }
 
+// One rank and one stage (a model on one device; ranks taking turns): every layer on it, a
+// step of M times the whole model's F and B, whatever the link; no message to send.
+TEST(Partition, PutsEveryLayerOnTheOneStageOfOneRank) {
+  std::mt19937 random(5);
+  const LayerCosts model = RandomModel(random, 6);
+  double work = 0.0;
+  for (const LayerFigures& layer : model.layers) work += *layer.forward + *layer.backward;
+  const PartitionRequest request{.layers = model,
+                                 .ranks = 1,
+                                 .microbatches = 4,
+                                 .strategy = "1f1b",
+                                 .stages_per_rank = 1,
+                                 .memory_limits = {},
+                                 .link = {.latency = 0.5, .bandwidth = 0.0},
+                                 .runtime = Runtime::kAny,
+                                 .enumerate_up_to = 0};
+  const StatusOr<PartitionResult> found = Partition(request);
+  ASSERT_TRUE(found.ok()) << found.status().message();
+  EXPECT_EQ(found->best.split, LayerSplit{0});
+  EXPECT_NEAR(found->best.planned.timeline.metrics.makespan, 4 * work, 1e-9 * work);
+}
+
 TEST(Partition, RefusesLimitsThatAreNeitherOneNorOnePerRank) {
   std::mt19937 random(1);
   PartitionRequest request{.layers = RandomModel(random, 8),

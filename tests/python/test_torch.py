@@ -279,7 +279,7 @@ def test_measured_layers_plan_a_split_of_the_model(tmp_path):
         pipeplan.torch.measure_layers(model, tokens, layers=["nope"])
 
 
-def test_measured_activation_leaves_out_the_weights_a_layer_saves():
+def test_measured_bytes_leave_out_the_weights_a_layer_saves_and_count_their_gradients():
     # A linear layer saves its input and its weight for the backward; the weight (here 100
     # times the input) is held by the rank anyway, so a microbatch keeps the input alone. The
     # batch norm saves its weight and per-channel statistics beside its input.
@@ -293,6 +293,13 @@ def test_measured_activation_leaves_out_the_weights_a_layer_saves():
     # Its input, the normalised input, and two statistics per channel: no weight, bias or
     # running statistics.
     assert norm["activation"] <= 2 * rows * width * 4 + 2 * width * 4
+    # A training rank holds each parameter's gradient too: static memory counts both by default.
+    assert costs["optimizer_multiple"] == 1.0
+    split = pipeplan.partition(costs, ranks=1, microbatches=1, strategy="1f1b")
+    parameters = linear["parameter_bytes"] + norm["parameter_bytes"]
+    assert split.peak_memory[0] == 2 * parameters + linear["activation"] + norm["activation"]
+    with pytest.raises(pipeplan.Error, match="optimizer_multiple must be a finite number >= 0"):
+        pipeplan.torch.measure_layers(model, torch.randn(rows, width), optimizer_multiple=-1)
 
 
 def test_measured_w_is_the_weights_gradients_alone_as_torchs_zero_bubble_runs_it():

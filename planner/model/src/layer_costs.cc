@@ -155,6 +155,10 @@ StageFigures FiguresOfSplit(const LayerCosts& layers, const LayerSplit& split, L
                                       .receive_overhead = 0.0});
     }
   }
+  // One stage sends nothing; a cost model still has its one uniform boundary entry.
+  if (out.costs.boundaries.empty()) {
+    out.costs.boundaries.push_back({.latency = link.latency, .bandwidth = link.bandwidth});
+  }
   return out;
 }
 
