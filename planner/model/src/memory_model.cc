@@ -165,6 +165,11 @@ const char* MemoryModel::FixedName() const {
   return HasTransientOrRetained() ? "static + transient + retained" : "static";
 }
 
+const char* MemoryModel::SmallestLimitPhrase(const StageMap& map) const {
+  return LargestFixedIsEveryRanks(map) ? "the smallest limit that works is "
+                                       : "the smallest limit it orders under is ";
+}
+
 namespace {
 
 // What scales with a stage's depth: its activation, what I frees, its own static bytes.

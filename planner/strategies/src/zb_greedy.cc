@@ -409,9 +409,9 @@ Status CheckLimitHoldsOneMicrobatch(const PlanRequest& request, const ZbProblem&
   const LeastLimit least = LeastLimitOf(problem);
   return InvalidArgument(
       request.strategy + ": memory limit " + request.memory.Describe(problem.stages.front().limit) +
-      " is too small; the smallest limit that works is " + request.memory.Describe(least.needed) +
-      " (" + request.memory.FixedName() + " " + FormatNumber(problem.static_memory) +
-      " + one microbatch's activation " +
+      " is too small; " + request.memory.SmallestLimitPhrase(StageMap(request.topology)) +
+      request.memory.Describe(least.needed) + " (" + request.memory.FixedName() + " " +
+      FormatNumber(problem.static_memory) + " + one microbatch's activation " +
       FormatNumber(problem.stages[least.worst_rank].activation) + " on rank " +
       std::to_string(least.worst_rank) + ")");
 }

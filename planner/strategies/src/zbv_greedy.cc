@@ -712,7 +712,8 @@ Status LimitTooSmall(const PlanRequest& request, const ZbvModel& model,
   }
   const double unit = LargestActivation(model);
   return InvalidArgument("zbv: " + asked + " is too small for " + shape +
-                         " (the greedy V schedule gets stuck); the smallest limit that works is " +
+                         " (the greedy V schedule gets stuck); " +
+                         request.memory.SmallestLimitPhrase(StageMap(request.topology)) +
                          request.memory.Describe(*smallest) + " (" + request.memory.FixedName() +
                          " " + FormatNumber(model.static_memory) + " + " +
                          FormatNumber((*smallest - model.static_memory) / unit) +

@@ -121,6 +121,10 @@ struct MemoryModel {
   std::string Describe(double value) const;
   // What LargestFixed counts, for messages: "static", or "static + transient + retained".
   const char* FixedName() const;
+  // How a greedy's smallest limit by its own count is named: exact where LargestFixed is every
+  // rank's ("the smallest limit that works is"); else an upper bound, as a plan's simulated peak
+  // can be below the count ("the smallest limit it orders under is").
+  const char* SmallestLimitPhrase(const StageMap& map) const;
 
   bool operator==(const MemoryModel&) const = default;
 };
