@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "../runtime/transport_conformance.h"
+#include "pipeplan/runtime/rank_processes.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 
 namespace pipeplan::runtime {
@@ -10,7 +11,7 @@ namespace pipeplan::runtime {
 std::vector<Backend> ConformanceBackends() {
   return {{"gloo",
            [](int ranks) {
-             const int port = torch_ext::FreeLocalPort();
+             const int port = FreeLocalPort();
              std::vector<StatusOr<torch_ext::GlooConnection>> connections;
              for (int r = 0; r < ranks; ++r) {
                connections.emplace_back(Status(StatusCode::kInternal, "not connected"));

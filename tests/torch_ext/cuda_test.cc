@@ -22,6 +22,7 @@
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
+#include "pipeplan/runtime/rank_processes.h"
 #include "pipeplan/torch_ext/cuda_op_timer.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/memory_meter.h"
@@ -221,7 +222,7 @@ TEST(NcclTransport, WithoutAGpuTheRunIsRefusedNamingWhy) {
 // same store) stop with it.
 TEST(AbortThroughTheStore, TheFirstReasonWinsAndEveryWatcherStopsWithIt) {
   Rendezvous rendezvous;
-  rendezvous.port = FreeLocalPort();
+  rendezvous.port = runtime::FreeLocalPort();
   ASSERT_NE(rendezvous.port, 0);
   StatusOr<GlooConnection> gloo = ConnectGloo(rendezvous);
   ASSERT_TRUE(gloo.ok()) << gloo.status().message();
@@ -248,7 +249,7 @@ TEST(NcclTransport, OneRankSendsToItselfOnTheGpu) {
   const Status cuda = CudaDeviceAvailable();
   if (!cuda.ok()) GTEST_SKIP() << "GPU test: " << cuda.message();
   Rendezvous rendezvous;
-  rendezvous.port = FreeLocalPort();
+  rendezvous.port = runtime::FreeLocalPort();
   ASSERT_NE(rendezvous.port, 0);
   StatusOr<GlooConnection> gloo = ConnectGloo(rendezvous);
   ASSERT_TRUE(gloo.ok()) << gloo.status().message();

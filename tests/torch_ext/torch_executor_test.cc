@@ -20,6 +20,7 @@
 #include "pipeplan/formats/proto_io.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/runtime/fault_injection.h"
+#include "pipeplan/runtime/rank_processes.h"
 #include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/gloo_transport.h"
 #include "pipeplan/torch_ext/transformer_stage.h"
@@ -128,7 +129,7 @@ TEST(TransformerStage, IsDeterministicPerSeedAndStage) {
 // there name it rather than only time out. Three ranks over Gloo, threads of this process.
 TEST(PeerFailure, AStepBarrierNamesTheRankThatNeverCame) {
   constexpr int kRanks = 3;
-  const int port = FreeLocalPort();
+  const int port = runtime::FreeLocalPort();
   ASSERT_NE(port, 0);
   std::vector<StatusOr<GlooConnection>> connections;
   for (int r = 0; r < kRanks; ++r) connections.emplace_back(Internal("not connected"));

@@ -1,10 +1,6 @@
 #include "pipeplan/torch_ext/gloo_transport.h"
 
 #include <ATen/ATen.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <charconv>
@@ -577,23 +573,6 @@ StatusOr<GlooConnection> ConnectGloo(const Rendezvous& r) {
     return Internal("rank " + std::to_string(r.rank) + " could not join the rendezvous at " +
                     r.host + ":" + std::to_string(r.port) + ": " + What(e));
   }
-}
-
-int FreeLocalPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  close(fd);
-  return port;
 }
 
 }  // namespace pipeplan::torch_ext

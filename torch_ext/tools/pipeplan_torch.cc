@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "local_launcher.h"
 #include "pipeplan/app/atomic_write.h"
 #include "pipeplan/app/command.h"
 #include "pipeplan/app/dispatch.h"
@@ -29,6 +28,7 @@
 #include "pipeplan/runtime/fault_injection.h"
 #include "pipeplan/runtime/inproc_transport.h"
 #include "pipeplan/runtime/local_run.h"
+#include "pipeplan/runtime/rank_processes.h"
 #include "pipeplan/runtime/rank_session.h"
 #include "pipeplan/torch_ext/backward_reference.h"
 #include "pipeplan/torch_ext/cuda_copy.h"
@@ -390,7 +390,9 @@ Status Execute(const Options& given) {
               << " ranks as processes of this machine (--local-ranks " << plan_ranks << ")\n";
     o.local_ranks = plan_ranks;
   }
-  if (!in_process && !is_child && o.local_ranks) return LaunchLocalRanks(*o.local_ranks, o.timeout);
+  if (!in_process && !is_child && o.local_ranks) {
+    return runtime::LaunchLocalRanks(*o.local_ranks, o.timeout, app::ProgramName());
+  }
   if (in_process || (!is_child && plan_ranks == 1)) return RunInProcess(plan, o);
   Status status = RunAsRank(plan, o);
   if (!status.ok()) {

@@ -36,7 +36,4 @@ struct GlooConnection {
 // or fails after `r.timeout`).
 StatusOr<GlooConnection> ConnectGloo(const Rendezvous& r);
 
-// A free TCP port on 127.0.0.1 for a local rendezvous (0 if none could be had).
-int FreeLocalPort();
-
 }  // namespace pipeplan::torch_ext

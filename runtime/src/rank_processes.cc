@@ -1,6 +1,9 @@
-#include "local_launcher.h"
+#include "pipeplan/runtime/rank_processes.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,12 +15,11 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <string_view>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "pipeplan/torch_ext/gloo_transport.h"
-
-namespace pipeplan::torch_ext {
+namespace pipeplan::runtime {
 namespace {
 
 std::string DescribeExit(int status) {
@@ -37,7 +39,24 @@ StatusOr<std::vector<std::string>> OwnCommandLine() {
 
 }  // namespace
 
-Status LaunchLocalRanks(int ranks, double timeout_s) {
+int FreeLocalPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+Status LaunchLocalRanks(int ranks, double timeout_s, std::string_view program) {
   PIPEPLAN_ASSIGN_OR_RETURN(const std::vector<std::string> argv, OwnCommandLine());
   const int port = FreeLocalPort();
   if (port == 0) return FailedPrecondition("no free TCP port on 127.0.0.1 for the rendezvous");
@@ -88,7 +107,7 @@ Status LaunchLocalRanks(int ranks, double timeout_s) {
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         const std::string ended = "rank " + std::to_string(rank) + " " + DescribeExit(status);
         // Said at once: the others may take up to the timeout to stop.
-        std::cerr << "pipeplan-torch: " << ended << "\n";
+        std::cerr << program << ": " << ended << "\n";
         failed += (failed.empty() ? "" : "; ") + ended;
         if (!kill_at) {
           kill_at = std::chrono::steady_clock::now() +
@@ -99,7 +118,7 @@ Status LaunchLocalRanks(int ranks, double timeout_s) {
     }
     if (kill_at && !killed && std::chrono::steady_clock::now() > *kill_at) {
       for (const auto& [child, rank] : running) {
-        std::cerr << "pipeplan-torch: rank " << rank << " did not stop within the timeout; "
+        std::cerr << program << ": rank " << rank << " did not stop within the timeout; "
                   << "killing it\n";
         kill(child, SIGKILL);
       }
@@ -111,4 +130,4 @@ Status LaunchLocalRanks(int ranks, double timeout_s) {
   return FailedPrecondition(failed + " (what each rank said is above)");
 }
 
-}  // namespace pipeplan::torch_ext
+}  // namespace pipeplan::runtime
