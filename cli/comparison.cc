@@ -10,6 +10,7 @@
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/model/runtime_target.h"
+#include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
 #include "pipeplan/strategies/runtime_support.h"
@@ -126,18 +127,21 @@ StatusOr<ComparisonRequest> LoadComparisonRequest(const app::RequestFlags& flags
   PIPEPLAN_ASSIGN_OR_RETURN(PlanRequest base, app::LoadRequest(flags));
   int multi_stage_v = flags.stages_per_rank.value_or(2);
   if (flags.request_file.has_value()) multi_stage_v = std::max(2, base.topology.stages_per_rank);
+  // compare's figures are one rank's share, whatever V a request file names.
   base.topology.stages_per_rank = 1;
+  base.figures = FigureScope::kRankShare;
   return ComparisonRequest{.base = std::move(base), .multi_stage_v = multi_stage_v};
 }
 
 std::vector<ComparisonRow> RunComparison(const PlanRequest& base, int multi_stage_v,
                                          const PlanOptions* optimal) {
+  const PlanRequest share = MakeRankShare(base);
   std::vector<ComparisonRow> rows;
-  for (const Strategy* strategy : CandidateStrategies(base)) {
-    rows.push_back(RunOne(*strategy, base, multi_stage_v));
+  for (const Strategy* strategy : CandidateStrategies(share)) {
+    rows.push_back(RunOne(*strategy, share, multi_stage_v));
   }
-  if (optimal != nullptr && !base.options.post_validation) {
-    AddSolverMadeRows(base, multi_stage_v, *optimal, rows);
+  if (optimal != nullptr && !share.options.post_validation) {
+    AddSolverMadeRows(share, multi_stage_v, *optimal, rows);
     SetGapsToOptimal(rows);
   }
   double best = std::numeric_limits<double>::infinity();
@@ -229,9 +233,8 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
 }
 
 StatusOr<AutoResult> RunAuto(const PlanRequest& base, const std::vector<ComparisonRow>& rows) {
-  PlanRequest request = base;
+  PlanRequest request = MakeRankShare(base);
   request.strategy = std::string(kAutoStrategy);
-  request.topology.stages_per_rank = 1;  // the costs are one rank's share
   request.options.microbatch_group_size = 0;
   std::vector<PlannedRequest> planned;
   for (const ComparisonRow& row : rows) {

@@ -23,14 +23,7 @@ class AutoSearcher {
   AutoSearcher(PlanRequest request, std::span<const PlannedRequest> planned)
       : request_(std::move(request)), planned_(planned) {
     TakeMemoryFromCosts(request_);
-    share_ = request_;
-    if (!HasPerStageFigures(request_)) {
-      // Uniform costs and memory describe one stage at the request's V: a rank's share is V
-      // of them.
-      const int given_v = std::max(1, request_.topology.stages_per_rank);
-      share_.costs = ShareOfStageCosts(request_.costs, given_v);
-      share_.memory = ShareOfStageMemory(request_.memory, given_v);
-    }
+    share_ = MakeRankShare(request_);
   }
 
   StatusOr<AutoResult> Run() {
@@ -353,9 +346,7 @@ PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, P
   request.strategy = std::string(strategy);
   request.topology.stages_per_rank = stages_per_rank;
   request.topology.placement = placement;
-  if (HasPerStageFigures(share)) return request;
-  request.costs = SplitShareCosts(share.costs, ChunksPerShare(request.topology));
-  request.memory = SplitShareMemory(share.memory, ChunksPerShare(request.topology));
+  SplitRankShare(request);
   return request;
 }
 

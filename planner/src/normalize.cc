@@ -99,6 +99,25 @@ void TakeMemoryFromCosts(PlanRequest& request) {
   if (limit.has_value()) request.memory.limit = limit;
 }
 
+void SplitRankShare(PlanRequest& request) {
+  const bool share = request.figures == FigureScope::kRankShare;
+  request.figures = FigureScope::kStage;
+  if (!share || HasPerStageFigures(request)) return;
+  const int chunks = ChunksPerShare(request.topology);
+  request.costs = SplitShareCosts(std::move(request.costs), chunks);
+  request.memory = SplitShareMemory(std::move(request.memory), chunks);
+}
+
+PlanRequest MakeRankShare(PlanRequest request) {
+  const bool stage = request.figures == FigureScope::kStage;
+  request.figures = FigureScope::kRankShare;
+  if (!stage || HasPerStageFigures(request)) return request;
+  const int given_v = std::max(1, request.topology.stages_per_rank);
+  request.costs = ShareOfStageCosts(std::move(request.costs), given_v);
+  request.memory = ShareOfStageMemory(std::move(request.memory), given_v);
+  return request;
+}
+
 StatusOr<std::vector<std::string>> RecostPlan(Plan& plan, CostModel costs) {
   PlanRequest& request = plan.request;
   request.costs = std::move(costs);
@@ -135,6 +154,7 @@ StatusOr<NormalizedRequest> Normalize(PlanRequest request) {
   PIPEPLAN_RETURN_IF_ERROR(CheckStagesPerRank(request.strategy, shape.min_stages_per_rank,
                                               shape.max_stages_per_rank, request.topology));
   PIPEPLAN_RETURN_IF_ERROR(CheckOptions(request, shape));
+  SplitRankShare(request);
   NormalizedRequest out;
   // Per-stage figures written for another cut of the model are cut again by depth.
   if (HasPerStageFigures(request)) {

@@ -37,6 +37,9 @@ programs {
 }
 )";
 constexpr char kMalformedJsonRequest[] = R"({"topology": {"ranks": 4, "microbatches": )";
+constexpr char kUnknownFigureScopeRequest[] =
+    "topology { ranks: 2 microbatches: 4 } costs { stages { forward: 1 backward: 2 } } "
+    "figures: 7";
 constexpr char kBwCsv[] = "0F0,0F1,0BW0,0BW1\n";
 constexpr char kOutOfRangeCsv[] = "0F0,0F1,0B0,0B1\n";
 
@@ -296,6 +299,11 @@ const std::vector<ErrorCase>& ErrorCases() {
        {"plan", "--request", "request.json"},
        {{"request.json", kMalformedJsonRequest}},
        Input("plan", "request.json: request file: Unexpected end of string. Expected a value."),
+       1},
+      {"UnknownFigureScopeInARequest",
+       {"plan", "--request", "request.textproto", "-o", "plan.pb"},
+       {{"request.textproto", kUnknownFigureScopeRequest}},
+       Input("plan", "request.textproto: request file: figures: unknown figure scope 7"),
        1},
       {"CsvWithBwToken",
        {"import", "--format", "torch-csv", "bw.csv"},

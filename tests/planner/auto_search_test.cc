@@ -107,8 +107,10 @@ TEST(AutoSearch, TakesTheCostFilesMemoryBeforeSplittingTheShare) {
 // placement, kept whole under dual placement (each copy holds a whole share), per-stage
 // figures left as given.
 TEST(ShareAtStages, SplitsTheShareByChunksAndLeavesPerStageFiguresAlone) {
-  const PlanRequest share = MakeRequest("auto", 4, 8, 1, 2, 4, 6, 0.5);
+  PlanRequest share = MakeRequest("auto", 4, 8, 1, 2, 4, 6, 0.5);
+  share.figures = FigureScope::kRankShare;
   const PlanRequest loop = ShareAtStages(share, "interleaved-1f1b", Placement::kLoop, 2);
+  EXPECT_EQ(loop.figures, FigureScope::kStage);
   EXPECT_EQ(loop.strategy, "interleaved-1f1b");
   EXPECT_EQ(loop.topology.stages_per_rank, 2);
   EXPECT_EQ(loop.topology.placement, Placement::kLoop);
@@ -126,6 +128,31 @@ TEST(ShareAtStages, SplitsTheShareByChunksAndLeavesPerStageFiguresAlone) {
   const PlanRequest kept = ShareAtStages(per_stage, "zbv", Placement::kVShape, 2);
   EXPECT_EQ(kept.costs.stages, per_stage.costs.stages);
   EXPECT_EQ(kept.memory, per_stage.memory);
+
+  // A request whose uniform figures are one stage's is not split again.
+  share.figures = FigureScope::kStage;
+  const PlanRequest stage = ShareAtStages(share, "interleaved-1f1b", Placement::kLoop, 2);
+  EXPECT_EQ(stage.costs.stages, share.costs.stages);
+}
+
+// auto's candidates are the same whether the request says its figures are one rank's share or
+// one stage at V = 2 of half of them.
+TEST(AutoSearch, AStagesFiguresAtItsVAndARanksShareGiveTheSamePick) {
+  PlanRequest share = MakeRequest("auto", 4, 8, 1, 2, 4, 6, 0.5);
+  share.figures = FigureScope::kRankShare;
+  share.memory.limit = 6;
+  PlanRequest stage = MakeRequest("auto", 4, 8, 2, 1, 2, 3, 0.5);
+  stage.memory.limit = 6;
+  const StatusOr<AutoResult> a = AutoSearch(share);
+  const StatusOr<AutoResult> b = AutoSearch(stage);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(a->candidates.size(), b->candidates.size());
+  for (size_t i = 0; i < a->candidates.size(); ++i) {
+    EXPECT_EQ(a->candidates[i].request, b->candidates[i].request) << i;
+    EXPECT_EQ(a->candidates[i].makespan, b->candidates[i].makespan) << i;
+  }
+  EXPECT_EQ(a->best.plan, b->best.plan);
 }
 
 TEST(AutoSearch, IsDeterministic) {

@@ -50,6 +50,46 @@ TEST(Normalize, FiguresOfAnotherCutAreCutByDepthAndSaySo) {
             "V=2 (an estimate: profile a plan with that V to measure them)");
 }
 
+// Uniform figures say what they describe: one stage (plan's flags, the default) or one rank's
+// share (compare's rows, auto's candidates, a request file that says so), split over the
+// stages a rank holds: V of them under loop placement, one under dual (each copy holds a whole
+// share). Either way the plan is the one of the stage's figures.
+TEST(Normalize, SplitsARanksShareOverTheStagesARankHolds) {
+  for (const auto& [strategy, chunks] : {std::pair{"interleaved-1f1b", 2}, {"dualpipe", 1}}) {
+    SCOPED_TRACE(strategy);
+    PlanRequest share = MakeRequest(strategy, 4, 8, 2, 4, 6, 2, 0.5);
+    share.memory.stages = {StageMemory{.activation = 1, .freed_by_input = 0.5}};
+    share.figures = FigureScope::kRankShare;
+    const StatusOr<NormalizedRequest> split = Normalize(share);
+    ASSERT_TRUE(split.ok()) << split.status().message();
+    EXPECT_EQ(split->request.figures, FigureScope::kStage);
+    EXPECT_EQ(split->request.costs.stages[0].forward, 4.0 / chunks);
+    EXPECT_EQ(split->request.costs.stages[0].backward_weight, 2.0 / chunks);
+    EXPECT_EQ(split->request.costs.boundaries, share.costs.boundaries);
+    EXPECT_EQ(split->request.memory.stages[0].activation, 1.0 / chunks);
+
+    PlanRequest stage =
+        MakeRequest(strategy, 4, 8, 2, 4.0 / chunks, 6.0 / chunks, 2.0 / chunks, 0.5);
+    stage.memory.stages = {StageMemory{.activation = 1.0 / chunks, .freed_by_input = 0.5 / chunks}};
+    const StatusOr<Plan> from_share = BuildPlan(share);
+    const StatusOr<Plan> from_stage = BuildPlan(stage);
+    ASSERT_TRUE(from_share.ok()) << from_share.status().message();
+    ASSERT_TRUE(from_stage.ok()) << from_stage.status().message();
+    EXPECT_EQ(*from_share, *from_stage);
+  }
+}
+
+// MakeRankShare, for searches over V, is SplitRankShare's inverse at V stages of a rank.
+TEST(Normalize, MakeRankShareUndoesTheSplit) {
+  const PlanRequest stage = MakeRequest("interleaved-1f1b", 4, 8, 2, 1, 2, 3, 0.5);
+  PlanRequest share = MakeRankShare(stage);
+  EXPECT_EQ(share.figures, FigureScope::kRankShare);
+  EXPECT_EQ(share.costs.stages[0].forward, 2);
+  SplitRankShare(share);
+  EXPECT_EQ(share.figures, FigureScope::kStage);
+  EXPECT_EQ(share.costs, stage.costs);
+}
+
 TEST(Normalize, TakesACostFilesMemoryKeepingTheRequestsLimit) {
   PlanRequest request = MakeRequest("1f1b", 2, 4);
   MemoryModel file_memory;

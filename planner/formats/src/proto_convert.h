@@ -79,6 +79,11 @@ constexpr EnumTable<Runtime, v1::Runtime, 5> kRuntimes = {{{
     {Runtime::kMegatron, v1::RUNTIME_MEGATRON},
 }}};
 
+constexpr EnumTable<FigureScope, v1::FigureScope, 2> kFigureScopes = {{{
+    {FigureScope::kStage, v1::FIGURE_SCOPE_STAGE},
+    {FigureScope::kRankShare, v1::FIGURE_SCOPE_RANK_SHARE},
+}}};
+
 constexpr EnumTable<TimelineSource, v1::TimelineSource, 2> kTimelineSources = {{{
     {TimelineSource::kSimulated, v1::SIMULATED},
     {TimelineSource::kMeasured, v1::MEASURED},

@@ -95,6 +95,7 @@ void ToProto(const PlanRequest& request, v1::PlanRequest* out) {
   ToProto(request.costs, out->mutable_costs());
   ToProto(request.memory, out->mutable_memory());
   out->set_runtime(kRuntimes.ToProto(request.runtime));
+  out->set_figures(kFigureScopes.ToProto(request.figures));
 }
 
 StatusOr<Topology> FromProto(const v1::Topology& proto, const std::string& path) {
@@ -250,6 +251,12 @@ StatusOr<PlanRequest> FromProto(const v1::PlanRequest& proto, const std::string&
     return FieldError(Child(path, "runtime"), "unknown runtime " + std::to_string(proto.runtime()));
   }
   request.runtime = *runtime;
+  const std::optional<FigureScope> figures = kFigureScopes.FromProto(proto.figures());
+  if (!figures.has_value()) {
+    return FieldError(Child(path, "figures"),
+                      "unknown figure scope " + std::to_string(proto.figures()));
+  }
+  request.figures = *figures;
   return request;
 }
 

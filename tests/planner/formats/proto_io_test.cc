@@ -258,6 +258,18 @@ TEST_P(ProtoRoundTripTest, RequestWithEveryKindOfOrderLimit) {
   }
 }
 
+TEST_P(ProtoRoundTripTest, RequestOfEitherFigureScope) {
+  PlanRequest request = MakeRequest();
+  for (const FigureScope figures : {FigureScope::kStage, FigureScope::kRankShare}) {
+    request.figures = figures;
+    const StatusOr<std::string> data = SerializeRequest(request, GetParam());
+    ASSERT_TRUE(data.ok()) << data.status().message();
+    const StatusOr<PlanRequest> parsed = ParseRequest(*data, GetParam());
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(parsed->figures, figures);
+  }
+}
+
 TEST_P(ProtoRoundTripTest, LoopAndDualPlacements) {
   PlanRequest request = MakeRequest();
   for (const Placement placement : {Placement::kLoop, Placement::kVShape, Placement::kDual}) {

@@ -42,7 +42,9 @@ struct ComparisonRequest {
 };
 StatusOr<ComparisonRequest> LoadComparisonRequest(const app::RequestFlags& flags);
 
-// `base` gives P, M, options, memory and the costs of one rank's share of the model. Each
+// `base` gives P, M, options, memory and the costs of one rank's share of the model (its
+// figures FigureScope::kRankShare, as LoadComparisonRequest makes them; uniform figures of
+// kStage are one stage at its V, made a share by MakeRankShare). Each
 // strategy that accepts V = 1 runs at V = 1; the others run at `multi_stage_v`. Every stage's
 // compute durations (F, B, I, W, overlap) are the share's divided by ChunksPerShare: V under
 // loop and V placement, 1 under dual placement (DualPipe holds a full share of each of two

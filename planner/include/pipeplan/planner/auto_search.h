@@ -56,11 +56,12 @@ std::vector<const Strategy*> CandidateStrategies(const PlanRequest& request);
 std::vector<PlanRequest> SettingVariants(const Strategy& strategy, const PlanRequest& candidate,
                                          std::optional<double> asked_limit);
 
-// `share` asked of `strategy` at V = `stages_per_rank` under `placement`: where the figures are
-// uniform, one rank's share of the model split over the stages that share becomes
-// (ChunksPerShare: V under loop and V placement; 1 under dual placement, whose two model copies
-// each hold a whole share); per-stage figures stay as given, for Normalize to fit by depth.
-// compare's rows and auto's candidates are made by it.
+// `share` asked of `strategy` at V = `stages_per_rank` under `placement`, its figures made a
+// stage's (SplitRankShare): uniform figures of FigureScope::kRankShare, one rank's share of the
+// model, split over the stages that share becomes (ChunksPerShare: V under loop and V
+// placement; 1 under dual placement, whose two model copies each hold a whole share);
+// per-stage figures stay as given, for Normalize to fit by depth. compare's rows and auto's
+// candidates are made by it.
 PlanRequest ShareAtStages(const PlanRequest& share, std::string_view strategy, Placement placement,
                           int stages_per_rank);
 
@@ -72,8 +73,9 @@ struct PlannedRequest {
   const Evaluated* made;
 };
 
-// The request's costs describe one stage at the request's V (V = 0 or 1: a rank's whole
-// share); candidates with another V get the same per-rank work split over their stages.
+// The request's uniform figures describe what its `figures` says: one stage at the request's V
+// (V = 0 or 1: a rank's whole share), or one rank's share; candidates with another V get the
+// same per-rank work split over their stages.
 // Only strategies the request's runtime runs are candidates (runtime_support.h). The pick is
 // the fastest candidate whose step rests on measured (or given) figures alone; a faster one
 // whose advantage rests on an assumed figure (cost_model.h: calibrate's I = W = B / 2 where no

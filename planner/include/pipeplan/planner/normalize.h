@@ -32,6 +32,15 @@ StatusOr<FittedFigures> FitFigures(const CostModel& costs, const MemoryModel& me
 // limit, when it has one, stays.
 void TakeMemoryFromCosts(PlanRequest& request);
 
+// Uniform figures of one rank's share (FigureScope::kRankShare) split over the stages a rank of
+// the request's topology holds (ChunksPerShare: V, or 1 under dual placement), V and placement
+// resolved; per-stage figures are kept. The request's figures are a stage's afterwards.
+void SplitRankShare(PlanRequest& request);
+// Its inverse, for searches over V (compare, auto): uniform figures of one stage at the
+// request's V (V = 0 or 1: a rank's whole share) made one rank's share; per-stage figures
+// kept. The request's figures are FigureScope::kRankShare afterwards.
+PlanRequest MakeRankShare(PlanRequest request);
+
 // A made plan re-timed under other figures (`simulate --costs`, pipeplan.simulate(plan,
 // costs)): `costs` replaces the plan's, a memory model it brings replaces the plan's (whose
 // limit stays, none where it had none), and the figures are fitted to the plan's stages. The

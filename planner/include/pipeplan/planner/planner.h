@@ -16,8 +16,9 @@ namespace pipeplan {
 std::string_view ToolVersion();
 
 // Whether the request's costs or memory have an entry per stage or per boundary. Such figures
-// hold for the request's own V; uniform ones describe a rank's share, which `compare` and
-// `auto` split over the stages of every V they try (SplitShareCosts, SplitShareMemory).
+// hold for the request's own V; uniform ones describe what the request's `figures` says (a
+// stage, or a rank's share, which Normalize and ShareAtStages split over the stages of the V
+// planned: SplitRankShare).
 bool HasPerStageFigures(const PlanRequest& request);
 
 // `request` with the smallest memory limit its strategy can plan under, for the strategies

@@ -26,6 +26,14 @@ struct StrategyOptions {
   bool operator==(const StrategyOptions&) const = default;
 };
 
+// What a request's uniform figures (one cost and memory entry for every stage) describe.
+// Per-stage figures are always each stage's own.
+enum class FigureScope {
+  kStage,      // one stage at the request's V (plan's flags, request files, the torch op)
+  kRankShare,  // one rank's whole share, split over the stages it holds (compare, auto's
+               // candidates); Normalize splits it, and planned requests are kStage
+};
+
 struct PlanRequest {
   Topology topology;
   std::string strategy = "1f1b";
@@ -33,6 +41,7 @@ struct PlanRequest {
   CostModel costs;
   MemoryModel memory;
   Runtime runtime = Runtime::kAny;  // only what this runtime executes is planned
+  FigureScope figures = FigureScope::kStage;
 
   bool operator==(const PlanRequest&) const = default;
 };
