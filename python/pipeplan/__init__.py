@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util as _importlib_util
 import json as _json
+import math as _math
 import os as _os
 import sys as _sys
 import warnings as _warnings
@@ -271,6 +272,37 @@ def compare(
     )
 
 
+# The layer figures that are numbers (LayerCosts' Layer, and the file's own multiple).
+_LAYER_NUMBERS = ("forward", "backward", "backward_input", "backward_weight", "activation",
+                  "freed_by_input", "parameter_bytes", "output_bytes")
+
+
+def _finite(name: str, value: Any) -> None:
+    if not _math.isfinite(_number(name, value)):
+        raise Error(f"{name}: must be a finite number >= 0, got {value!r}")
+
+
+def _layers_json(costs: dict) -> str:
+    """The layer costs dict as the JSON the file reader takes, its figures checked first: JSON
+    has no NaN or infinity, and a string or bool is not a figure, whatever the reader would
+    make of it. Errors name the layer and the field."""
+    layers = costs.get("layers")
+    if isinstance(layers, (list, tuple)):
+        for index, layer in enumerate(layers):
+            if not isinstance(layer, dict):
+                raise Error(f"layers: layers[{index}] must be a dict, got {type(layer).__name__}")
+            where = f"layers: layers[{index}]" + (f" ({layer['name']})" if "name" in layer else "")
+            for key in _LAYER_NUMBERS:
+                if key in layer:
+                    _finite(f"{where}.{key}", layer[key])
+    if "optimizer_multiple" in costs:
+        _finite("layers: optimizer_multiple", costs["optimizer_multiple"])
+    try:
+        return _json.dumps(costs, allow_nan=False)
+    except (TypeError, ValueError) as error:  # a value JSON cannot hold, outside the figures
+        raise Error(f"layers: {error}") from None
+
+
 def partition(
     layers: Union[PathLike, dict, Sequence[dict]],
     *,
@@ -311,9 +343,9 @@ def partition(
     if isinstance(layers, (str, _os.PathLike)):
         args["layers_path"] = _path("layers", layers)
     elif isinstance(layers, dict):
-        args["layers_json"] = _json.dumps(layers)
+        args["layers_json"] = _layers_json(layers)
     elif isinstance(layers, (list, tuple)):
-        args["layers_json"] = _json.dumps({"layers": list(layers)})
+        args["layers_json"] = _layers_json({"layers": list(layers)})
     else:
         raise Error(f"layers must be a path, a dict or a list of layer dicts, got "
                     f"{type(layers).__name__}")

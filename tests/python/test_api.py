@@ -460,3 +460,23 @@ def test_partition_errors_name_the_argument_and_the_layer():
         pipeplan.partition(LAYERS, ranks=2, microbatches=4, runtime="jax")
     with pytest.raises(pipeplan.Error, match="layers must be a path, a dict or a list"):
         pipeplan.partition(3, ranks=2, microbatches=4)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("forward", float("nan"), r"layers\[1\] \(b\)\.forward: must be a finite number >= 0, got nan"),
+    ("activation", float("inf"), r"layers\[1\] \(b\)\.activation: must be a finite number >= 0"),
+    ("backward", "2", r"layers\[1\] \(b\)\.backward must be a number, got str '2'"),
+    ("output_bytes", True, r"layers\[1\] \(b\)\.output_bytes must be a number, got bool"),
+])
+def test_partition_names_a_figure_json_cannot_hold_or_that_is_no_number(field, value, named):
+    # A dict's figures are checked before they become the file's JSON, which has no NaN or
+    # infinity, and whose reader would take "2" for 2.
+    layers = [{"name": "a", "forward": 1, "backward": 2}, {"name": "b", "forward": 1, "backward": 2}]
+    layers[1][field] = value
+    with pytest.raises(pipeplan.Error, match="layers: " + named):
+        pipeplan.partition(layers, ranks=1, microbatches=1)
+    with pytest.raises(pipeplan.Error, match="layers: layers\[0\] must be a dict, got str"):
+        pipeplan.partition(["a"], ranks=1, microbatches=1)
+    with pytest.raises(pipeplan.Error, match="layers: optimizer_multiple: must be a finite"):
+        pipeplan.partition({"layers": layers[:1], "optimizer_multiple": float("nan")}, ranks=1,
+                           microbatches=1)
