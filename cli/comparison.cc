@@ -227,7 +227,8 @@ std::string RenderComparisonTable(const std::vector<ComparisonRow>& rows) {
     out +=
         "(assumes: what a row's makespan rests on that no profiled run measured: profile\n"
         " that plan in your runtime and calibrate its profile with yours, or on its own for\n"
-        " figures cut by depth, to measure it)\n";
+        " figures cut by depth, to measure it; with B alone given, I + W = B is assumed:\n"
+        " give I and W as measured)\n";
   }
   return out;
 }
@@ -258,7 +259,7 @@ std::string RenderAutoPick(const StatusOr<AutoResult>& result) {
          app::FormatMemory(first.peak_memory, best.memory) + "; the fastest of " +
          std::to_string(result->candidates.size()) + " candidates (" + std::to_string(planned) +
          " planned, " + std::to_string(failed) + " failed)";
-  out += result->pick == 0 ? "\n" : " whose step rests on measured figures\n";
+  out += result->pick == 0 ? "\n" : " whose step rests on no assumed figure\n";
   for (const std::string& note : result->notes) out += "note: " + note + "\n";
   return out;
 }

@@ -131,8 +131,14 @@ StatusOr<CostFlags> CheckCostValues(const RequestValues& values) {
                              ") when --backward-input is not given");
     }
     if (!input.has_value() && !weight.has_value()) {
+      // B alone says nothing of its split: I and W are assumed, and advice resting on them
+      // (auto's pick, compare's rows) says so (figure_sources.h).
       input = b / 2;
       weight = b / 2;
+      StageSources sources;
+      sources.backward_input.origin = FigureOrigin::kAssumed;
+      sources.backward_weight.origin = FigureOrigin::kAssumed;
+      out.from_flags.sources = {sources};
     } else if (!input.has_value()) {
       input = b - *weight;
     } else if (!weight.has_value()) {

@@ -147,8 +147,10 @@ class AutoSearcher {
     return 0;
   }
 
-  // What to profile so that the assumed figures become measured ones.
-  static std::string WhatToProfile(const AutoCandidate& candidate) {
+  // What to profile so that the assumed figures become measured ones: a zero-bubble plan's
+  // profile calibrated with the one these figures came from, or, where no run gave them (B
+  // alone given), I and W measured and given.
+  std::string WhatToProfile(const AutoCandidate& candidate) const {
     const auto assumes = [&](const char* what) {
       return candidate.assumes.find(what) != std::string::npos;
     };
@@ -160,9 +162,11 @@ class AutoSearcher {
     }
     if (assumes("I + W = B")) {
       out += out.empty() ? "" : "; ";
-      out +=
-          "profile a zero-bubble plan (zb-h1; interleaved-zb or zbv for V = 2) in the same "
-          "runtime and calibrate its profile with this one";
+      out += request_.costs.runs.empty()
+                 ? "give I and W (backward_input, backward_weight) as your runtime's split "
+                   "backward measures them: a profile of a zero-bubble plan (zb-h1) calibrates them"
+                 : "profile a zero-bubble plan (zb-h1; interleaved-zb or zbv for V = 2) in the "
+                   "same runtime and calibrate its profile with this one";
     }
     if (assumes("B = I + W")) {
       out += out.empty() ? "" : "; ";

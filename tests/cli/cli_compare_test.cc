@@ -333,10 +333,10 @@ TEST(CliTest, CompareAutoListsTheCandidates) {
 // strategy's row equals auto's candidate for the same strategy and V.
 TEST(CliTest, CompareAndAutoAgree) {
   ScratchDir dir;
-  const RunResult result =
-      RunPipeplan({"compare", "--ranks", "4", "--microbatches", "8", "--forward", "2", "--backward",
-                   "3", "--comm", "0.25", "--auto"},
-                  dir.path());
+  const RunResult result = RunPipeplan(
+      {"compare", "--ranks", "4", "--microbatches", "8", "--forward", "2", "--backward-input",
+       "1.5", "--backward-weight", "1.5", "--comm", "0.25", "--auto"},
+      dir.path());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const std::string table = result.out.substr(0, result.out.find("auto picks"));
   const std::string candidates = result.out.substr(result.out.find("auto picks"));
@@ -363,6 +363,46 @@ TEST(CliTest, CompareAndAutoAgree) {
     ++checked;
   }
   EXPECT_EQ(checked, 8);
+}
+
+// B alone, by flag or in a cost file, says nothing of its split: I = W = B / 2 is assumed, the
+// zero-bubble rows say so, and auto picks the fastest candidate that does not rest on it,
+// naming the faster one and what to give. With I and W given nothing is assumed.
+TEST(CliTest, BAloneLeavesItsSplitAssumedAndAutoSaysWhatToGive) {
+  ScratchDir dir;
+  dir.Write("costs.textproto", "stages { forward: 2 backward: 3 }\nboundaries { latency: 0.25 }\n");
+  const std::vector<std::string> shape = {"compare", "--ranks", "4", "--microbatches", "8"};
+  for (const std::vector<std::string>& costs :
+       {std::vector<std::string>{"--forward", "2", "--backward", "3", "--comm", "0.25"},
+        std::vector<std::string>{"--costs", "costs.textproto"}}) {
+    SCOPED_TRACE(costs[0]);
+    std::vector<std::string> args = shape;
+    args.insert(args.end(), costs.begin(), costs.end());
+    args.emplace_back("--auto");
+    const RunResult result = RunPipeplan(args, dir.path());
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::string table = result.out.substr(0, result.out.find("auto picks"));
+    const std::vector<std::string> zb = LineStartingWith(table, {"zb-h1"});
+    const std::vector<std::string> one = LineStartingWith(table, {"1f1b"});
+    ASSERT_GE(zb.size(), 5u) << table;
+    ASSERT_GE(one.size(), 2u) << table;
+    EXPECT_EQ(std::vector<std::string>(zb.end() - 5, zb.end()),
+              (std::vector<std::string>{"I", "+", "W", "=", "B"}))
+        << table;
+    EXPECT_EQ(one.back(), "-") << table;
+    EXPECT_NE(result.out.find("whose step rests on no assumed figure"), std::string::npos)
+        << result.out;
+    EXPECT_NE(result.out.find("only if I + W = B (assumed: no run measured it), so it is not "
+                              "picked; give I and W (backward_input, backward_weight)"),
+              std::string::npos)
+        << result.out;
+  }
+  const RunResult given = RunPipeplan(
+      {"compare", "--ranks", "4", "--microbatches", "8", "--forward", "2", "--backward-input",
+       "1.5", "--backward-weight", "1.5", "--comm", "0.25", "--auto"},
+      dir.path());
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(given.out.find("assume"), std::string::npos) << given.out;
 }
 
 // Per-stage costs (as calibrate writes them) describe one cut of the model; compare and auto

@@ -133,7 +133,7 @@ StageCosts FromProto(const v1::StageCosts& proto) {
   costs.backward_weight = proto.backward_weight();
   costs.overlap = proto.overlap();
   // The same defaults as the CLI flags: B = I + W when only the split is given, and
-  // I = W = B / 2 when only B is.
+  // I = W = B / 2 when only B is (then assumed: SplitAssumedWhereOnlyBIsGiven).
   if (costs.backward == 0) costs.backward = costs.backward_input + costs.backward_weight;
   if (costs.backward_input == 0 && costs.backward_weight == 0) {
     costs.backward_input = costs.backward / 2;
@@ -152,6 +152,23 @@ BoundaryCosts FromProto(const v1::BoundaryCosts& proto) {
 }
 
 namespace {
+
+// A file without sources that gives a stage's B alone leaves its split to the default I = W =
+// B / 2, as the flags do: those figures are assumed (figure_sources.h), the others given.
+// Empty where no stage was split so.
+std::vector<StageSources> SplitAssumedWhereOnlyBIsGiven(const v1::CostModel& proto) {
+  std::vector<StageSources> sources(static_cast<size_t>(proto.stages_size()));
+  bool any = false;
+  for (int s = 0; s < proto.stages_size(); ++s) {
+    const v1::StageCosts& stage = proto.stages(s);
+    if (stage.backward() > 0 && stage.backward_input() == 0 && stage.backward_weight() == 0) {
+      sources[static_cast<size_t>(s)].backward_input.origin = FigureOrigin::kAssumed;
+      sources[static_cast<size_t>(s)].backward_weight.origin = FigureOrigin::kAssumed;
+      any = true;
+    }
+  }
+  return any ? sources : std::vector<StageSources>{};
+}
 
 // An origin this version does not know reads as assumed: never taken for measured.
 FigureSource FromProto(const v1::FigureSource& proto) {
@@ -184,6 +201,7 @@ StatusOr<CostModel> FromProto(const v1::CostModel& proto, const std::string& pat
   costs.time_unit = proto.time_unit();
   costs.chains = proto.chains();
   for (const v1::StageSources& stage : proto.sources()) costs.sources.push_back(FromProto(stage));
+  if (costs.sources.empty()) costs.sources = SplitAssumedWhereOnlyBIsGiven(proto);
   costs.runs.assign(proto.runs().begin(), proto.runs().end());
   if (proto.has_memory()) {
     PIPEPLAN_ASSIGN_OR_RETURN(costs.memory, FromProto(proto.memory(), Child(path, "memory")));

@@ -10,6 +10,17 @@ namespace {
 
 bool Assumed(const FigureSource& source) { return source.origin == FigureOrigin::kAssumed; }
 
+// Whether a run measured any of the figures (a profile's), rather than a user giving them.
+bool AnyMeasured(const CostModel& costs) {
+  return std::any_of(costs.sources.begin(), costs.sources.end(), [](const StageSources& stage) {
+    for (const FigureSource* source : {&stage.forward, &stage.backward, &stage.backward_input,
+                                       &stage.backward_weight, &stage.overlap}) {
+      if (source->origin == FigureOrigin::kMeasured) return true;
+    }
+    return false;
+  });
+}
+
 // The worst of a kind's sources over the given stages: assumed beats given beats measured.
 FigureSource Worst(const std::vector<StageSources>& sources, FigureSource StageSources::*figure) {
   FigureSource worst = sources.front().*figure;
@@ -99,7 +110,7 @@ std::string DescribeAssumptions(const Plan& plan, const CostModel& costs,
                                 const MemoryModel& memory) {
   std::string out;
   const Topology& topology = plan.request.topology;
-  if (!costs.sources.empty() && !FitsAsGiven(costs, memory, topology)) {
+  if (AnyMeasured(costs) && !FitsAsGiven(costs, memory, topology)) {
     out = "figures cut by depth from " + std::to_string(costs.stages.size()) + " stages to " +
           std::to_string(topology.num_stages());
   }
