@@ -10,6 +10,7 @@
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/plan_util.h"
 #include "pipeplan/model/runtime_target.h"
+#include "pipeplan/model/topology.h"
 #include "pipeplan/planner/normalize.h"
 #include "pipeplan/planner/planner.h"
 #include "pipeplan/simulation/simulator.h"
@@ -130,6 +131,8 @@ StatusOr<ComparisonRequest> LoadComparisonRequest(const app::RequestFlags& flags
   // compare's figures are one rank's share, whatever V a request file names.
   base.topology.stages_per_rank = 1;
   base.figures = FigureScope::kRankShare;
+  // A P or M no strategy plans is the request's error, not every row's.
+  PIPEPLAN_RETURN_IF_ERROR(ValidateTopology(base.topology));
   return ComparisonRequest{.base = std::move(base), .multi_stage_v = multi_stage_v};
 }
 
