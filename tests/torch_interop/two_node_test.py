@@ -85,9 +85,16 @@ def output_of(log):
         return log.read()
 
 
+# torchrun's own teardown race, after every worker exited 0: the node hosting the rendezvous
+# store may stop before the other node's agent has closed the rendezvous, which then warns
+# (seen once in CI on 2026-12-01 under load; torch's agents, not pipeplan's ranks).
+_AGENT_TEARDOWN = "has failed to shutdown the rendezvous"
+
+
 def error_lines(output):
     return [line for line in output.splitlines()
-            if line.startswith("[E") or " error" in line.lower()]
+            if (line.startswith("[E") or " error" in line.lower())
+            and _AGENT_TEARDOWN not in line]
 
 
 class TwoNodeTest(unittest.TestCase):
