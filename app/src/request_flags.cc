@@ -135,10 +135,8 @@ StatusOr<CostFlags> CheckCostValues(const RequestValues& values) {
       // (auto's pick, compare's rows) says so (figure_sources.h).
       input = b / 2;
       weight = b / 2;
-      StageSources sources;
-      sources.backward_input.origin = FigureOrigin::kAssumed;
-      sources.backward_weight.origin = FigureOrigin::kAssumed;
-      out.from_flags.sources = {sources};
+      out.from_flags.sources = {StageSources{}};
+      out.from_flags.sources.front().AssumeSplit();
     } else if (!input.has_value()) {
       input = b - *weight;
     } else if (!weight.has_value()) {

@@ -162,8 +162,7 @@ std::vector<StageSources> SplitAssumedWhereOnlyBIsGiven(const v1::CostModel& pro
   for (int s = 0; s < proto.stages_size(); ++s) {
     const v1::StageCosts& stage = proto.stages(s);
     if (stage.backward() > 0 && stage.backward_input() == 0 && stage.backward_weight() == 0) {
-      sources[static_cast<size_t>(s)].backward_input.origin = FigureOrigin::kAssumed;
-      sources[static_cast<size_t>(s)].backward_weight.origin = FigureOrigin::kAssumed;
+      sources[static_cast<size_t>(s)].AssumeSplit();
       any = true;
     }
   }

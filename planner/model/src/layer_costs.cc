@@ -67,7 +67,7 @@ StageSum SumOf(const LayerCosts& layers, int first, int end, double optimizer_mu
     sum.costs.backward_input += split ? *layer.backward_input : backward / 2;
     sum.costs.backward_weight += split ? *layer.backward_weight : backward / 2;
     if (!layer.backward.has_value()) sum.sources.backward = assumed;
-    if (!split) sum.sources.backward_input = sum.sources.backward_weight = assumed;
+    if (!split) sum.sources.AssumeSplit();
     sum.memory.activation += layer.activation;
     sum.memory.freed_by_input += layer.freed_by_input;
     sum.memory.static_bytes += layer.parameter_bytes * (1 + optimizer_multiple);

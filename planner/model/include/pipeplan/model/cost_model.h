@@ -45,6 +45,11 @@ struct StageSources {
   FigureSource backward_weight;
   FigureSource overlap;
 
+  // I and W taken as B / 2 each, where nothing split the backward (B alone given).
+  void AssumeSplit() {
+    backward_input = backward_weight = FigureSource{.origin = FigureOrigin::kAssumed, .run = 0};
+  }
+
   bool operator==(const StageSources&) const = default;
 };
 
