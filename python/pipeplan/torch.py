@@ -90,11 +90,16 @@ def _nbytes(value: Any) -> int:
     return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
-def _saved_bytes(work: Callable[[], Any], kept: torch.nn.Module) -> tuple[Any, int]:
+def _storages(model: torch.nn.Module) -> set[int]:
+    """The storages of `model`'s parameters and buffers, which a rank holds whether or not a
+    microbatch is in flight."""
+    return {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+
+
+def _saved_bytes(work: Callable[[], Any], held: set[int]) -> tuple[Any, int]:
     """Runs `work` (a forward) and counts the bytes autograd saved for its backward, each
-    storage once, leaving out `kept`'s parameters and buffers (a linear layer saves its
-    weight, which the rank holds whether or not a microbatch is in flight)."""
-    held = {t.untyped_storage().data_ptr() for t in (*kept.parameters(), *kept.buffers())}
+    storage once, leaving out the storages `held` (the model's own: a linear layer saves its
+    weight)."""
     seen: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -189,6 +194,7 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
             raise Error(f"layers: the model has no module '{name}'") from None
     parameter = next(model.parameters(), None)
     clock = _Clock(parameter.device if parameter is not None else torch.device("cpu"))
+    held = _storages(model)
     measured = []
     x = example_input
     for index, (name, module) in enumerate(zip(names, modules)):
@@ -229,7 +235,7 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
         finally:
             for p, kept in zip(params, kept_grads):
                 p.grad = kept
-        (_, out, _), activation = _saved_bytes(forward, model)
+        (_, out, _), activation = _saved_bytes(forward, held)
         entry = {"name": name}
         entry.update({kind: statistics.median(values) for kind, values in times.items()})
         entry["activation"] = activation
