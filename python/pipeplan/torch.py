@@ -29,6 +29,7 @@ from torch.distributed.pipelining import _backward as _torch_backward
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 from . import Error, Plan, Split, _count, _flag
+from ._tied import Tie, TiedRuntime, find_ties
 from ._two_copies import CopyStage, TwoCopyRuntime, without_self_sends
 from .pipeplan_profiler import layers_of, mark_layers, profile_steps
 
@@ -42,23 +43,46 @@ StageModules = Union[Callable[[int], torch.nn.Module], Sequence[torch.nn.Module]
                      Mapping[int, torch.nn.Module]]
 
 
-class _GlooPipelineStage(PipelineStage):
-    """torch posts a stage's warm-up send/receive to its own rank when the neighbouring stage
-    is on the same rank (the turn of a V placement), which Gloo cannot do; the warm-up only
-    opens connections, so the self-addressed ops are dropped. NCCL needs no such change."""
+class _PlanStage(PipelineStage):
+    """A stage of a one-copy plan in torch's runtime.
+
+    torch posts a stage's warm-up send/receive to its own rank when the neighbouring stage is
+    on the same rank (the turn of a V placement), which Gloo cannot do; the warm-up only opens
+    connections, so under Gloo the self-addressed ops are dropped (NCCL needs no such change).
+    Tied parameters (`unscaled`, _tied.py) are left out of the stage's division of its
+    gradients by the microbatch count: a rank's two stages sharing one would each divide it,
+    one of them before the other's backwards had all been added; the runtime divides them
+    once, at the step's end."""
+
+    def __init__(self, *args: Any, gloo: bool, unscaled: frozenset[int] = frozenset(),
+                 **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._gloo = gloo
+        self._unscaled = unscaled
 
     def _get_init_p2p_neighbors_ops(self):
-        return without_self_sends(super()._get_init_p2p_neighbors_ops(), self.group_rank)
+        ops = super()._get_init_p2p_neighbors_ops()
+        return without_self_sends(ops, self.group_rank) if self._gloo else ops
+
+    def scale_grads(self, grad_scale_factor: int) -> None:
+        if grad_scale_factor == 1:
+            return
+        for param in self.submod.parameters():
+            if param.grad is not None and id(param) not in self._unscaled:
+                param.grad.div_(grad_scale_factor)
 
 
 class _LayerStage(torch.nn.Module):
     """A stage of a split: the model's own modules (its parameters, not copies), applied one
-    after the other, each to the previous one's output."""
+    after the other, each to the previous one's output; with the split's tied parameters,
+    which schedule() keeps equal across ranks (_tied.py)."""
 
-    def __init__(self, names: Sequence[str], modules: Sequence[torch.nn.Module]):
+    def __init__(self, names: Sequence[str], modules: Sequence[torch.nn.Module],
+                 ties: Sequence[Tie] = ()):
         super().__init__()
         self.names = list(names)
         self.layers = torch.nn.ModuleList(modules)
+        self.ties = list(ties)  # every tie of the split, the same list on every rank
 
     def forward(self, x: Any) -> Any:
         for layer in self.layers:
@@ -260,7 +284,9 @@ def split_model(model: torch.nn.Module, split: Split,
     every stage its plan places on the rank, each module the model's layers of that stage
     (looked up by name, the layer costs' FQNs) applied in order, each to the previous output,
     as a model of top-level layers runs. Hand the dict to :func:`schedule` with ``split.plan``.
-    ``rank`` defaults to this process's rank in the default group."""
+    ``rank`` defaults to this process's rank in the default group. A parameter used by layers
+    of two stages (a head tied to the embedding) is kept equal across the ranks holding it by
+    the schedule (_tied.py); a dual plan refuses one."""
     if not isinstance(split, Split):
         raise Error(f"split must be a pipeplan.Split, got {type(split).__name__}")
     if not isinstance(model, torch.nn.Module):
@@ -271,17 +297,26 @@ def split_model(model: torch.nn.Module, split: Split,
             raise Error("rank: not given, and torch.distributed is not initialized")
         rank = dist.get_rank()
     rank = _count("rank", rank)
+    for depth, names in enumerate(split.stages):
+        for name in names:
+            try:
+                model.get_submodule(name)
+            except AttributeError:
+                raise Error(f"split: stage {depth} holds layer '{name}', which the model has "
+                            "no module of") from None
+    rank_of_stage = {index % len(split.stages): r for r in range(plan.ranks)
+                     for index in plan.stage_indices(r)}
+    ties = find_ties(model, split.stages, rank_of_stage)
+    if ties and plan.placement == "dual":
+        tie = ties[0]
+        raise Error(f"model: parameter '{tie.name}' is used by layers of stages "
+                    f"{', '.join(map(str, tie.stages))}, and a dual plan ({plan.strategy}) "
+                    "keeps no parameter shared across stages; untie it, or choose a split that "
+                    "keeps those layers in one stage")
     stages: dict[int, torch.nn.Module] = {}
     for index in plan.stage_indices(rank):
         names = split.stages[index % len(split.stages)]  # a dual plan's copy B: its depth
-        modules = []
-        for name in names:
-            try:
-                modules.append(model.get_submodule(name))
-            except AttributeError:
-                raise Error(f"split: stage {index} holds layer '{name}', which the model has "
-                            "no module of") from None
-        stages[index] = _LayerStage(names, modules)
+        stages[index] = _LayerStage(names, [model.get_submodule(name) for name in names], ties)
     return stages
 
 
@@ -351,7 +386,8 @@ def schedule(
       The schedule; call `step(*inputs, target=..., losses=...)` on every rank as with torch's
       own schedule classes (inputs on the rank of stage 0, target where the last stage is; a
       dual plan's ranks 0 and P - 1 pass both, and its step ends by summing the two copies'
-      gradients of each layer).
+      gradients of each layer; stages from `split_model` sharing a parameter across ranks end
+      it by summing that parameter's gradients across them).
     """
     if not isinstance(plan, Plan):
         raise Error(f"plan must be a pipeplan.Plan, got {type(plan).__name__}")
@@ -395,12 +431,19 @@ def schedule(
         runtime._prepare_schedule_with_comms(actions, format="compute_comms")
         runtime.copy_weights_from_mirror()
         return runtime
-    stage_type = _GlooPipelineStage if gloo else PipelineStage
-    built = [stage_type(module, index, num_stages, torch.device(device), group=group,
-                        **stage_kwargs)
+    ties = next((module.ties for module in modules.values() if isinstance(module, _LayerStage)),
+                [])
+    held = [tie for tie in ties if rank in tie.ranks]
+    built = [_PlanStage(module, index, num_stages, torch.device(device), group=group, gloo=gloo,
+                        unscaled=frozenset(id(tie.param) for tie in held), **stage_kwargs)
              for index, module in modules.items()]
-    runtime = _PipelineScheduleRuntime(built, plan.microbatches, loss_fn=loss_fn,
-                                       scale_grads=scale_grads)
+    if held:
+        runtime = TiedRuntime(built, plan.microbatches, loss_fn=loss_fn, scale_grads=scale_grads,
+                              ties=ties, rank=rank, group=group)
+        runtime.make_copies_equal()
+    else:
+        runtime = _PipelineScheduleRuntime(built, plan.microbatches, loss_fn=loss_fn,
+                                           scale_grads=scale_grads)
     if comms:
         runtime._prepare_schedule_with_comms(actions, format="compute_comms")
     else:

@@ -335,3 +335,62 @@ def test_measuring_layers_leaves_the_models_gradients_as_they_were():
     assert torch.equal(head.grad, torch.full_like(head, 3.0))
     assert all(p.grad is None for name, p in model.named_parameters()
                if not name.startswith("output."))
+
+
+TIED_JOB = Path(__file__).with_name("tied_job.py")
+
+
+@pytest.mark.parametrize("strategy,tie_ranks", [("interleaved-1f1b", [0, 1]), ("zbv", [0])])
+def test_a_tied_embedding_and_head_train_as_the_unsplit_model(strategy, tie_ranks, tmp_path):
+    """interleaved-1f1b puts the embedding on rank 0 and the head on rank 1: each rank's copy of
+    the shared matrix takes the sum of both ranks' gradients and the copies start equal (rank
+    1 built its own differently). zbv puts both on rank 0, in two stages: the gradient is
+    divided by the microbatch count once, not once per stage."""
+    sys.path.insert(0, str(TIED_JOB.parent))
+    import tied_job
+    result = subprocess.run([sys.executable, str(TIED_JOB), "--out", str(tmp_path),
+                             "--strategy", strategy], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = [torch.load(tmp_path / f"rank{r}.pt") for r in range(tied_job.RANKS)]
+    stages = saved[0]["stages"]
+    rank_of = {index % len(stages): r for r, s in enumerate(saved) for index in s["stage_indices"]}
+    ends = sorted({rank_of[0], rank_of[len(stages) - 1]})
+    assert stages[0][0] == "tok_embeddings" and stages[-1][-1] == "output"
+    assert ends == tie_ranks, (stages, rank_of)
+    # The unsplit model, the same steps: the mean of the microbatches' losses.
+    model = tied_job.TiedDecoder()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    tokens, targets = tied_job.batch()
+    rows = tied_job.ROWS
+    expected_losses = []
+    for step in range(3):
+        optimizer.zero_grad()
+        losses = [tied_job.loss_fn(model(tokens[i * rows:(i + 1) * rows]),
+                                   targets[i * rows:(i + 1) * rows])
+                  for i in range(tied_job.MICROBATCHES)]
+        torch.stack(losses).mean().backward()
+        if step == 0:
+            expected_grad = model.tok_embeddings.weight.grad.clone()
+        expected_losses.append(torch.stack(losses).mean().item())
+        optimizer.step()
+    for rank in tie_ranks:
+        torch.testing.assert_close(saved[rank]["grad"], expected_grad, rtol=1e-5, atol=1e-7,
+                                   msg=lambda m: f"rank {rank}'s gradient: {m}")
+        torch.testing.assert_close(saved[rank]["weight"], model.tok_embeddings.weight.detach(),
+                                   rtol=1e-5, atol=1e-6,
+                                   msg=lambda m: f"rank {rank}'s matrix after 3 steps: {m}")
+    if len(tie_ranks) > 1:  # the copies, summed in one order, are the same bits
+        assert torch.equal(saved[0]["weight"], saved[1]["weight"])
+    last = rank_of[len(stages) - 1]
+    assert saved[last]["losses"] == pytest.approx(expected_losses, rel=1e-5)
+
+
+def test_a_tie_across_stages_is_refused_under_a_dual_plan():
+    sys.path.insert(0, str(TIED_JOB.parent))
+    import tied_job
+    split = pipeplan.partition(tied_job.layer_costs(), ranks=2, microbatches=4,
+                               strategy="dualpipe")
+    with pytest.raises(pipeplan.Error, match=r"model: parameter 'tok_embeddings.weight' is used "
+                                             r"by layers of stages 0, 1, and a dual plan "
+                                             r"\(dualpipe\) keeps no parameter shared"):
+        pipeplan.torch.split_model(tied_job.TiedDecoder(), split, 0)
