@@ -84,10 +84,17 @@ class _LayerStage(torch.nn.Module):
         self.layers = torch.nn.ModuleList(modules)
         self.ties = list(ties)  # every tie of the split, the same list on every rank
 
-    def forward(self, x: Any) -> Any:
+    def forward(self, *args: Any) -> Any:
+        # torch hands a stage the previous stage's outputs as arguments; a layer takes the
+        # previous layer's output whole (a tuple where it returned one), as in the model.
+        x = args[0] if len(args) == 1 else args
         for layer in self.layers:
             x = layer(x)
-        return x
+        # An input handed on untouched (a block passing its auxiliary loss through) would be
+        # both the stage's input and its output, whose gradient torch's stage then loses: the
+        # output is a copy.
+        inputs = {id(tensor) for tensor in _leaves(args)}
+        return _map_tensors(x, lambda t: t.clone() if id(t) in inputs else t)
 
 
 class _Clock:
@@ -114,6 +121,34 @@ def _nbytes(value: Any) -> int:
     return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
+def _leaves(value: Any) -> list[torch.Tensor]:
+    """The tensors of a layer's input or output: a tensor, or those of a (nested) tuple or
+    list, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [tensor for item in value for tensor in _leaves(item)]
+    return []
+
+
+def _map_tensors(value: Any, change: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """`value` (a tensor, or a nested tuple or list) with `change` applied to its tensors."""
+    if isinstance(value, torch.Tensor):
+        return change(value)
+    if isinstance(value, (tuple, list)):
+        items = [_map_tensors(item, change) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    return value
+
+
+def _detached(value: Any, grad: bool) -> Any:
+    """`value` with its tensors detached, the floating ones requiring grad when `grad`."""
+    def detach(tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.detach()
+        return out.requires_grad_(True) if grad and out.is_floating_point() else out
+    return _map_tensors(value, detach)
+
+
 def _storages(model: torch.nn.Module) -> set[int]:
     """The storages of `model`'s parameters and buffers, which a rank holds whether or not a
     microbatch is in flight."""
@@ -137,12 +172,12 @@ def _saved_bytes(work: Callable[[], Any], held: set[int]) -> tuple[Any, int]:
     return result, sum(seen.values())
 
 
-def _backward_input(head: torch.Tensor, grad: Optional[torch.Tensor], inp: torch.Tensor,
-                   params: Sequence[torch.nn.Parameter]) -> list[dict[str, Any]]:
-    """I as torch's zero-bubble schedules run it (``stage_backward_input``): the input's
-    gradient, keeping what W needs; returns that for :func:`_backward_weight`."""
-    _, groups = _torch_backward.stage_backward_input([head], None if grad is None else [grad],
-                                                     [inp], iter(params))
+def _backward_input(heads: list[torch.Tensor], grads: Optional[list[torch.Tensor]],
+                    inputs: list[torch.Tensor],
+                    params: Sequence[torch.nn.Parameter]) -> list[dict[str, Any]]:
+    """I as torch's zero-bubble schedules run it (``stage_backward_input``): the inputs'
+    gradients, keeping what W needs; returns that for :func:`_backward_weight`."""
+    _, groups = _torch_backward.stage_backward_input(heads, grads, inputs, iter(params))
     return groups
 
 
@@ -152,25 +187,73 @@ def _backward_weight(params: Sequence[torch.nn.Parameter], groups: list[dict[str
     _torch_backward.stage_backward_weight(iter(params), groups)
 
 
-def _time_split_backward(clock: "_Clock", head: torch.Tensor, grad: Optional[torch.Tensor],
-                         inp: Optional[torch.Tensor],
+def _time_split_backward(clock: "_Clock", heads: list[torch.Tensor],
+                         grads: Optional[list[torch.Tensor]], inputs: list[torch.Tensor],
                          params: Sequence[torch.nn.Parameter]) -> tuple[float, float]:
-    """I and W of one microbatch's backward, in ms. No input gradient (an embedding's tokens):
-    I is 0 and W the whole backward; no parameters: W is 0 and I the whole backward."""
-    if inp is None:
-        if not params:
-            return 0.0, 0.0
-        elapsed_w, _ = clock.time(lambda: torch.autograd.backward(head, grad, inputs=params))
+    """I and W of one microbatch's backward from `heads` (the loss, or the outputs with
+    `grads`), in ms. No input to take a gradient (an embedding's tokens): I is 0 and W the
+    whole backward; no parameters: W is 0 and I the whole backward."""
+    if not heads or not (inputs or params):
+        return 0.0, 0.0
+    if not inputs:
+        elapsed_w, _ = clock.time(lambda: torch.autograd.backward(heads, grads, inputs=params))
         return 0.0, elapsed_w
     if not params:
-        elapsed_i, _ = clock.time(lambda: torch.autograd.backward(head, grad, inputs=[inp]))
+        elapsed_i, _ = clock.time(lambda: torch.autograd.backward(heads, grads, inputs=inputs))
         return elapsed_i, 0.0
-    # torch's I detaches the output in place, which a view (a Linear's on 3-d input) refuses: a
-    # copy's backward hands the gradient through untouched.
-    root = head.clone() if head._is_view() else head
-    elapsed_i, groups = clock.time(lambda: _backward_input(root, grad, inp, params))
+    # torch's I detaches the outputs in place, which a view (a Linear's on 3-d input) refuses:
+    # a copy's backward hands the gradient through untouched.
+    roots = [head.clone() if head._is_view() else head for head in heads]
+    elapsed_i, groups = clock.time(lambda: _backward_input(roots, grads, inputs, params))
     elapsed_w, _ = clock.time(lambda: _backward_weight(params, groups))
     return elapsed_i, elapsed_w
+
+
+def _measure_layer(clock: "_Clock", module: torch.nn.Module, x: Any,
+                   loss_fn: Optional[Callable], target: Any, warmup: int, repeats: int,
+                   held: set[int]) -> tuple[dict[str, float], Any]:
+    """One layer of measure_layers on input `x` (the loss counted when `loss_fn` is given):
+    its figures and its output."""
+    params = [p for p in module.parameters() if p.requires_grad]
+
+    def forward() -> tuple[list[torch.Tensor], Any, list[torch.Tensor]]:
+        inp = _detached(x, grad=True)
+        out = module(inp)
+        inputs = [tensor for tensor in _leaves(inp) if tensor.requires_grad]
+        if loss_fn is not None:
+            return inputs, out, [loss_fn(out, target)]
+        return inputs, out, [tensor for tensor in _leaves(out) if tensor.requires_grad]
+
+    times: dict[str, list[float]] = {"forward": [], "backward": [], "backward_input": [],
+                                    "backward_weight": []}
+    # The gradients accumulate into .grad as a step's microbatches do; the caller's are put
+    # back afterwards.
+    kept_grads = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    try:
+        for run in range(warmup + repeats):
+            elapsed_f, (inputs, _, heads) = clock.time(forward)
+            grads = None if loss_fn is not None else [torch.ones_like(head) for head in heads]
+            elapsed_b = 0.0
+            if heads and (inputs or params):
+                elapsed_b, _ = clock.time(lambda: torch.autograd.backward(
+                    heads, grads, retain_graph=True, inputs=inputs + params))
+            elapsed_i, elapsed_w = _time_split_backward(clock, heads, grads, inputs, params)
+            if run >= warmup:
+                for kind, elapsed in (("forward", elapsed_f), ("backward", elapsed_b),
+                                      ("backward_input", elapsed_i),
+                                      ("backward_weight", elapsed_w)):
+                    times[kind].append(elapsed)
+    finally:
+        for p, kept in zip(params, kept_grads):
+            p.grad = kept
+    (_, out, _), activation = _saved_bytes(forward, held)
+    entry = {kind: statistics.median(values) for kind, values in times.items()}
+    entry["activation"] = activation
+    entry["parameter_bytes"] = sum(_nbytes(p) for p in module.parameters())
+    entry["output_bytes"] = sum(_nbytes(tensor) for tensor in _leaves(out))
+    return entry, out
 
 
 def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional[Callable] = None,
@@ -196,8 +279,11 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     gradients: 3.
 
     ``layers``: the names to measure, in order (default: the model's children, a ModuleList's
-    entries one by one). A layer whose input is not a float tensor (an embedding's tokens) has
-    no input gradient: its I is 0 and its W the whole backward."""
+    entries one by one). A layer's input and output are a tensor or a (nested) tuple or list
+    of them (a mixture-of-experts block passing its auxiliary loss on), each layer taking the
+    previous one's whole. A layer whose input holds no float tensor (an embedding's tokens)
+    has no input gradient: its I is 0 and its W the whole backward. The model's buffers (a
+    BatchNorm's running statistics) and the random generators' states are put back after."""
     # The model's top-level layers in order: its children, a ModuleList's or ModuleDict's
     # entries one by one ("layers.0", "layers.1", ...).
     names = list(layers) if layers is not None else [name for name, _ in layers_of(model)]
@@ -220,53 +306,26 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     clock = _Clock(parameter.device if parameter is not None else torch.device("cpu"))
     held = _storages(model)
     measured = []
-    x = example_input
-    for index, (name, module) in enumerate(zip(names, modules)):
-        last = index == len(modules) - 1
-        floating = isinstance(x, torch.Tensor) and x.is_floating_point()
-        params = [p for p in module.parameters() if p.requires_grad]
-
-        def forward(x=x, module=module, last=last, floating=floating):
-            inp = x.detach().requires_grad_(True) if floating else x
-            out = module(inp)
-            if last and loss_fn is not None:
-                return inp, out, loss_fn(out, target)
-            return inp, out, out
-
-        times: dict[str, list[float]] = {"forward": [], "backward": [], "backward_input": [],
-                                        "backward_weight": []}
-        # The gradients accumulate into .grad as a step's microbatches do; the caller's are
-        # put back afterwards.
-        kept_grads = [p.grad for p in params]
-        for p in params:
-            p.grad = None
-        try:
-            for run in range(warmup + repeats):
-                elapsed, (inp, out, head) = clock.time(forward)
-                grad = None if head is not out or head.dim() == 0 else torch.ones_like(head)
-                wrt = ([inp] if floating else []) + params
-                elapsed_b = 0.0
-                if wrt:
-                    elapsed_b, _ = clock.time(lambda: torch.autograd.backward(
-                        head, grad, retain_graph=True, inputs=wrt))
-                elapsed_i, elapsed_w = _time_split_backward(clock, head, grad,
-                                                            inp if floating else None, params)
-                if run >= warmup:
-                    times["forward"].append(elapsed)
-                    times["backward"].append(elapsed_b)
-                    times["backward_input"].append(elapsed_i)
-                    times["backward_weight"].append(elapsed_w)
-        finally:
-            for p, kept in zip(params, kept_grads):
-                p.grad = kept
-        (_, out, _), activation = _saved_bytes(forward, held)
-        entry = {"name": name}
-        entry.update({kind: statistics.median(values) for kind, values in times.items()})
-        entry["activation"] = activation
-        entry["parameter_bytes"] = sum(_nbytes(p) for p in module.parameters())
-        entry["output_bytes"] = _nbytes(out)
-        measured.append(entry)
-        x = out.detach()
+    # Measuring changes nothing of the model or of what its training draws: its buffers (a
+    # BatchNorm's running statistics) and the random generators' states are put back.
+    buffers = [(buffer, buffer.detach().clone()) for buffer in model.buffers()]
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        x = example_input
+        for index, (name, module) in enumerate(zip(names, modules)):
+            last = index == len(modules) - 1
+            entry, out = _measure_layer(clock, module, x, loss_fn if last else None, target,
+                                        warmup, repeats, held)
+            measured.append({"name": name, **entry})
+            x = _detached(out, grad=False)
+    finally:
+        with torch.no_grad():
+            for buffer, value in buffers:
+                buffer.copy_(value)
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
     costs = {"layers": measured, "time_unit": "ms", "optimizer_multiple": optimizer_multiple}
     if path is not None:
         # Whole or not at all: a file half written is never left where the path points.

@@ -315,7 +315,7 @@ def test_measured_w_is_the_weights_gradients_alone_as_torchs_zero_bubble_runs_it
     inp = torch.randn(n, hidden, requires_grad=True)
     out = inp + down(torch.tanh(up(inp)))
     with FlopCounterMode(display=False) as input_flops:
-        groups = pipeplan.torch._backward_input(out, torch.ones_like(out), inp, params)
+        groups = pipeplan.torch._backward_input([out], [torch.ones_like(out)], [inp], params)
     with FlopCounterMode(display=False) as weight_flops:
         pipeplan.torch._backward_weight(params, groups)
     assert input_flops.get_total_flops() == 2 * product
@@ -337,7 +337,56 @@ def test_measuring_layers_leaves_the_models_gradients_as_they_were():
                if not name.startswith("output."))
 
 
-TIED_JOB = Path(__file__).with_name("tied_job.py")
+SPLIT_JOB = Path(__file__).with_name("split_job.py")
+
+
+def run_split_job(tmp_path, model, strategy):
+    """split_job.py's ranks' saves, the split's stage -> rank map, and the job module."""
+    sys.path.insert(0, str(SPLIT_JOB.parent))
+    import split_job
+    result = subprocess.run([sys.executable, str(SPLIT_JOB), "--out", str(tmp_path), "--model",
+                             model, "--strategy", strategy],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = [torch.load(tmp_path / f"rank{r}.pt") for r in range(split_job.RANKS)]
+    stages = saved[0]["stages"]
+    rank_of = {index % len(stages): r for r, s in enumerate(saved) for index in s["stage_indices"]}
+    return saved, rank_of, split_job
+
+
+def unsplit_run(split_job, model_name, steps=3):
+    """The unsplit model, the same steps on the mean of the microbatches' losses: its
+    gradients after the first step, its parameters after the last, and the losses."""
+    model = split_job.MODELS[model_name]()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    tokens, targets = split_job.batch()
+    rows = split_job.ROWS
+    losses_per_step = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        losses = [split_job.loss_fn(model(tokens[i * rows:(i + 1) * rows]),
+                                    targets[i * rows:(i + 1) * rows])
+                  for i in range(split_job.MICROBATCHES)]
+        torch.stack(losses).mean().backward()
+        if step == 0:
+            grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+        losses_per_step.append(torch.stack(losses).mean().item())
+        optimizer.step()
+    return grads, dict(model.named_parameters()), losses_per_step
+
+
+def assert_trains_as_unsplit(saved, rank_of, split_job, model_name):
+    grads, params, losses = unsplit_run(split_job, model_name)
+    for rank, save in enumerate(saved):
+        assert save["grads"], f"rank {rank} holds no parameters"
+        for name, got in save["grads"].items():
+            torch.testing.assert_close(got, grads[name], rtol=1e-5, atol=1e-7,
+                                       msg=lambda m: f"rank {rank}, {name}'s gradient: {m}")
+            torch.testing.assert_close(save["params"][name], params[name].detach(), rtol=1e-5,
+                                       atol=1e-6,
+                                       msg=lambda m: f"rank {rank}, {name} after 3 steps: {m}")
+    last = rank_of[len(saved[0]["stages"]) - 1]
+    assert saved[last]["losses"] == pytest.approx(losses, rel=1e-5)
 
 
 @pytest.mark.parametrize("strategy,tie_ranks", [("interleaved-1f1b", [0, 1]), ("zbv", [0])])
@@ -346,51 +395,59 @@ def test_a_tied_embedding_and_head_train_as_the_unsplit_model(strategy, tie_rank
     the shared matrix takes the sum of both ranks' gradients and the copies start equal (rank
     1 built its own differently). zbv puts both on rank 0, in two stages: the gradient is
     divided by the microbatch count once, not once per stage."""
-    sys.path.insert(0, str(TIED_JOB.parent))
-    import tied_job
-    result = subprocess.run([sys.executable, str(TIED_JOB), "--out", str(tmp_path),
-                             "--strategy", strategy], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    saved = [torch.load(tmp_path / f"rank{r}.pt") for r in range(tied_job.RANKS)]
+    saved, rank_of, split_job = run_split_job(tmp_path, "tied", strategy)
     stages = saved[0]["stages"]
-    rank_of = {index % len(stages): r for r, s in enumerate(saved) for index in s["stage_indices"]}
-    ends = sorted({rank_of[0], rank_of[len(stages) - 1]})
     assert stages[0][0] == "tok_embeddings" and stages[-1][-1] == "output"
-    assert ends == tie_ranks, (stages, rank_of)
-    # The unsplit model, the same steps: the mean of the microbatches' losses.
-    model = tied_job.TiedDecoder()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    tokens, targets = tied_job.batch()
-    rows = tied_job.ROWS
-    expected_losses = []
-    for step in range(3):
-        optimizer.zero_grad()
-        losses = [tied_job.loss_fn(model(tokens[i * rows:(i + 1) * rows]),
-                                   targets[i * rows:(i + 1) * rows])
-                  for i in range(tied_job.MICROBATCHES)]
-        torch.stack(losses).mean().backward()
-        if step == 0:
-            expected_grad = model.tok_embeddings.weight.grad.clone()
-        expected_losses.append(torch.stack(losses).mean().item())
-        optimizer.step()
-    for rank in tie_ranks:
-        torch.testing.assert_close(saved[rank]["grad"], expected_grad, rtol=1e-5, atol=1e-7,
-                                   msg=lambda m: f"rank {rank}'s gradient: {m}")
-        torch.testing.assert_close(saved[rank]["weight"], model.tok_embeddings.weight.detach(),
-                                   rtol=1e-5, atol=1e-6,
-                                   msg=lambda m: f"rank {rank}'s matrix after 3 steps: {m}")
-    if len(tie_ranks) > 1:  # the copies, summed in one order, are the same bits
-        assert torch.equal(saved[0]["weight"], saved[1]["weight"])
-    last = rank_of[len(stages) - 1]
-    assert saved[last]["losses"] == pytest.approx(expected_losses, rel=1e-5)
+    assert sorted({rank_of[0], rank_of[len(stages) - 1]}) == tie_ranks, (stages, rank_of)
+    assert_trains_as_unsplit(saved, rank_of, split_job, "tied")
+    holding = [save["params"]["tok_embeddings.weight"] for save in saved
+               if "tok_embeddings.weight" in save["params"]]
+    assert len(holding) == len(tie_ranks)
+    if len(holding) > 1:  # the copies, summed in one order, are the same bits
+        assert torch.equal(holding[0], holding[1])
+
+
+def test_blocks_passing_a_tuple_on_train_as_the_unsplit_model(tmp_path):
+    """Each block takes and returns (x, aux), within a stage and from stage to stage (torch
+    hands a stage the previous one's outputs as arguments); measure_layers measures them."""
+    saved, rank_of, split_job = run_split_job(tmp_path, "aux", "interleaved-1f1b")
+    assert len(saved[0]["stages"]) == 4
+    assert_trains_as_unsplit(saved, rank_of, split_job, "aux")
+    model = split_job.AuxDecoder()
+    tokens, targets = split_job.batch()
+    rows = split_job.ROWS
+    measured = pipeplan.torch.measure_layers(model, tokens[:rows], split_job.loss_fn,
+                                             target=targets[:rows], repeats=1, warmup=0)
+    by_name = {layer["name"]: layer for layer in measured["layers"]}
+    assert list(by_name) == split_job.NAMES["aux"]
+    # A block's output: the rows' activations and their auxiliary losses, both float32.
+    assert by_name["layers.0"]["output_bytes"] == (rows * split_job.SEQ * split_job.WIDTH
+                                                   + rows) * 4
+    assert by_name["layers.0"]["backward_input"] > 0 and by_name["layers.0"]["backward_weight"] > 0
+    assert by_name["tok_embeddings"]["backward_input"] == 0
+
+
+def test_measuring_layers_changes_no_buffer_and_no_random_draw():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8),
+                                torch.nn.Dropout(0.5), torch.nn.Linear(8, 2))
+    state = {name: value.clone() for name, value in model.state_dict().items()}
+    torch.manual_seed(1)
+    expected_draw = torch.rand(3)
+    torch.manual_seed(1)
+    pipeplan.torch.measure_layers(model, torch.ones(4, 8), torch.nn.functional.mse_loss,
+                                  target=torch.zeros(4, 2))
+    assert torch.equal(torch.rand(3), expected_draw)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, state[name]), name
 
 
 def test_a_tie_across_stages_is_refused_under_a_dual_plan():
-    sys.path.insert(0, str(TIED_JOB.parent))
-    import tied_job
-    split = pipeplan.partition(tied_job.layer_costs(), ranks=2, microbatches=4,
+    sys.path.insert(0, str(SPLIT_JOB.parent))
+    import split_job
+    split = pipeplan.partition(split_job.layer_costs("tied"), ranks=2, microbatches=4,
                                strategy="dualpipe")
     with pytest.raises(pipeplan.Error, match=r"model: parameter 'tok_embeddings.weight' is used "
                                              r"by layers of stages 0, 1, and a dual plan "
                                              r"\(dualpipe\) keeps no parameter shared"):
-        pipeplan.torch.split_model(tied_job.TiedDecoder(), split, 0)
+        pipeplan.torch.split_model(split_job.TiedDecoder(), split, 0)
