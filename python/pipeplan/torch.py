@@ -490,9 +490,17 @@ def schedule(
         runtime._prepare_schedule_with_comms(actions, format="compute_comms")
         runtime.copy_weights_from_mirror()
         return runtime
-    ties = next((module.ties for module in modules.values() if isinstance(module, _LayerStage)),
-                [])
+    # split_model's stages, found inside a wrapper (DDP) too.
+    ties = next((inner.ties for module in modules.values() for inner in module.modules()
+                 if isinstance(inner, _LayerStage)), [])
     held = [tie for tie in ties if rank in tie.ranks]
+    sharded = [index for index, module in modules.items()
+               if any(isinstance(m, (FSDPModule, FullyShardedDataParallel))
+                      for m in module.modules())]
+    if held and sharded:
+        raise Error(f"stages: stage {sharded[0]} is sharded by FSDP, and parameter "
+                    f"'{held[0].name}' is shared by stages {', '.join(map(str, held[0].stages))}, "
+                    "whose gradients pipeplan sums itself; untie it, or wrap the stages in DDP")
     built = [_PlanStage(module, index, num_stages, torch.device(device), group=group, gloo=gloo,
                         unscaled=frozenset(id(tie.param) for tie in held), **stage_kwargs)
              for index, module in modules.items()]

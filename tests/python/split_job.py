@@ -7,6 +7,7 @@ name in the model), those parameters after the last step, and the last stage's m
 every step to OUT/rank<r>.pt.
 
     python split_job.py --out DIR --model tied|aux --strategy interleaved-1f1b [--steps 3]
+                        [--wrap ddp|fsdp]
 """
 
 import argparse
@@ -18,6 +19,8 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.multiprocessing
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
 
 import pipeplan
 import pipeplan.torch
@@ -131,7 +134,15 @@ def run(rank, args):
                                    microbatches=MICROBATCHES, strategy=args.strategy,
                                    runtime="torch")
         stages = pipeplan.torch.split_model(model, split)
-        schedule = pipeplan.torch.schedule(split.plan, stages, loss_fn=loss_fn)
+        if args.wrap:  # data parallel of one rank (its own group), as a 2-D job wraps stages
+            groups = [dist.new_group([r]) for r in range(RANKS)]
+            wrap = {"ddp": lambda m: torch.nn.parallel.DistributedDataParallel(
+                        m, process_group=groups[rank]),
+                    "fsdp": lambda m: fully_shard(m, mesh=DeviceMesh.from_group(groups[rank],
+                                                                                 "cpu"))}
+            wrapped = {index: wrap[args.wrap](stage) for index, stage in stages.items()}
+        schedule = pipeplan.torch.schedule(split.plan, wrapped if args.wrap else stages,
+                                           loss_fn=loss_fn)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         tokens, targets = batch()
         first, last = 0 in stages, len(split.stages) - 1 in stages
@@ -160,6 +171,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--model", choices=sorted(MODELS), required=True)
     parser.add_argument("--strategy", required=True)
+    parser.add_argument("--wrap", choices=["ddp", "fsdp"],
+                        help="wrap each stage in DDP or FSDP over a group of its own rank")
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
     with socket.socket() as s:

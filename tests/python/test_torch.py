@@ -340,12 +340,12 @@ def test_measuring_layers_leaves_the_models_gradients_as_they_were():
 SPLIT_JOB = Path(__file__).with_name("split_job.py")
 
 
-def run_split_job(tmp_path, model, strategy):
+def run_split_job(tmp_path, model, strategy, *args):
     """split_job.py's ranks' saves, the split's stage -> rank map, and the job module."""
     sys.path.insert(0, str(SPLIT_JOB.parent))
     import split_job
     result = subprocess.run([sys.executable, str(SPLIT_JOB), "--out", str(tmp_path), "--model",
-                             model, "--strategy", strategy],
+                             model, "--strategy", strategy, *args],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     saved = [torch.load(tmp_path / f"rank{r}.pt") for r in range(split_job.RANKS)]
@@ -389,13 +389,18 @@ def assert_trains_as_unsplit(saved, rank_of, split_job, model_name):
     assert saved[last]["losses"] == pytest.approx(losses, rel=1e-5)
 
 
-@pytest.mark.parametrize("strategy,tie_ranks", [("interleaved-1f1b", [0, 1]), ("zbv", [0])])
-def test_a_tied_embedding_and_head_train_as_the_unsplit_model(strategy, tie_ranks, tmp_path):
+@pytest.mark.parametrize("strategy,tie_ranks,wrap", [("interleaved-1f1b", [0, 1], None),
+                                                     ("interleaved-1f1b", [0, 1], "ddp"),
+                                                     ("zbv", [0], None)])
+def test_a_tied_embedding_and_head_train_as_the_unsplit_model(strategy, tie_ranks, wrap,
+                                                              tmp_path):
     """interleaved-1f1b puts the embedding on rank 0 and the head on rank 1: each rank's copy of
     the shared matrix takes the sum of both ranks' gradients and the copies start equal (rank
-    1 built its own differently). zbv puts both on rank 0, in two stages: the gradient is
-    divided by the microbatch count once, not once per stage."""
-    saved, rank_of, split_job = run_split_job(tmp_path, "tied", strategy)
+    1 built its own differently), the stages wrapped in DDP (as a 2-D job's are) or not. zbv
+    puts both on rank 0, in two stages: the gradient is divided by the microbatch count once,
+    not once per stage."""
+    saved, rank_of, split_job = run_split_job(tmp_path, "tied", strategy,
+                                              *(["--wrap", wrap] if wrap else []))
     stages = saved[0]["stages"]
     assert stages[0][0] == "tok_embeddings" and stages[-1][-1] == "output"
     assert sorted({rank_of[0], rank_of[len(stages) - 1]}) == tie_ranks, (stages, rank_of)
@@ -440,6 +445,16 @@ def test_measuring_layers_changes_no_buffer_and_no_random_draw():
     assert torch.equal(torch.rand(3), expected_draw)
     for name, value in model.state_dict().items():
         assert torch.equal(value, state[name]), name
+
+
+def test_a_tie_across_stages_is_refused_with_stages_sharded_by_fsdp(tmp_path):
+    result = subprocess.run([sys.executable, str(SPLIT_JOB), "--out", str(tmp_path), "--model",
+                             "tied", "--strategy", "interleaved-1f1b", "--wrap", "fsdp"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert re.search(r"pipeplan.Error: stages: stage \d is sharded by FSDP, and parameter "
+                     r"'tok_embeddings.weight' is shared by stages 0, 3", result.stderr), \
+        result.stderr[-2000:]
 
 
 def test_a_tie_across_stages_is_refused_under_a_dual_plan():
