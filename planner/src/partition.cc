@@ -82,6 +82,12 @@ PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy,
   out.costs = std::move(figures.costs);
   out.memory = std::move(figures.memory);
   out.memory.limit = LoosestLimit(request);
+  // torch's step keeps every microbatch's last-stage output to return them joined (its
+  // default, return_outputs=True), held on that rank to the step's end; torchtitan passes
+  // return_outputs=False.
+  if (request.runtime == Runtime::kTorch && request.layers.HasMemory()) {
+    out.memory.last_stage_data_per_microbatch = request.layers.layers.back().output_bytes;
+  }
   return out;
 }
 

@@ -333,6 +333,9 @@ TEST(Partition, AutoSearchesACandidateAboveTheLimitsAtItsStartsWhenItIsFasterThe
                            .link = {},
                            .runtime = Runtime::kTorch,
                            .enumerate_up_to = 0};
+  // The figures of the bench's run that found it, which kept no microbatch's output to the
+  // step's end (the head's logits torch's step holds by default).
+  request.layers.layers.back().output_bytes = 0.0;
   const StatusOr<Evaluated> even = PlanSplit(request, "interleaved-1f1b", 2, EvenSplit(15, 8));
   ASSERT_TRUE(even.ok()) << even.status().message();
   request.memory_limits = RankPeaks(even->timeline);
@@ -388,6 +391,34 @@ TEST(Partition, PutsEveryLayerOnTheOneStageOfOneRank) {
   ASSERT_TRUE(found.ok()) << found.status().message();
   EXPECT_EQ(found->best.split, LayerSplit{0});
   EXPECT_NEAR(found->best.planned.timeline.metrics.makespan, 4 * work, 1e-9 * work);
+}
+
+// torch's step keeps every microbatch's last-stage output to return them (return_outputs
+// defaults to True); torchtitan's passes return_outputs=False, on the same runtime.
+TEST(Partition, TorchsStepHoldsEveryMicrobatchsLastOutputOnTheLastRank) {
+  std::mt19937 random(7);
+  LayerCosts model = RandomModel(random, 8);
+  model.layers.back().output_bytes = 5e6;  // the logits
+  const auto peaks = [&](Runtime runtime) {
+    const PartitionRequest request{.layers = model,
+                                   .ranks = 2,
+                                   .microbatches = 8,
+                                   .strategy = "1f1b",
+                                   .stages_per_rank = 1,
+                                   .memory_limits = {},
+                                   .link = {.latency = 0.05, .bandwidth = 0.0},
+                                   .runtime = runtime,
+                                   .enumerate_up_to = 0};
+    const StatusOr<Evaluated> planned = PlanSplit(request, "1f1b", 1, EvenSplit(8, 2));
+    EXPECT_TRUE(planned.ok()) << planned.status().message();
+    return planned.ok() ? RankPeaks(planned->timeline) : std::vector<double>{};
+  };
+  const std::vector<double> torch = peaks(Runtime::kTorch);
+  const std::vector<double> torchtitan = peaks(Runtime::kTorchtitan);
+  ASSERT_EQ(torch.size(), 2u);
+  ASSERT_EQ(torchtitan.size(), 2u);
+  EXPECT_DOUBLE_EQ(torch[0], torchtitan[0]);
+  EXPECT_DOUBLE_EQ(torch[1], torchtitan[1] + 8 * 5e6);
 }
 
 TEST(Partition, RefusesLimitsThatAreNeitherOneNorOnePerRank) {
