@@ -72,7 +72,8 @@ def train(rank, layers, out):
         model = GPTLike()
         split = pipeplan.partition(layers, ranks=RANKS, microbatches=MICROBATCHES,
                                    runtime="torch")
-        stages = pipeplan.torch.split_model(model, split)
+        # The layers other ranks hold are freed (meta tensors): this rank keeps its own.
+        stages = pipeplan.torch.split_model(model, split, free_other_layers=True)
         schedule = pipeplan.torch.schedule(split.plan, stages, loss_fn=loss_fn)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
         tokens = batch()

@@ -18,7 +18,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 import torch
@@ -337,15 +337,18 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     return costs
 
 
-def split_model(model: torch.nn.Module, split: Split,
-                rank: Optional[int] = None) -> dict[int, torch.nn.Module]:
+def split_model(model: torch.nn.Module, split: Split, rank: Optional[int] = None, *,
+                free_other_layers: bool = False) -> dict[int, torch.nn.Module]:
     """This rank's stages of a :func:`pipeplan.partition` split: ``{stage index: module}`` for
     every stage its plan places on the rank, each module the model's layers of that stage
     (looked up by name, the layer costs' FQNs) applied in order, each to the previous output,
     as a model of top-level layers runs. Hand the dict to :func:`schedule` with ``split.plan``.
     ``rank`` defaults to this process's rank in the default group. A parameter used by layers
     of two stages (a head tied to the embedding) is kept equal across the ranks holding it by
-    the schedule (_tied.py); a dual plan refuses one."""
+    the schedule (_tied.py); a dual plan refuses one. ``free_other_layers``: the parameters and
+    buffers of the split's layers this rank does not hold (and does not share) are replaced by
+    meta tensors, so that the rank keeps only its own stages' memory (build the optimizer
+    after)."""
     if not isinstance(split, Split):
         raise Error(f"split must be a pipeplan.Split, got {type(split).__name__}")
     if not isinstance(model, torch.nn.Module):
@@ -372,11 +375,32 @@ def split_model(model: torch.nn.Module, split: Split,
                     f"{', '.join(map(str, tie.stages))}, and a dual plan ({plan.strategy}) "
                     "keeps no parameter shared across stages; untie it, or choose a split that "
                     "keeps those layers in one stage")
+    free_other_layers = _flag("free_other_layers", free_other_layers)
     stages: dict[int, torch.nn.Module] = {}
     for index in plan.stage_indices(rank):
         names = split.stages[index % len(split.stages)]  # a dual plan's copy B: its depth
         stages[index] = _LayerStage(names, [model.get_submodule(name) for name in names], ties)
+    if free_other_layers:
+        held = {name for stage in stages.values() for name in stage.names}
+        _free_layers(model, [name for names in split.stages for name in names
+                             if name not in held], stages.values())
     return stages
+
+
+def _free_layers(model: torch.nn.Module, names: Sequence[str],
+                 kept: Iterable[torch.nn.Module]) -> None:
+    """Replaces the parameters and buffers of `model`'s layers `names` by meta tensors of the
+    same shapes, but those the `kept` modules use too (a tied matrix)."""
+    keep = {id(t) for module in kept for t in (*module.parameters(), *module.buffers())}
+    for name in names:
+        for module in model.get_submodule(name).modules():
+            for key, param in list(module._parameters.items()):
+                if param is not None and id(param) not in keep:
+                    module._parameters[key] = torch.nn.Parameter(
+                        torch.empty_like(param, device="meta"), requires_grad=param.requires_grad)
+            for key, buffer in list(module._buffers.items()):
+                if buffer is not None and id(buffer) not in keep:
+                    module._buffers[key] = torch.empty_like(buffer, device="meta")
 
 
 def _module_of(stages: StageModules, index: int, num_stages: int,

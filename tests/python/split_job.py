@@ -7,7 +7,7 @@ name in the model), those parameters after the last step, and the last stage's m
 every step to OUT/rank<r>.pt.
 
     python split_job.py --out DIR --model tied|aux --strategy interleaved-1f1b [--steps 3]
-                        [--wrap ddp|fsdp]
+                        [--free] [--wrap ddp|fsdp]
 """
 
 import argparse
@@ -133,7 +133,7 @@ def run(rank, args):
         split = pipeplan.partition(layer_costs(args.model), ranks=RANKS,
                                    microbatches=MICROBATCHES, strategy=args.strategy,
                                    runtime="torch")
-        stages = pipeplan.torch.split_model(model, split)
+        stages = pipeplan.torch.split_model(model, split, free_other_layers=args.free)
         if args.wrap:  # data parallel of one rank (its own group), as a 2-D job wraps stages
             groups = [dist.new_group([r]) for r in range(RANKS)]
             wrap = {"ddp": lambda m: torch.nn.parallel.DistributedDataParallel(
@@ -171,6 +171,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--model", choices=sorted(MODELS), required=True)
     parser.add_argument("--strategy", required=True)
+    parser.add_argument("--free", action="store_true",
+                        help="split_model(free_other_layers=True)")
     parser.add_argument("--wrap", choices=["ddp", "fsdp"],
                         help="wrap each stage in DDP or FSDP over a group of its own rank")
     parser.add_argument("--steps", type=int, default=3)

@@ -389,18 +389,19 @@ def assert_trains_as_unsplit(saved, rank_of, split_job, model_name):
     assert saved[last]["losses"] == pytest.approx(losses, rel=1e-5)
 
 
-@pytest.mark.parametrize("strategy,tie_ranks,wrap", [("interleaved-1f1b", [0, 1], None),
-                                                     ("interleaved-1f1b", [0, 1], "ddp"),
-                                                     ("zbv", [0], None)])
-def test_a_tied_embedding_and_head_train_as_the_unsplit_model(strategy, tie_ranks, wrap,
+@pytest.mark.parametrize("strategy,tie_ranks,options", [("interleaved-1f1b", [0, 1], []),
+                                                        ("interleaved-1f1b", [0, 1],
+                                                         ["--wrap", "ddp", "--free"]),
+                                                        ("zbv", [0], [])])
+def test_a_tied_embedding_and_head_train_as_the_unsplit_model(strategy, tie_ranks, options,
                                                               tmp_path):
     """interleaved-1f1b puts the embedding on rank 0 and the head on rank 1: each rank's copy of
     the shared matrix takes the sum of both ranks' gradients and the copies start equal (rank
-    1 built its own differently), the stages wrapped in DDP (as a 2-D job's are) or not. zbv
+    1 built its own differently), the stages wrapped in DDP (as a 2-D job's are, and the
+    layers other ranks hold freed) or not. zbv
     puts both on rank 0, in two stages: the gradient is divided by the microbatch count once,
     not once per stage."""
-    saved, rank_of, split_job = run_split_job(tmp_path, "tied", strategy,
-                                              *(["--wrap", wrap] if wrap else []))
+    saved, rank_of, split_job = run_split_job(tmp_path, "tied", strategy, *options)
     stages = saved[0]["stages"]
     assert stages[0][0] == "tok_embeddings" and stages[-1][-1] == "output"
     assert sorted({rank_of[0], rank_of[len(stages) - 1]}) == tie_ranks, (stages, rank_of)
@@ -466,3 +467,32 @@ def test_a_tie_across_stages_is_refused_under_a_dual_plan():
                                              r"by layers of stages 0, 1, and a dual plan "
                                              r"\(dualpipe\) keeps no parameter shared"):
         pipeplan.torch.split_model(split_job.TiedDecoder(), split, 0)
+
+
+def test_split_model_can_free_the_layers_a_rank_does_not_hold():
+    sys.path.insert(0, str(SPLIT_JOB.parent))
+    import split_job
+    split = pipeplan.partition(split_job.layer_costs("tied"), ranks=2, microbatches=4,
+                               strategy="interleaved-1f1b", runtime="torch")
+    model, reference = split_job.TiedDecoder(), split_job.TiedDecoder()
+    stages = pipeplan.torch.split_model(model, split, 1, free_other_layers=True)
+    held = [name for index in stages for name in split.stages[index]]
+    assert "output" in held and "tok_embeddings" not in held
+    for name, param in model.named_parameters():
+        if any(name.startswith(layer + ".") for layer in held) or \
+                name == "tok_embeddings.weight":  # the head's matrix: tied
+            assert param.device.type == "cpu", name
+            assert torch.equal(param, reference.get_parameter(name)), name
+        else:
+            assert param.device.type == "meta", name
+            assert param.shape == reference.get_parameter(name).shape, name
+    assert model.output.weight is model.tok_embeddings.weight
+    # The rank's stages compute as the model's layers do.
+    x = torch.randn(2, split_job.SEQ, split_job.WIDTH)
+    for index in sorted(stages):
+        expected = x
+        for name in split.stages[index]:
+            expected = reference.get_submodule(name)(expected)
+        torch.testing.assert_close(stages[index](x), expected)
+    with pytest.raises(pipeplan.Error, match="free_other_layers must be a bool"):
+        pipeplan.torch.split_model(split_job.TiedDecoder(), split, 0, free_other_layers="yes")
