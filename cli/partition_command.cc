@@ -178,7 +178,9 @@ std::string RenderTables(const PartitionOptions& options, const PartitionResult&
       << ", M=" << options.request.microbatches << ": " << StrategyAtV(plan.request) << ", step "
       << Cell(best.timeline.metrics.makespan) << unit << " (" << result.evaluations
       << " plans simulated";
-  if (pick.exhaustive > 0) {
+  if (pick.exhaustive == 1) {
+    out << "; the only split for " << StrategyAtV(plan.request);
+  } else if (pick.exhaustive > 1) {
     out << "; the best of all " << pick.exhaustive << " splits for " << StrategyAtV(plan.request);
   }
   out << ")\n\n";
