@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "partition_pick.h"
 #include "pipeplan/model/figure_sources.h"
 #include "pipeplan/model/text_format.h"
 #include "pipeplan/planner/auto_search.h"
@@ -16,15 +17,16 @@
 namespace pipeplan {
 namespace {
 
+using partition_pick::InBytes;
+using partition_pick::NothingFits;
+using partition_pick::Pick;
+using partition_pick::PickOfCandidates;
+
 // Which candidates `auto` searches beyond their starts: the three best at their starts, any
 // other whose best start is within 5% of the best one's step (and, under a limit, any whose
 // starts are above it but shorter than the best: Partition).
 constexpr size_t kSearched = 3;
 constexpr double kSearchedWithin = 0.05;
-// A candidate this close to the fastest (relative step) with fewer stages per rank is picked
-// instead: the simulation leaves out the runtime's own time per action, which more stages per
-// rank multiply (two at V = 2 where one would do at V = 1).
-constexpr double kAsFast = 1e-3;
 
 Topology TopologyOf(const PartitionRequest& request, const Strategy& strategy, int v) {
   return Topology{.ranks = request.ranks,
@@ -47,12 +49,6 @@ std::optional<double> LoosestLimit(const PartitionRequest& request) {
 double LimitOfRank(const PartitionRequest& request, int rank) {
   return request.memory_limits.size() == 1 ? request.memory_limits.front()
                                            : request.memory_limits[static_cast<size_t>(rank)];
-}
-
-MemoryModel InBytes() {
-  MemoryModel bytes;
-  bytes.unit = MemoryUnit::kBytes;
-  return bytes;
 }
 
 // Each rank's peak against its own limit (the planner checked the largest). `over`: the most
@@ -415,90 +411,6 @@ std::vector<SplitSearch> Searches(const PartitionRequest& request, int* evaluati
   return out;
 }
 
-std::string NameOf(const PartitionCandidate& candidate) {
-  return candidate.strategy + " (V=" + std::to_string(candidate.stages_per_rank) + ")";
-}
-
-// What to measure so that `assumes` (DescribeAssumption's words) is given instead.
-std::string WhatToMeasure(const std::string& assumes) {
-  std::string out;
-  if (assumes.find("I + W = B") != std::string::npos) {
-    // A layer trace's ranges time B whole: the split needs the layers timed apart.
-    out = "backward_input and backward_weight (pipeplan.torch.measure_layers times them)";
-  }
-  if (assumes.find("B = I + W") != std::string::npos) {
-    out += (out.empty() ? "" : ", and ") + std::string("backward");
-  }
-  return "give each layer's " + (out.empty() ? assumes : out);
-}
-
-std::vector<std::string> NotesOn(const std::vector<PartitionCandidate>& sorted, size_t pick) {
-  const PartitionCandidate& picked = sorted[pick];
-  if (!picked.assumes.empty()) {
-    return {"every candidate's step rests on figures the layer costs do not give (" +
-            picked.assumes + "); " + NameOf(picked) +
-            " is fastest only as far as they hold: " + WhatToMeasure(picked.assumes)};
-  }
-  if (pick == 0) return {};
-  const PartitionCandidate& fastest = sorted.front();
-  return {NameOf(fastest) + " simulates " +
-          FormatNumber(std::round((1.0 - fastest.makespan / picked.makespan) * 1000) / 10) +
-          "% faster only if " + fastest.assumes +
-          " (the layer costs do not give it), so it is not picked; " +
-          WhatToMeasure(fastest.assumes)};
-}
-
-// Among the fitting candidates resting on given figures alone and within kAsFast of `pick`'s
-// step, the one with the fewest stages per rank (the earliest of them; `pick` where none has
-// fewer than it).
-size_t SimplestAsFast(const std::vector<PartitionCandidate>& sorted, size_t pick) {
-  size_t simplest = pick;
-  for (size_t i = 0; i < sorted.size() && sorted[i].fits; ++i) {
-    const PartitionCandidate& candidate = sorted[i];
-    if (!candidate.assumes.empty()) continue;
-    if (candidate.makespan > sorted[pick].makespan * (1 + kAsFast)) continue;
-    if (candidate.stages_per_rank < sorted[simplest].stages_per_rank) simplest = i;
-  }
-  return simplest;
-}
-
-std::string AsFastNote(const PartitionCandidate& fastest, const PartitionCandidate& picked) {
-  return NameOf(fastest) + " simulates " +
-         FormatNumber(std::round((1.0 - fastest.makespan / picked.makespan) * 10000) / 100) +
-         "% faster; " + NameOf(picked) +
-         " is picked, as fast within 0.1% with fewer stages per rank (the runtime's own time "
-         "per action, which the simulation leaves out, grows with them)";
-}
-
-// Nothing fits the limit: the smallest peak a split reached, and whose; with a limit per rank,
-// the nearest candidate (sorted ahead of the others) and the rank it is over on.
-Status NothingFits(const PartitionRequest& request, const std::vector<PartitionCandidate>& sorted) {
-  const PartitionCandidate* smallest = nullptr;
-  for (const PartitionCandidate& candidate : sorted) {
-    if (candidate.split.empty()) continue;
-    if (smallest == nullptr || candidate.peak_memory < smallest->peak_memory) {
-      smallest = &candidate;
-    }
-  }
-  if (request.memory_limits.empty() || smallest == nullptr) {
-    return sorted.front().status.ok() ? InvalidArgument("no candidate could be planned")
-                                      : sorted.front().status;
-  }
-  if (request.memory_limits.size() == 1) {
-    return FailedPrecondition(
-        "no split fits memory limit " + InBytes().Describe(request.memory_limits.front()) +
-        "; the smallest peak found is " + InBytes().Describe(smallest->peak_memory) + ", by " +
-        NameOf(*smallest) + ": a limit of that fits");
-  }
-  std::string limits;
-  for (const double limit : request.memory_limits) {
-    limits += (limits.empty() ? "" : ", ") + InBytes().Describe(limit);
-  }
-  return FailedPrecondition("no split fits the memory limits per rank (" + limits +
-                            "); the nearest, " + NameOf(sorted.front()) + ": " +
-                            sorted.front().status.message());
-}
-
 }  // namespace
 
 LayerSplit MinMaxSplit(const std::vector<double>& weights, int stages) {
@@ -589,19 +501,9 @@ StatusOr<PartitionResult> Partition(const PartitionRequest& request) {
   });
   for (const size_t i : order) result.candidates.push_back(searches[i].Candidate());
   if (!result.candidates.front().fits) return NothingFits(request, result.candidates);
-  result.pick = 0;
-  for (size_t i = 0; i < result.candidates.size() && result.candidates[i].fits; ++i) {
-    if (result.candidates[i].assumes.empty()) {
-      result.pick = i;
-      break;
-    }
-  }
-  result.notes = NotesOn(result.candidates, result.pick);
-  if (const size_t simplest = SimplestAsFast(result.candidates, result.pick);
-      simplest != result.pick) {
-    result.notes.push_back(AsFastNote(result.candidates[result.pick], result.candidates[simplest]));
-    result.pick = simplest;
-  }
+  PickOfCandidates pick = Pick(result.candidates);
+  result.pick = pick.index;
+  result.notes = std::move(pick.notes);
   SplitSearch& picked = searches[order[result.pick]];
   result.best = *std::move(picked.best());
   if (std::optional<std::string> note = StepEndNote(result.best.planned.plan)) {
