@@ -44,6 +44,7 @@ from torch.distributed.pipelining import schedules as torch_schedules
 
 import pipeplan
 import pipeplan.torch
+from pipeplan._two_copies import GlooSafeStage
 from pipeplan.torch import profile_steps
 
 RANKS = 2  # default of --ranks
@@ -147,16 +148,15 @@ def torch_schedule(name, model, shape, microbatches, rank, ranks):
     multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
     if not multi:
         names = even_stages(shape, ranks)
-        stage = pipeplan.torch._GlooPipelineStage(Stage(model, names[rank]), rank, ranks,
-                                                  torch.device("cpu"))
+        stage = GlooSafeStage(Stage(model, names[rank]), rank, ranks, torch.device("cpu"),
+                              gloo=True)
         return cls(stage, microbatches, loss_fn=loss_fn), [rank], ranks
     names = even_stages(shape, 2 * ranks)
     indices = ([rank, 2 * ranks - 1 - rank] if name == "ScheduleZBVZeroBubble"
                else [rank, rank + ranks])
     # Gloo cannot send to its own rank: the V shape's turn needs the same work-around as
     # pipeplan.torch.schedule's (torch's warm-up ops addressed to the rank itself dropped).
-    stage_type = pipeplan.torch._GlooPipelineStage
-    stages = [stage_type(Stage(model, names[i]), i, 2 * ranks, torch.device("cpu"))
+    stages = [GlooSafeStage(Stage(model, names[i]), i, 2 * ranks, torch.device("cpu"), gloo=True)
               for i in indices]
     return cls(stages, microbatches, loss_fn=loss_fn), indices, 2 * ranks
 

@@ -29,18 +29,27 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 
-def without_self_sends(ops: list, rank: int) -> list:
-    """torch's warm-up ops of a stage less those addressed to its own rank (a V shape's turn,
-    rank P - 1's two copies), which Gloo cannot post; the warm-up only opens connections."""
-    return [op for op in ops if op.group_peer != rank]
+class GlooSafeStage(PipelineStage):
+    """A stage that Gloo can warm up: torch posts a stage's warm-up send/receive to its own rank
+    where the neighbouring stage is on the same rank (a V shape's turn, rank P - 1's two
+    copies), which Gloo cannot do; the warm-up only opens connections, so under Gloo the
+    self-addressed ops are dropped (NCCL needs no such change). `gloo` is set before torch's
+    constructor runs."""
+
+    def __init__(self, *args: Any, gloo: bool, **kwargs: Any):
+        self._gloo = gloo
+        super().__init__(*args, **kwargs)
+
+    def _get_init_p2p_neighbors_ops(self):
+        ops = super()._get_init_p2p_neighbors_ops()
+        return [op for op in ops if op.group_peer != self.group_rank] if self._gloo else ops
 
 
-class CopyStage(PipelineStage):
+class CopyStage(GlooSafeStage):
     """A stage of one of the two copies: first and last by its depth in its copy."""
 
-    def __init__(self, *args: Any, depths: int, gloo: bool, **kwargs: Any):
+    def __init__(self, *args: Any, depths: int, **kwargs: Any):
         self._depths = depths  # set before torch's constructor, which asks is_first
-        self._gloo = gloo
         super().__init__(*args, **kwargs)
 
     @property
@@ -50,10 +59,6 @@ class CopyStage(PipelineStage):
     @property
     def is_last(self) -> bool:
         return self.stage_index % self._depths == self._depths - 1
-
-    def _get_init_p2p_neighbors_ops(self):
-        ops = super()._get_init_p2p_neighbors_ops()
-        return without_self_sends(ops, self.group_rank) if self._gloo else ops
 
     # Rank P - 1's stages P - 1 (copy A's last) and P (copy B's first) have adjacent indices,
     # which torch takes for a V shape's turn: nothing crosses from one copy to the other.

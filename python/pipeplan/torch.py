@@ -24,13 +24,12 @@ from typing import Any, Optional, Union
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
-from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import _backward as _torch_backward
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 from . import Error, Plan, Split, _count, _flag
 from ._tied import Tie, TiedRuntime, find_ties
-from ._two_copies import CopyStage, TwoCopyRuntime, without_self_sends
+from ._two_copies import CopyStage, GlooSafeStage, TwoCopyRuntime
 from .pipeplan_profiler import layers_of, mark_layers, profile_steps
 
 __all__ = ["mark_layers", "measure_layers", "profile_steps", "schedule", "split_model"]
@@ -43,26 +42,15 @@ StageModules = Union[Callable[[int], torch.nn.Module], Sequence[torch.nn.Module]
                      Mapping[int, torch.nn.Module]]
 
 
-class _PlanStage(PipelineStage):
-    """A stage of a one-copy plan in torch's runtime.
+class _PlanStage(GlooSafeStage):
+    """A stage of a one-copy plan in torch's runtime. Tied parameters (`unscaled`, _tied.py)
+    are left out of the stage's division of its gradients by the microbatch count: a rank's
+    two stages sharing one would each divide it, one of them before the other's backwards had
+    all been added; the runtime divides them once, at the step's end."""
 
-    torch posts a stage's warm-up send/receive to its own rank when the neighbouring stage is
-    on the same rank (the turn of a V placement), which Gloo cannot do; the warm-up only opens
-    connections, so under Gloo the self-addressed ops are dropped (NCCL needs no such change).
-    Tied parameters (`unscaled`, _tied.py) are left out of the stage's division of its
-    gradients by the microbatch count: a rank's two stages sharing one would each divide it,
-    one of them before the other's backwards had all been added; the runtime divides them
-    once, at the step's end."""
-
-    def __init__(self, *args: Any, gloo: bool, unscaled: frozenset[int] = frozenset(),
-                 **kwargs: Any):
+    def __init__(self, *args: Any, unscaled: frozenset[int] = frozenset(), **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._gloo = gloo
         self._unscaled = unscaled
-
-    def _get_init_p2p_neighbors_ops(self):
-        ops = super()._get_init_p2p_neighbors_ops()
-        return without_self_sends(ops, self.group_rank) if self._gloo else ops
 
     def scale_grads(self, grad_scale_factor: int) -> None:
         if grad_scale_factor == 1:
