@@ -72,6 +72,31 @@ Status CheckRankLimits(const PartitionRequest& request, const Timeline& timeline
   return status;
 }
 
+// A stage's output, sent on, is still held from its F to its B (under torch's split backward
+// to its W): the runtime keeps it to start the backward from (torch's fwd_cache, the
+// executor's root), bytes none of the layers' saved tensors count, as the next stage's first
+// layer saves its own copy. Megatron frees the sent output's storage
+// (deallocate_pipeline_outputs). A last stage's output is its loss's input: torch's stages
+// keep it too (torchtitan's), and torch's step keeps every microbatch's to return them joined
+// (return_outputs=True, its default) to the step's end, which covers its F to B.
+void CountHeldOutputs(const PartitionRequest& request, const LayerSplit& split,
+                      MemoryModel* memory) {
+  const std::vector<LayerFigures>& layers = request.layers.layers;
+  const size_t count = split.size();
+  for (size_t s = 0; s < memory->stages.size(); ++s) {
+    const size_t k = s % count;
+    const bool last = k + 1 == count;
+    const bool held =
+        last ? request.runtime == Runtime::kTorchtitan : request.runtime != Runtime::kMegatron;
+    if (!held) continue;
+    const size_t end = last ? layers.size() : static_cast<size_t>(split[k + 1]);
+    memory->stages[s].activation += layers[end - 1].output_bytes;
+  }
+  if (request.runtime == Runtime::kTorch) {
+    memory->last_stage_data_per_microbatch = layers.back().output_bytes;
+  }
+}
+
 PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy, int v,
                       const LayerSplit& split) {
   PlanRequest out;
@@ -82,12 +107,7 @@ PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy,
   out.costs = std::move(figures.costs);
   out.memory = std::move(figures.memory);
   out.memory.limit = LoosestLimit(request);
-  // torch's step keeps every microbatch's last-stage output to return them joined (its
-  // default, return_outputs=True), held on that rank to the step's end; torchtitan passes
-  // return_outputs=False.
-  if (request.runtime == Runtime::kTorch && request.layers.HasMemory()) {
-    out.memory.last_stage_data_per_microbatch = request.layers.layers.back().output_bytes;
-  }
+  if (request.layers.HasMemory()) CountHeldOutputs(request, split, &out.memory);
   return out;
 }
 

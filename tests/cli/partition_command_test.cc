@@ -58,9 +58,10 @@ TEST(PartitionCommand, PrintsEachStagesLayersAndTheRanksPeaks) {
                                      "--microbatches", "4", "--strategy", "1f1b"},
                                     dir.path());
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  // Stage 0's activation: its layers' 300 B and its output (10 B), held from F to B.
   EXPECT_EQ(LineStartingWith(run.out, {"0"}),
             (std::vector<std::string>{"0", "tok_embeddings", "..", "layers.1", "(3)", "3", "6", "3",
-                                      "3", "300", "B", "2.93", "KiB"}));
+                                      "3", "310", "B", "2.93", "KiB"}));
   EXPECT_NE(run.out.find("the even split (torchtitan's default), with the same strategy: 1f1b "
                          "(V=1): step 54 ms (20.0% longer than this split's)"),
             std::string::npos)
@@ -90,8 +91,8 @@ TEST(PartitionCommand, AutoPicksOnGivenFiguresAndSaysWhatItPassedOver) {
 
 // A limit per rank: "no rank above what the even split holds". Under 1f1b rank 0 holds two
 // microbatches' activations, so the split with the head alone (rank 0: three layers' static
-// bytes and two of their activations) is above rank 0's limit; the even split is the only
-// one within both. One limit of the larger amount for every rank keeps the faster split.
+// bytes, two of their activations and outputs) is above rank 0's limit; the even split is the
+// only one within both. One limit of the larger amount for every rank keeps the faster split.
 TEST(PartitionCommand, KeepsEachRankWithinItsOwnLimit) {
   const ScratchDir dir;
   dir.Write("layers.json", kLayers);
@@ -105,8 +106,9 @@ TEST(PartitionCommand, KeepsEachRankWithinItsOwnLimit) {
   EXPECT_NE(limited.out.find("step 54 ms"), std::string::npos) << limited.out;
   EXPECT_EQ(LineStartingWith(limited.out, {"rank"}),
             (std::vector<std::string>{"rank", "peak", "memory", "limit", "busy"}));
-  // Each rank's row: its peak, then its own limit (2500 B, 5000 B).
-  EXPECT_NE(limited.out.find("2.34 KiB  2.44 KiB"), std::string::npos) << limited.out;
+  // Each rank's row: its peak, then its own limit (2500 B, 5000 B). Rank 0: 2000 B static,
+  // two microbatches of 200 B activation and 10 B of output.
+  EXPECT_NE(limited.out.find("2.36 KiB  2.44 KiB"), std::string::npos) << limited.out;
   EXPECT_NE(limited.out.find("4.30 KiB  4.88 KiB"), std::string::npos) << limited.out;
 
   std::vector<std::string> one = args;

@@ -333,9 +333,9 @@ TEST(Partition, AutoSearchesACandidateAboveTheLimitsAtItsStartsWhenItIsFasterThe
                            .link = {},
                            .runtime = Runtime::kTorch,
                            .enumerate_up_to = 0};
-  // The figures of the bench's run that found it, which kept no microbatch's output to the
-  // step's end (the head's logits torch's step holds by default).
-  request.layers.layers.back().output_bytes = 0.0;
+  // The bench's run that found it counted none of the outputs torch's runtime holds (its
+  // stages' to their B, its step's last ones to its end).
+  for (LayerFigures& layer : request.layers.layers) layer.output_bytes = 0.0;
   const StatusOr<Evaluated> even = PlanSplit(request, "interleaved-1f1b", 2, EvenSplit(15, 8));
   ASSERT_TRUE(even.ok()) << even.status().message();
   request.memory_limits = RankPeaks(even->timeline);
@@ -393,13 +393,17 @@ TEST(Partition, PutsEveryLayerOnTheOneStageOfOneRank) {
   EXPECT_NEAR(found->best.planned.timeline.metrics.makespan, 4 * work, 1e-9 * work);
 }
 
-// torch's step keeps every microbatch's last-stage output to return them (return_outputs
-// defaults to True); torchtitan's passes return_outputs=False, on the same runtime.
-TEST(Partition, TorchsStepHoldsEveryMicrobatchsLastOutputOnTheLastRank) {
+// A stage's output is held from its F to its B (torch's fwd_cache, the executor's root),
+// bytes no layer's saved tensors count, but on Megatron, which frees a sent output; a last
+// stage's output (the logits) only by torch's stages, and by torch's step (return_outputs
+// defaults to True) every microbatch's to the step's end; torchtitan's step passes
+// return_outputs=False, on the same runtime.
+TEST(Partition, StagesHoldTheirOutputsToTheirBackwardAndTorchsStepEveryLastOutput) {
   std::mt19937 random(7);
   LayerCosts model = RandomModel(random, 8);
-  model.layers.back().output_bytes = 5e6;  // the logits
-  const auto peaks = [&](Runtime runtime) {
+  model.layers[3].output_bytes = 3e6;  // stage 0's output on the even split
+  const auto peaks = [&](Runtime runtime, double logits) {
+    model.layers.back().output_bytes = logits;
     const PartitionRequest request{.layers = model,
                                    .ranks = 2,
                                    .microbatches = 8,
@@ -411,14 +415,22 @@ TEST(Partition, TorchsStepHoldsEveryMicrobatchsLastOutputOnTheLastRank) {
                                    .enumerate_up_to = 0};
     const StatusOr<Evaluated> planned = PlanSplit(request, "1f1b", 1, EvenSplit(8, 2));
     EXPECT_TRUE(planned.ok()) << planned.status().message();
-    return planned.ok() ? RankPeaks(planned->timeline) : std::vector<double>{};
+    std::vector<double> out = planned.ok() ? RankPeaks(planned->timeline) : std::vector<double>{};
+    out.resize(2);
+    return out;
   };
-  const std::vector<double> torch = peaks(Runtime::kTorch);
-  const std::vector<double> torchtitan = peaks(Runtime::kTorchtitan);
-  ASSERT_EQ(torch.size(), 2u);
-  ASSERT_EQ(torchtitan.size(), 2u);
-  EXPECT_DOUBLE_EQ(torch[0], torchtitan[0]);
-  EXPECT_DOUBLE_EQ(torch[1], torchtitan[1] + 8 * 5e6);
+  // 1F1B's rank 0 holds two microbatches at its peak (P - rank), each with its output but on
+  // Megatron; rank 0 receives nothing, so the runtimes' receives do not differ there.
+  const double megatron = peaks(Runtime::kMegatron, 5e6)[0];
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorchtitan, 5e6)[0], megatron + 2 * 3e6);
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorch, 5e6)[0], megatron + 2 * 3e6);
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kPipeplanTorch, 5e6)[0], megatron + 2 * 3e6);
+  // The last rank holds one microbatch at a time: under torchtitan its logits among it; under
+  // torch all eight microbatches' logits at the step's end (the one in flight among them);
+  // pipeplan-torch's executor keeps the loss, not the logits.
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorchtitan, 5e6)[1], peaks(Runtime::kTorchtitan, 0)[1] + 5e6);
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorch, 5e6)[1], peaks(Runtime::kTorch, 0)[1] + 8 * 5e6);
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kPipeplanTorch, 5e6)[1], peaks(Runtime::kPipeplanTorch, 0)[1]);
 }
 
 // One rank: every candidate does the same work; where one with more stages per rank simulates
