@@ -18,6 +18,7 @@ import math
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -28,6 +29,10 @@ from torch.distributed.pipelining import _backward as _torch_backward
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 from . import Error, Plan, Split, _count, _flag
+from ._layer_check import check_layers_make_the_model, outside_parameters, random_states
+from ._layer_check import restore_random_states
+from ._tensors import detached as _detached, leaves as _leaves, map_tensors as _map_tensors
+from ._tensors import nbytes as _nbytes
 from ._tied import Tie, TiedRuntime, find_ties
 from ._two_copies import CopyStage, GlooSafeStage, TwoCopyRuntime
 from .pipeplan_profiler import layers_of, mark_layers, profile_steps
@@ -103,38 +108,6 @@ class _Clock:
         start_s = time.perf_counter()
         result = work()
         return (time.perf_counter() - start_s) * 1000.0, result
-
-
-def _nbytes(value: Any) -> int:
-    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
-
-
-def _leaves(value: Any) -> list[torch.Tensor]:
-    """The tensors of a layer's input or output: a tensor, or those of a (nested) tuple or
-    list, in order."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [tensor for item in value for tensor in _leaves(item)]
-    return []
-
-
-def _map_tensors(value: Any, change: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """`value` (a tensor, or a nested tuple or list) with `change` applied to its tensors."""
-    if isinstance(value, torch.Tensor):
-        return change(value)
-    if isinstance(value, (tuple, list)):
-        items = [_map_tensors(item, change) for item in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    return value
-
-
-def _detached(value: Any, grad: bool) -> Any:
-    """`value` with its tensors detached, the floating ones requiring grad when `grad`."""
-    def detach(tensor: torch.Tensor) -> torch.Tensor:
-        out = tensor.detach()
-        return out.requires_grad_(True) if grad and out.is_floating_point() else out
-    return _map_tensors(value, detach)
 
 
 def _storages(model: torch.nn.Module) -> set[int]:
@@ -247,7 +220,8 @@ def _measure_layer(clock: "_Clock", module: torch.nn.Module, x: Any,
 def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional[Callable] = None,
                    *, target: Any = None, layers: Optional[Sequence[str]] = None,
                    repeats: int = 5, warmup: int = 2, optimizer_multiple: float = 1.0,
-                   path: Union[str, "os.PathLike[str]", None] = None) -> dict:
+                   path: Union[str, "os.PathLike[str]", None] = None,
+                   check: bool = True) -> dict:
     """Measures each top-level layer of ``model`` on one microbatch, on the device its
     parameters are on: forward, full backward, and the backward split into I (input gradient)
     and W (weight gradient) as torch's zero-bubble schedules split it (W computes the weights'
@@ -271,7 +245,14 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     of them (a mixture-of-experts block passing its auxiliary loss on), each layer taking the
     previous one's whole. A layer whose input holds no float tensor (an embedding's tokens)
     has no input gradient: its I is 0 and its W the whole backward. The model's buffers (a
-    BatchNorm's running statistics) and the random generators' states are put back after."""
+    BatchNorm's running statistics) and the random generators' states are put back after.
+
+    ``check`` (default True): first runs ``model(example_input)`` and the layers in turn on
+    it, from the same random state, and raises :class:`pipeplan.Error` where the outputs
+    differ: a model whose forward does more than apply its layers in order (a parameter of
+    its own added between them, a function applied between them) would be measured, split
+    and trained as another model. Where the model cannot be called on the example input alone,
+    a warning says the check was not made."""
     # The model's top-level layers in order: its children, a ModuleList's or ModuleDict's
     # entries one by one ("layers.0", "layers.1", ...).
     names = list(layers) if layers is not None else [name for name, _ in layers_of(model)]
@@ -297,9 +278,10 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     # Measuring changes nothing of the model or of what its training draws: its buffers (a
     # BatchNorm's running statistics) and the random generators' states are put back.
     buffers = [(buffer, buffer.detach().clone()) for buffer in model.buffers()]
-    cpu_rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    states = random_states()
     try:
+        if _flag("check", check):
+            check_layers_make_the_model(model, names, modules, example_input)
         x = example_input
         for index, (name, module) in enumerate(zip(names, modules)):
             last = index == len(modules) - 1
@@ -311,9 +293,7 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
         with torch.no_grad():
             for buffer, value in buffers:
                 buffer.copy_(value)
-        torch.set_rng_state(cpu_rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
+        restore_random_states(states)
     costs = {"layers": measured, "time_unit": "ms", "optimizer_multiple": optimizer_multiple}
     if path is not None:
         # Whole or not at all: a file half written is never left where the path points.
@@ -347,13 +327,20 @@ def split_model(model: torch.nn.Module, split: Split, rank: Optional[int] = None
             raise Error("rank: not given, and torch.distributed is not initialized")
         rank = dist.get_rank()
     rank = _count("rank", rank)
+    layers = []
     for depth, names in enumerate(split.stages):
         for name in names:
             try:
-                model.get_submodule(name)
+                layers.append(model.get_submodule(name))
             except AttributeError:
                 raise Error(f"split: stage {depth} holds layer '{name}', which the model has "
                             "no module of") from None
+    outside = outside_parameters(model, layers)
+    if outside:
+        warnings.warn(f"split_model: the model's parameter(s) {', '.join(map(repr, outside))} "
+                      "belong to none of the split's layers: no stage uses or trains them "
+                      "(measure_layers' check says whether the model is its layers in order)",
+                      stacklevel=2)
     rank_of_stage = {index % len(split.stages): r for r in range(plan.ranks)
                      for index in plan.stage_indices(r)}
     ties = find_ties(model, split.stages, rank_of_stage)

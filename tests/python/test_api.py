@@ -475,7 +475,7 @@ def test_partition_names_a_figure_json_cannot_hold_or_that_is_no_number(field, v
     layers[1][field] = value
     with pytest.raises(pipeplan.Error, match="layers: " + named):
         pipeplan.partition(layers, ranks=1, microbatches=1)
-    with pytest.raises(pipeplan.Error, match="layers: layers\[0\] must be a dict, got str"):
+    with pytest.raises(pipeplan.Error, match=r"layers: layers\[0\] must be a dict, got str"):
         pipeplan.partition(["a"], ranks=1, microbatches=1)
     with pytest.raises(pipeplan.Error, match="layers: optimizer_multiple: must be a finite"):
         pipeplan.partition({"layers": layers[:1], "optimizer_multiple": float("nan")}, ranks=1,

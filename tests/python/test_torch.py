@@ -448,6 +448,95 @@ def test_measuring_layers_changes_no_buffer_and_no_random_draw():
         assert torch.equal(value, state[name]), name
 
 
+class _WithPositions(torch.nn.Module):
+    """A parameter of the model's own, added between its layers: not its layers in order."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(50, 8)
+        self.pos = torch.nn.Parameter(torch.randn(6, 8))
+        self.block = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 50)
+
+    def forward(self, tokens):
+        return self.head(self.block(self.embed(tokens) + self.pos))
+
+
+class _ActivatedBetween(torch.nn.Module):
+    """A function applied between two layers in forward; dropout as a layer of its own."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.up = torch.nn.Linear(8, 16)
+        self.drop = torch.nn.Dropout(0.5)
+        self.down = torch.nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.down(self.drop(torch.nn.functional.gelu(self.up(x))))
+
+
+def _cross_entropy(logits, target):
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten())
+
+
+def test_a_model_that_is_not_its_layers_in_order_is_refused_before_it_is_measured():
+    tokens = torch.randint(0, 50, (2, 6))
+    with pytest.raises(pipeplan.Error, match=r"model: it is not its layers \(embed, block, "
+                       r"head\) applied in order.* differ by up to .*; its parameter\(s\) "
+                       r"'pos' belong to none of the layers"):
+        pipeplan.torch.measure_layers(_WithPositions(), tokens, _cross_entropy, target=tokens)
+    with pytest.raises(pipeplan.Error, match=r"\(up, drop, down\) .*differ by up to .*; its "
+                       r"forward does work between its layers"):
+        pipeplan.torch.measure_layers(_ActivatedBetween(), torch.ones(4, 8),
+                                      torch.nn.functional.mse_loss, target=torch.zeros(4, 2))
+    # Asked not to check, it measures what it is told to.
+    costs = pipeplan.torch.measure_layers(_ActivatedBetween(), torch.ones(4, 8),
+                                          torch.nn.functional.mse_loss, target=torch.zeros(4, 2),
+                                          repeats=1, warmup=0, check=False)
+    assert [layer["name"] for layer in costs["layers"]] == ["up", "drop", "down"]
+
+
+def test_a_model_that_is_its_layers_in_order_passes_the_check_with_dropout_drawn_alike():
+    model = _ActivatedBetween()
+    model.forward = lambda x: model.down(model.drop(model.up(x)))
+    torch.manual_seed(1)
+    expected_draw = torch.rand(3)
+    torch.manual_seed(1)
+    costs = pipeplan.torch.measure_layers(model, torch.ones(4, 8), torch.nn.functional.mse_loss,
+                                          target=torch.zeros(4, 2), repeats=1, warmup=0)
+    assert [layer["name"] for layer in costs["layers"]] == ["up", "drop", "down"]
+    assert torch.equal(torch.rand(3), expected_draw)
+
+
+def test_a_model_its_example_input_cannot_call_is_measured_with_a_warning():
+    model = _ActivatedBetween()
+    model.forward = lambda x, mask: model.down(model.drop(model.up(x)) * mask)
+    with pytest.warns(UserWarning, match=r"model\(example_input\) failed \(TypeError: .*\), so "
+                      r"whether the model is its layers applied in order was not checked"):
+        costs = pipeplan.torch.measure_layers(model, torch.ones(4, 8),
+                                              torch.nn.functional.mse_loss,
+                                              target=torch.zeros(4, 2), repeats=1, warmup=0)
+    assert len(costs["layers"]) == 3
+
+
+def test_a_layer_that_cannot_take_the_previous_ones_output_is_named():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(8, 2))
+    with pytest.raises(pipeplan.Error, match=r"layers: layer '1' failed on the previous layer's "
+                       r"output \(RuntimeError: .*each to the previous one's output"):
+        pipeplan.torch.measure_layers(model, torch.ones(4, 8))
+
+
+def test_split_model_warns_of_parameters_no_stage_holds():
+    split = pipeplan.partition({"layers": [{"name": n, "forward": 1.0, "backward": 2.0}
+                                           for n in ("embed", "block", "head")]},
+                               ranks=1, microbatches=2, strategy="1f1b")
+    with pytest.warns(UserWarning, match=r"split_model: the model's parameter\(s\) 'pos' belong "
+                      r"to none of the split's layers"):
+        pipeplan.torch.split_model(_WithPositions(), split, rank=0)
+
+
 def test_a_tie_across_stages_is_refused_with_stages_sharded_by_fsdp(tmp_path):
     result = subprocess.run([sys.executable, str(SPLIT_JOB), "--out", str(tmp_path), "--model",
                              "tied", "--strategy", "interleaved-1f1b", "--wrap", "fsdp"],
