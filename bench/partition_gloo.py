@@ -2,7 +2,10 @@
 measured: a decoder of my own (an embedding and an LM head of a --vocab-word vocabulary, blocks
 of two widths, a norm; --model alternating: eight blocks, narrow and wide in turn; dense-first:
 four narrow blocks, then eight wide ones, as models whose first layers are dense and the rest
-mixtures of experts) trained by --ranks Gloo processes (default 2) on this machine's CPU, one
+mixtures of experts; tied-moe: torchtitan's shape, eight blocks of widths 256-1024, three of
+them mixtures of four experts (top-1), the head's matrix the embedding's, which
+pipeplan.torch.schedule keeps equal on the ranks holding it; torch's classes, run bare, leave
+the two copies apart) trained by --ranks Gloo processes (default 2) on this machine's CPU, one
 thread each: give each its own core. The layer costs are measured first: each layer
 alone (pipeplan.torch.measure_layers, one process; --figures alone), or in the job itself
 (--figures job: torch's Schedule1F1B on the even split with the layers marked,
@@ -20,8 +23,8 @@ strategies that order as they do); before any run, the gap the figures predict. 
 shortest simulated step holds on the even split (both simulated; the layers' bytes measured
 alone). --runs 0 stops there.
 
-    python bench/partition_gloo.py [--ranks 2] [--model alternating|dense-first] [--runs 5]
-                                   [--steps 12] [--microbatches 8] [--vocab 8000]
+    python bench/partition_gloo.py [--ranks 2] [--model alternating|dense-first|tied-moe]
+                                   [--runs 5] [--steps 12] [--microbatches 8] [--vocab 8000]
                                    [--figures alone|job|job+split] [--only pipeplan,...]
                                    [--memory torch|free]
 """
@@ -52,7 +55,14 @@ VOCAB = 8000  # default of --vocab
 HIDDEN = 256
 SEQ = 128
 ROWS = 2  # per microbatch
-MODELS = {"alternating": (512, 2048) * 4, "dense-first": (512,) * 4 + (2048,) * 8}
+# Each model's blocks: (width, experts), experts 0 for a dense block.
+MODELS = {"alternating": ((512, 0), (2048, 0)) * 4,
+          "dense-first": ((512, 0),) * 4 + ((2048, 0),) * 8,
+          # torchtitan's shape: three of eight blocks mixtures of four experts, the LM head tied
+          # to the embedding (TIED).
+          "tied-moe": ((256, 0), (512, 0), (1024, 4), (512, 0), (1024, 4), (256, 0), (1024, 4),
+                       (512, 0))}
+TIED = {"tied-moe"}
 
 
 class Block(torch.nn.Module):
@@ -65,14 +75,37 @@ class Block(torch.nn.Module):
         return x + self.down(torch.tanh(self.up(x)))
 
 
+class Mixture(torch.nn.Module):
+    """Experts of `width`, each token sent to the one its router weighs most (top-1)."""
+
+    def __init__(self, width, experts):
+        super().__init__()
+        self.router = torch.nn.Linear(HIDDEN, experts)
+        self.experts = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(HIDDEN, width), torch.nn.Tanh(),
+                                torch.nn.Linear(width, HIDDEN)) for _ in range(experts))
+
+    def forward(self, x):
+        flat = x.reshape(-1, HIDDEN)
+        gate, choice = torch.softmax(self.router(flat), dim=-1).max(dim=-1)
+        out = torch.zeros_like(flat)
+        for index, expert in enumerate(self.experts):
+            rows = (choice == index).nonzero(as_tuple=True)[0]
+            out = out.index_add(0, rows, expert(flat[rows]) * gate[rows, None])
+        return x + out.view_as(x)
+
+
 class Decoder(torch.nn.Module):
     def __init__(self, model, vocab):
         super().__init__()
         torch.manual_seed(0)
         self.tok_embeddings = torch.nn.Embedding(vocab, HIDDEN)
-        self.layers = torch.nn.ModuleList(Block(w) for w in MODELS[model])
+        self.layers = torch.nn.ModuleList(Mixture(width, experts) if experts else Block(width)
+                                          for width, experts in MODELS[model])
         self.norm = torch.nn.LayerNorm(HIDDEN)
         self.output = torch.nn.Linear(HIDDEN, vocab)
+        if model in TIED:
+            self.output.weight = self.tok_embeddings.weight
 
     def forward(self, tokens):
         x = self.tok_embeddings(tokens)
@@ -277,7 +310,8 @@ def main():
     parser.add_argument("--ranks", type=int, default=RANKS,
                         help="Gloo processes, one thread each (give each a core of its own)")
     parser.add_argument("--model", choices=sorted(MODELS), default="alternating",
-                        help="the blocks' widths: narrow and wide in turn, or narrow ones first")
+                        help="the blocks' widths: narrow and wide in turn, narrow ones first, or "
+                             "torchtitan's shape with mixtures and a tied head")
     parser.add_argument("--vocab", type=int, default=VOCAB,
                         help="the embedding's and the LM head's vocabulary")
     parser.add_argument("--runs", type=int, default=5, help="runs per configuration (0: "
