@@ -21,12 +21,14 @@ step the figures predict (the simulator's, torch's classes on the even split as 
 strategies that order as they do); before any run, the gap the figures predict. Unless
 --memory free, the partition is bound to hold no rank above what torch's class with the
 shortest simulated step holds on the even split (both simulated; the layers' bytes measured
-alone). --runs 0 stops there.
+alone). --check-memory then profiles one job of the partition's split and schedule, each
+rank holding only its own stages' layers, and prints each rank's measured peak tensor bytes
+(its allocations in the trace) beside the simulated peak. --runs 0 stops there.
 
     python bench/partition_gloo.py [--ranks 2] [--model alternating|dense-first|tied-moe]
                                    [--runs 5] [--steps 12] [--microbatches 8] [--vocab 8000]
                                    [--figures alone|job|job+split] [--only pipeplan,...]
-                                   [--memory torch|free]
+                                   [--memory torch|free] [--check-memory]
 """
 
 import argparse
@@ -151,6 +153,8 @@ TORCH_CLASSES = {
 }
 DURATIONS = ("forward", "backward", "backward_input", "backward_weight")
 BYTES = ("activation", "freed_by_input", "parameter_bytes")
+# One layer runs at a time: a stage's is its largest layer's.
+TRANSIENTS = ("forward_transient", "backward_transient", "input_transient", "weight_transient")
 
 
 def simulated_even(layers, shape, name, ranks, microbatches):
@@ -165,6 +169,9 @@ def simulated_even(layers, shape, name, ranks, microbatches):
         for key in DURATIONS + BYTES:
             if all(key in by_name[n] for n in names):
                 stage[key] = sum(by_name[n][key] for n in names)
+        for key in TRANSIENTS:
+            if all(key in by_name[n] for n in names):
+                stage[key] = max(by_name[n][key] for n in names)
         if "output_bytes" in by_name[names[-1]]:
             stage["output_bytes"] = by_name[names[-1]]["output_bytes"]
         stages.append(stage)
@@ -264,6 +271,50 @@ def profile_layers(rank, shape, ranks, microbatches, directory, vocab):
         dist.destroy_process_group()
 
 
+def profile_memory(rank, config, directory):
+    """The partition's split and schedule, each rank holding its own stages' layers alone
+    (split_model's free_other_layers), 1 warm-up step and 2 profiled ones: a trace per rank
+    under `directory`, whose allocations give each rank's measured peak."""
+    torch.set_num_threads(1)
+    ranks = config["ranks"]
+    dist.init_process_group("gloo", rank=rank, world_size=ranks,
+                            timeout=datetime.timedelta(seconds=300))
+    try:
+        model = Decoder(config["model"], config["vocab"])
+        microbatches = config["microbatches"]
+        split = pipeplan.partition(config["layers"], ranks=ranks, microbatches=microbatches,
+                                   runtime="torch", memory_limit=config["limit"])
+        built = pipeplan.torch.split_model(model, split, rank, free_other_layers=True)
+        schedule = pipeplan.torch.schedule(split.plan, built, loss_fn=loss_fn)
+        first, last = 0 in built, len(split.stages) - 1 in built
+        optimizer = torch.optim.SGD([p for p in model.parameters() if not p.is_meta], lr=1e-3)
+        tokens = torch.randint(0, config["vocab"], (microbatches * ROWS, SEQ),
+                               generator=torch.Generator().manual_seed(1))
+        with profile_steps(directory, warmup=1, active=2, quiet=True,
+                           schedule=schedule) as next_step:
+            for _ in range(3):
+                schedule.step(*((tokens,) if first else ()),
+                              **({"target": tokens, "losses": []} if last else {}))
+                optimizer.step()
+                optimizer.zero_grad()
+                next_step()
+                dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def check_memory(config, split):
+    """Each rank's measured peak (the profiled job's tensors) beside the simulated one."""
+    with tempfile.TemporaryDirectory() as scratch:
+        spawn(config["ranks"], profile_memory, config, scratch)
+        measured = pipeplan.import_torch_traces(
+            [os.path.join(scratch, f"rank{r}.json.gz") for r in range(config["ranks"])],
+            plan=split.plan)
+    for rank, (ours, theirs) in enumerate(zip(split.peak_memory, measured.peak_memory)):
+        print(f"memory, rank {rank}: simulated {ours / 2**20:.1f} MiB, measured "
+              f"{theirs / 2**20:.1f} MiB ({100 * (ours / theirs - 1):+.1f}%)")
+
+
 def spawn(ranks, function, *args):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -293,7 +344,7 @@ def split_as(job, alone):
             layer, backward_input=measured["backward_input"] * scale * ratio,
             backward_weight=measured["backward_weight"] * scale * ratio,
             # Bytes do not depend on where they were measured: taken from the layers alone.
-            **{k: measured[k] for k in BYTES + ("output_bytes",) if k in measured}))
+            **{k: measured[k] for k in BYTES + TRANSIENTS + ("output_bytes",) if k in measured}))
     return out
 
 
@@ -329,6 +380,10 @@ def main():
                              "simulation (its peak_memory as a limit per rank); free: no limit")
     parser.add_argument("--layers-out", help="also write the layer figures to this JSON file "
                                              "(for pipeplan partition --layers)")
+    parser.add_argument("--check-memory", action="store_true",
+                        help="before the runs, profile one job of the partition's split and "
+                             "schedule (each rank holding its own layers alone) and print each "
+                             "rank's measured peak tensor bytes beside the simulated")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.figures != "alone":
@@ -374,6 +429,10 @@ def main():
         print(f"predicted: the partition {100 * (1 - split.makespan / simulated[best_predicted]):.1f}% "
               f"shorter than the even split with {best_predicted} (simulated "
               f"{simulated[best_predicted]:.1f} {unit})")
+    if args.check_memory:
+        check_memory({"model": args.model, "vocab": args.vocab, "ranks": args.ranks,
+                      "microbatches": args.microbatches, "layers": layers, "limit": limit},
+                     split)
     if args.runs == 0:
         return 0
     results = {}

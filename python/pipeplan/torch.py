@@ -29,6 +29,7 @@ from torch.distributed.pipelining import _backward as _torch_backward
 from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
 from . import Error, Plan, Split, _count, _flag
+from ._gauges import Clock, Meter
 from ._layer_check import check_layers_make_the_model, outside_parameters, random_states
 from ._layer_check import restore_random_states
 from ._tensors import detached as _detached, leaves as _leaves, map_tensors as _map_tensors
@@ -90,26 +91,6 @@ class _LayerStage(torch.nn.Module):
         return _map_tensors(x, lambda t: t.clone() if id(t) in inputs else t)
 
 
-class _Clock:
-    """Wall time of a piece of work on the model's device: CUDA events on a GPU (the kernels'
-    time, not the launches'), the host's clock elsewhere."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def time(self, work: Callable[[], Any]) -> tuple[float, Any]:
-        if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            result = work()
-            end.record()
-            torch.cuda.synchronize()
-            return start.elapsed_time(end), result
-        start_s = time.perf_counter()
-        result = work()
-        return (time.perf_counter() - start_s) * 1000.0, result
-
-
 def _storages(model: torch.nn.Module) -> set[int]:
     """The storages of `model`'s parameters and buffers, which a rank holds whether or not a
     microbatch is in flight."""
@@ -148,29 +129,44 @@ def _backward_weight(params: Sequence[torch.nn.Parameter], groups: list[dict[str
     _torch_backward.stage_backward_weight(iter(params), groups)
 
 
-def _time_split_backward(clock: "_Clock", heads: list[torch.Tensor],
-                         grads: Optional[list[torch.Tensor]], inputs: list[torch.Tensor],
-                         params: Sequence[torch.nn.Parameter]) -> tuple[float, float]:
+def _split_backward(gauge: Union[Clock, Meter], heads: list[torch.Tensor],
+                    grads: Optional[list[torch.Tensor]], inputs: list[torch.Tensor],
+                    params: Sequence[torch.nn.Parameter]) -> tuple[float, float]:
     """I and W of one microbatch's backward from `heads` (the loss, or the outputs with
-    `grads`), in ms. No input to take a gradient (an embedding's tokens): I is 0 and W the
-    whole backward; no parameters: W is 0 and I the whole backward."""
+    `grads`), as `gauge` reads them. No input to take a gradient (an embedding's tokens): I is
+    0 and W the whole backward; no parameters: W is 0 and I the whole backward."""
     if not heads or not (inputs or params):
         return 0.0, 0.0
     if not inputs:
-        elapsed_w, _ = clock.time(lambda: torch.autograd.backward(heads, grads, inputs=params))
-        return 0.0, elapsed_w
+        weight, _ = gauge.measure(lambda: torch.autograd.backward(heads, grads, inputs=params))
+        return 0.0, weight
     if not params:
-        elapsed_i, _ = clock.time(lambda: torch.autograd.backward(heads, grads, inputs=inputs))
-        return elapsed_i, 0.0
+        grad_input, _ = gauge.measure(lambda: torch.autograd.backward(heads, grads,
+                                                                      inputs=inputs))
+        return grad_input, 0.0
     # torch's I detaches the outputs in place, which a view (a Linear's on 3-d input) refuses:
     # a copy's backward hands the gradient through untouched.
     roots = [head.clone() if head._is_view() else head for head in heads]
-    elapsed_i, groups = clock.time(lambda: _backward_input(roots, grads, inputs, params))
-    elapsed_w, _ = clock.time(lambda: _backward_weight(params, groups))
-    return elapsed_i, elapsed_w
+    grad_input, groups = gauge.measure(lambda: _backward_input(roots, grads, inputs, params))
+    weight, _ = gauge.measure(lambda: _backward_weight(params, groups))
+    return grad_input, weight
 
 
-def _measure_layer(clock: "_Clock", module: torch.nn.Module, x: Any,
+def _one_run(gauge: Union[Clock, Meter], forward: Callable[[], Any], loss_fn: Optional[Callable],
+             params: Sequence[torch.nn.Parameter]) -> dict[str, float]:
+    """A layer's forward, its whole backward, and its backward again split into I and W, one
+    microbatch, each part as `gauge` reads it."""
+    f, (inputs, _, heads) = gauge.measure(forward)
+    grads = None if loss_fn is not None else [torch.ones_like(head) for head in heads]
+    b = 0.0
+    if heads and (inputs or params):
+        b, _ = gauge.measure(lambda: torch.autograd.backward(
+            heads, grads, retain_graph=True, inputs=inputs + params))
+    i, w = _split_backward(gauge, heads, grads, inputs, params)
+    return {"forward": f, "backward": b, "backward_input": i, "backward_weight": w}
+
+
+def _measure_layer(clock: Clock, meter: Meter, module: torch.nn.Module, x: Any,
                    loss_fn: Optional[Callable], target: Any, warmup: int, repeats: int,
                    held: set[int]) -> tuple[dict[str, float], Any]:
     """One layer of measure_layers on input `x` (the loss counted when `loss_fn` is given):
@@ -185,8 +181,7 @@ def _measure_layer(clock: "_Clock", module: torch.nn.Module, x: Any,
             return inputs, out, [loss_fn(out, target)]
         return inputs, out, [tensor for tensor in _leaves(out) if tensor.requires_grad]
 
-    times: dict[str, list[float]] = {"forward": [], "backward": [], "backward_input": [],
-                                    "backward_weight": []}
+    runs = []
     # The gradients accumulate into .grad as a step's microbatches do; the caller's are put
     # back afterwards.
     kept_grads = [p.grad for p in params]
@@ -194,26 +189,24 @@ def _measure_layer(clock: "_Clock", module: torch.nn.Module, x: Any,
         p.grad = None
     try:
         for run in range(warmup + repeats):
-            elapsed_f, (inputs, _, heads) = clock.time(forward)
-            grads = None if loss_fn is not None else [torch.ones_like(head) for head in heads]
-            elapsed_b = 0.0
-            if heads and (inputs or params):
-                elapsed_b, _ = clock.time(lambda: torch.autograd.backward(
-                    heads, grads, retain_graph=True, inputs=inputs + params))
-            elapsed_i, elapsed_w = _time_split_backward(clock, heads, grads, inputs, params)
+            figures = _one_run(clock, forward, loss_fn, params)
             if run >= warmup:
-                for kind, elapsed in (("forward", elapsed_f), ("backward", elapsed_b),
-                                      ("backward_input", elapsed_i),
-                                      ("backward_weight", elapsed_w)):
-                    times[kind].append(elapsed)
+                runs.append(figures)
+        # Once more for the bytes each part holds inside it, the gradients allocated already,
+        # as in a step's later microbatches.
+        transients = _one_run(meter, forward, loss_fn, params)
     finally:
         for p, kept in zip(params, kept_grads):
             p.grad = kept
     (_, out, _), activation = _saved_bytes(forward, held)
-    entry = {kind: statistics.median(values) for kind, values in times.items()}
+    entry = {kind: statistics.median(figures[kind] for figures in runs) for kind in runs[0]}
     entry["activation"] = activation
     entry["parameter_bytes"] = sum(_nbytes(p) for p in module.parameters())
     entry["output_bytes"] = sum(_nbytes(tensor) for tensor in _leaves(out))
+    for kind, name in (("forward", "forward_transient"), ("backward", "backward_transient"),
+                       ("backward_input", "input_transient"),
+                       ("backward_weight", "weight_transient")):
+        entry[name] = transients[kind]
     return entry, out
 
 
@@ -229,7 +222,11 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     ``warmup``, in ms (CUDA events on a GPU); gradients accumulate into ``.grad`` as a step's
     microbatches do (the model's own are put back afterwards); and bytes: what its forward
     saves for the backward (``activation``; not the parameters and buffers it saves, which the
-    rank holds anyway), its parameters and its output. The layers run in
+    rank holds anyway), its parameters and its output, and what each part holds for a while
+    inside it above the larger of its start's and its end's (``forward_transient``,
+    ``backward_transient``, ``input_transient``, ``weight_transient``: a large vocabulary's
+    softmax and logits' gradient; the CUDA allocator's peak on a GPU, the allocations torch's
+    profiler records elsewhere). The layers run in
     order, each on the previous one's output (a model of top-level layers, as
     :func:`split_model` builds stages); ``loss_fn(output, target)`` counts with the last.
     Returns the layer costs dict ``pipeplan.partition`` takes, and writes it as JSON to
@@ -272,7 +269,8 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
         except AttributeError:
             raise Error(f"layers: the model has no module '{name}'") from None
     parameter = next(model.parameters(), None)
-    clock = _Clock(parameter.device if parameter is not None else torch.device("cpu"))
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    clock, meter = Clock(device), Meter(device)
     held = _storages(model)
     measured = []
     # Measuring changes nothing of the model or of what its training draws: its buffers (a
@@ -285,8 +283,8 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
         x = example_input
         for index, (name, module) in enumerate(zip(names, modules)):
             last = index == len(modules) - 1
-            entry, out = _measure_layer(clock, module, x, loss_fn if last else None, target,
-                                        warmup, repeats, held)
+            entry, out = _measure_layer(clock, meter, module, x, loss_fn if last else None,
+                                        target, warmup, repeats, held)
             measured.append({"name": name, **entry})
             x = _detached(out, grad=False)
     finally:

@@ -297,7 +297,14 @@ def test_measured_bytes_leave_out_the_weights_a_layer_saves_and_count_their_grad
     assert costs["optimizer_multiple"] == 1.0
     split = pipeplan.partition(costs, ranks=1, microbatches=1, strategy="1f1b")
     parameters = linear["parameter_bytes"] + norm["parameter_bytes"]
-    assert split.peak_memory[0] == 2 * parameters + linear["activation"] + norm["activation"]
+    # At its peak the one stage holds both layers' activations and the largest part's
+    # transient: the linear layer's B, its weights' gradient made anew before it is added to
+    # .grad.
+    assert linear["backward_transient"] >= width * width * 4
+    transient = max(layer[kind] for layer in costs["layers"]
+                    for kind in ("forward_transient", "backward_transient"))
+    assert split.peak_memory[0] == (2 * parameters + linear["activation"] + norm["activation"]
+                                    + transient)
     with pytest.raises(pipeplan.Error, match="optimizer_multiple must be a finite number >= 0"):
         pipeplan.torch.measure_layers(model, torch.randn(rows, width), optimizer_multiple=-1)
 
@@ -446,6 +453,25 @@ def test_measuring_layers_changes_no_buffer_and_no_random_draw():
     assert torch.equal(torch.rand(3), expected_draw)
     for name, value in model.state_dict().items():
         assert torch.equal(value, state[name]), name
+
+
+def test_measured_transients_hold_a_large_heads_logits_gradient_and_softmax():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 4000))
+    x = torch.randn(2, 64, 16)
+    target = torch.randint(0, 4000, (2, 64))
+    costs = pipeplan.torch.measure_layers(model, x, _cross_entropy, target=target, repeats=1,
+                                          warmup=1)
+    logits = 2 * 64 * 4000 * 4
+    head = costs["layers"][1]
+    # B computes the logits' gradient from the saved softmax: two tensors of the logits' size
+    # live together inside it, freed before it ends (less what little it frees itself).
+    assert 1.95 * logits <= head["backward_transient"] < 3 * logits, head
+    assert 1.95 * logits <= head["input_transient"] < 3 * logits, head
+    # The small layer holds no tensor of that size inside any part.
+    block = costs["layers"][0]
+    assert all(block[kind] < logits / 10 for kind in ("forward_transient", "backward_transient",
+                                                      "input_transient", "weight_transient"))
 
 
 class _WithPositions(torch.nn.Module):

@@ -18,6 +18,11 @@ void ToProto(const LayerFigures& layer, v1::Layer* out) {
   out->set_freed_by_input(layer.freed_by_input);
   out->set_parameter_bytes(layer.parameter_bytes);
   out->set_output_bytes(layer.output_bytes);
+  // Written where measured, so that files of figures without them read as before.
+  if (layer.forward_transient > 0) out->set_forward_transient(layer.forward_transient);
+  if (layer.backward_transient > 0) out->set_backward_transient(layer.backward_transient);
+  if (layer.input_transient > 0) out->set_input_transient(layer.input_transient);
+  if (layer.weight_transient > 0) out->set_weight_transient(layer.weight_transient);
 }
 
 LayerFigures FromProto(const v1::Layer& proto) {
@@ -32,7 +37,11 @@ LayerFigures FromProto(const v1::Layer& proto) {
           .activation = proto.activation(),
           .freed_by_input = proto.freed_by_input(),
           .parameter_bytes = proto.parameter_bytes(),
-          .output_bytes = proto.output_bytes()};
+          .output_bytes = proto.output_bytes(),
+          .forward_transient = proto.forward_transient(),
+          .backward_transient = proto.backward_transient(),
+          .input_transient = proto.input_transient(),
+          .weight_transient = proto.weight_transient()};
 }
 
 }  // namespace

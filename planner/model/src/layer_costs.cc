@@ -25,7 +25,11 @@ Status CheckLayer(const LayerFigures& layer, const std::string& where) {
       {"activation", layer.activation},
       {"freed_by_input", layer.freed_by_input},
       {"parameter_bytes", layer.parameter_bytes},
-      {"output_bytes", layer.output_bytes}};
+      {"output_bytes", layer.output_bytes},
+      {"forward_transient", layer.forward_transient},
+      {"backward_transient", layer.backward_transient},
+      {"input_transient", layer.input_transient},
+      {"weight_transient", layer.weight_transient}};
   for (const auto& [field, value] : figures) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(where, field, value));
   }
@@ -71,6 +75,11 @@ StageSum SumOf(const LayerCosts& layers, int first, int end, double optimizer_mu
     sum.memory.activation += layer.activation;
     sum.memory.freed_by_input += layer.freed_by_input;
     sum.memory.static_bytes += layer.parameter_bytes * (1 + optimizer_multiple);
+    sum.memory.forward_transient = std::max(sum.memory.forward_transient, layer.forward_transient);
+    sum.memory.backward_transient =
+        std::max(sum.memory.backward_transient, layer.backward_transient);
+    sum.memory.input_transient = std::max(sum.memory.input_transient, layer.input_transient);
+    sum.memory.weight_transient = std::max(sum.memory.weight_transient, layer.weight_transient);
   }
   return sum;
 }
@@ -79,7 +88,9 @@ StageSum SumOf(const LayerCosts& layers, int first, int end, double optimizer_mu
 
 bool LayerCosts::HasMemory() const {
   return std::any_of(layers.begin(), layers.end(), [](const LayerFigures& layer) {
-    return layer.activation > 0 || layer.parameter_bytes > 0 || layer.output_bytes > 0;
+    return layer.activation > 0 || layer.parameter_bytes > 0 || layer.output_bytes > 0 ||
+           layer.forward_transient > 0 || layer.backward_transient > 0 ||
+           layer.input_transient > 0 || layer.weight_transient > 0;
   });
 }
 

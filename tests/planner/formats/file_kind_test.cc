@@ -187,6 +187,25 @@ TEST(FileKindTest, AHandWrittenLayerCostsFileIsReadAndRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.status().message();
     EXPECT_EQ(*back, *read);
   }
+  // measure_layers' transients, read and written back in every format.
+  const StatusOr<LayerCosts> transients = ParseLayerCosts(
+      R"({"layers": [{"name": "head", "forward": 2, "backward": 4, "forward_transient": 8,
+                      "backward_transient": 16, "input_transient": 12,
+                      "weight_transient": 4}]})",
+      ProtoFormat::kJson);
+  ASSERT_TRUE(transients.ok()) << transients.status().message();
+  const LayerFigures& head = transients->layers.front();
+  EXPECT_EQ(head.forward_transient, 8);
+  EXPECT_EQ(head.backward_transient, 16);
+  EXPECT_EQ(head.input_transient, 12);
+  EXPECT_EQ(head.weight_transient, 4);
+  for (const ProtoFormat format : kFormats) {
+    const StatusOr<std::string> written = SerializeLayerCosts(*transients, format);
+    ASSERT_TRUE(written.ok());
+    const StatusOr<LayerCosts> back = ParseLayerCosts(*written, format);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(*back, *transients);
+  }
   const StatusOr<LayerCosts> bad = ParseLayerCosts(
       R"({"layers": [{"name": "x", "forward": -1, "backward": 1}]})", ProtoFormat::kJson);
   ASSERT_FALSE(bad.ok());

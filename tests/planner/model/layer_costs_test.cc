@@ -76,6 +76,28 @@ TEST(LayerCosts, AStagesFiguresAreItsLayersSums) {
   EXPECT_EQ(figures.memory.stages[1].static_bytes, 3000 * 4);
 }
 
+// One layer runs at a time: a stage's transient is its largest layer's, not their sum.
+TEST(LayerCosts, AStagesTransientsAreItsLargestLayers) {
+  LayerCosts layers = ThreeLayers();
+  layers.layers[0].backward_transient = 70;
+  layers.layers[1].backward_transient = 60;
+  layers.layers[1].forward_transient = 5;
+  layers.layers[1].input_transient = 8;
+  layers.layers[0].weight_transient = 9;
+  layers.layers[2].backward_transient = 500;  // the head's logits' gradient and softmax
+  const Topology topology{
+      .ranks = 2, .stages_per_rank = 1, .microbatches = 4, .placement = Placement::kLoop};
+  const StageFigures figures = FiguresOfSplit(layers, {0, 2}, {}, topology);
+  ASSERT_EQ(figures.memory.stages.size(), 2u);
+  const StageMemory& first = figures.memory.stages[0];
+  EXPECT_EQ(first.backward_transient, 70);
+  EXPECT_EQ(first.forward_transient, 5);
+  EXPECT_EQ(first.input_transient, 8);
+  EXPECT_EQ(first.weight_transient, 9);
+  EXPECT_EQ(figures.memory.stages[1].backward_transient, 500);
+  EXPECT_EQ(figures.memory.stages[1].forward_transient, 0);
+}
+
 TEST(LayerCosts, DualPlacementCarriesTheChainTwice) {
   const Topology topology{
       .ranks = 2, .stages_per_rank = 2, .microbatches = 4, .placement = Placement::kDual};
@@ -158,6 +180,10 @@ TEST(LayerCosts, ChecksNameTheLayerAndField) {
   EXPECT_EQ(error(layers),
             "layers[0] (embed).freed_by_input: 101 is more than the activation it frees from "
             "(100)");
+  layers = ThreeLayers();
+  layers.layers[2].weight_transient = -3;
+  EXPECT_EQ(error(layers),
+            "layers[2] (head).weight_transient: must be a finite number >= 0, got -3");
   layers = ThreeLayers();
   layers.optimizer_multiple = -1;
   EXPECT_EQ(error(layers), "optimizer_multiple: must be a finite number >= 0, got -1");

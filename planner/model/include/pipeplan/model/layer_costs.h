@@ -26,6 +26,12 @@ struct LayerFigures {
   double freed_by_input = 0.0;
   double parameter_bytes = 0.0;
   double output_bytes = 0.0;  // one microbatch's output: the message to the next stage
+  // Held inside each part above the larger of its start's and its end's (StageMemory's
+  // transients); a stage's is the largest of its layers'.
+  double forward_transient = 0.0;
+  double backward_transient = 0.0;
+  double input_transient = 0.0;
+  double weight_transient = 0.0;
 
   // B as given, else I + W (a valid layer has one or the other).
   double FullBackward() const {
@@ -71,7 +77,8 @@ struct LinkCosts {
 // where it has no I and W they are B / 2 each, marked assumed (cost_model.h) so that advice
 // resting on them says so. With memory (HasMemory), the memory model counts bytes: a stage's
 // activation, what I frees and its static memory are its layers' sums, its received input the
-// previous stage's last output. Each boundary carries the lower stage's last output.
+// previous stage's last output, its transients the largest of its layers' (one layer runs at a
+// time). Each boundary carries the lower stage's last output.
 StageFigures FiguresOfSplit(const LayerCosts& layers, const LayerSplit& split, LinkCosts link,
                             const Topology& topology);
 
