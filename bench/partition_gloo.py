@@ -152,7 +152,7 @@ TORCH_CLASSES = {
     "ScheduleZBVZeroBubble": ("zbv-handcrafted", 2),
 }
 DURATIONS = ("forward", "backward", "backward_input", "backward_weight")
-BYTES = ("activation", "freed_by_input", "parameter_bytes")
+BYTES = ("activation", "freed_by_input", "parameter_bytes", "allocated_by_input")
 # One layer runs at a time: a stage's is its largest layer's.
 TRANSIENTS = ("forward_transient", "backward_transient", "input_transient", "weight_transient")
 
@@ -175,7 +175,19 @@ def simulated_even(layers, shape, name, ranks, microbatches):
         if "output_bytes" in by_name[names[-1]]:
             stage["output_bytes"] = by_name[names[-1]]["output_bytes"]
         stages.append(stage)
-    return pipeplan.partition(dict(layers, layers=stages), ranks=ranks,
+    # A shared parameter (the tied head) between the stages holding its layers; one stage
+    # holding two of them holds it once.
+    stage_of = {name: stage["name"] for stage in stages for name in stage["name"].split("+")}
+    shared = []
+    for entry in layers.get("shared_parameters", []):
+        holding = sorted({stage_of[name] for name in entry["layers"]})
+        for stage in stages:
+            if stage["name"] in holding:
+                held = sum(stage_of[name] == stage["name"] for name in entry["layers"])
+                stage["parameter_bytes"] -= (held - 1) * entry["bytes"]
+        if len(holding) > 1:
+            shared.append(dict(entry, layers=holding))
+    return pipeplan.partition(dict(layers, layers=stages, shared_parameters=shared), ranks=ranks,
                               microbatches=microbatches, strategy=strategy,
                               stages_per_rank=v, runtime="torch")
 
@@ -336,7 +348,7 @@ def split_as(job, alone):
     by_name = {layer["name"]: layer for layer in alone["layers"]}
     scale = {"ms": 1.0, "us": 1000.0}[job["time_unit"]] / {"ms": 1.0, "us": 1000.0}[
         alone["time_unit"]]
-    out = dict(job, layers=[])
+    out = dict(job, layers=[], shared_parameters=alone.get("shared_parameters", []))
     for layer in job["layers"]:
         measured = by_name[layer["name"]]
         ratio = layer["backward"] / (measured["backward"] * scale)

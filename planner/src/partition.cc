@@ -78,11 +78,13 @@ Status CheckRankLimits(const PartitionRequest& request, const Timeline& timeline
 // layer saves its own copy. Megatron frees the sent output's storage
 // (deallocate_pipeline_outputs). A last stage's output is its loss's input: torch's stages
 // keep it too (torchtitan's), and torch's step keeps every microbatch's to return them joined
-// (return_outputs=True, its default) to the step's end, which covers its F to B.
+// (return_outputs=True, its default) to the step's end, which covers its F to B. Under a
+// split backward torch's stages also keep a stage's received output gradient from I to W.
 void CountHeldOutputs(const PartitionRequest& request, const LayerSplit& split,
                       MemoryModel* memory) {
   const std::vector<LayerFigures>& layers = request.layers.layers;
   const size_t count = split.size();
+  const bool torchs = request.runtime == Runtime::kTorch || request.runtime == Runtime::kTorchtitan;
   for (size_t s = 0; s < memory->stages.size(); ++s) {
     const size_t k = s % count;
     const bool last = k + 1 == count;
@@ -91,6 +93,9 @@ void CountHeldOutputs(const PartitionRequest& request, const LayerSplit& split,
     if (!held) continue;
     const size_t end = last ? layers.size() : static_cast<size_t>(split[k + 1]);
     memory->stages[s].activation += layers[end - 1].output_bytes;
+    // torch's split backward keeps the received output gradient from I to W too
+    // (backward_state); the last stage's comes from its loss, inside I.
+    if (!last && torchs) memory->stages[s].allocated_by_input += layers[end - 1].output_bytes;
   }
   if (request.runtime == Runtime::kTorch) {
     memory->last_stage_data_per_microbatch = layers.back().output_bytes;

@@ -275,7 +275,8 @@ def compare(
 # The layer figures that are numbers (LayerCosts' Layer, and the file's own multiple).
 _LAYER_NUMBERS = ("forward", "backward", "backward_input", "backward_weight", "activation",
                   "freed_by_input", "parameter_bytes", "output_bytes", "forward_transient",
-                  "backward_transient", "input_transient", "weight_transient")
+                  "backward_transient", "input_transient", "weight_transient",
+                  "allocated_by_input")
 
 
 def _finite(name: str, value: Any) -> None:

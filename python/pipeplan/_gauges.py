@@ -46,6 +46,7 @@ class Meter:
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
+        self.net = 0.0  # what the last work left held: its end's bytes less its start's
 
     def measure(self, work: Callable[[], Any]) -> tuple[float, Any]:
         if self.cuda:
@@ -55,6 +56,7 @@ class Meter:
             result = work()
             torch.cuda.synchronize()
             end = torch.cuda.memory_allocated()
+            self.net = float(end - start)
             return float(max(0, torch.cuda.max_memory_allocated() - max(start, end))), result
         # One cycle: acc_events only keeps torch from warning that cycles clear their events.
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
@@ -64,6 +66,7 @@ class Meter:
         for change in _allocations(prof):
             held += change
             peak = max(peak, held)
+        self.net = float(held)
         return float(max(0, peak - max(0, held))), result
 
 

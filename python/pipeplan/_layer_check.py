@@ -76,7 +76,8 @@ def check_layers_make_the_model(model: torch.nn.Module, names: Sequence[str],
                     raise Error(f"layers: layer '{name}' failed on the previous layer's output "
                                 f"({type(error).__name__}: {error}); measure_layers and "
                                 "split_model apply the layers in order, each to the previous "
-                                "one's output") from error
+                                f"one's output, and {_what_else(model, modules, False)}"
+                                ) from error
             restore_random_states(states)
             try:
                 whole = model(example_input)
@@ -91,12 +92,19 @@ def check_layers_make_the_model(model: torch.nn.Module, names: Sequence[str],
     why = _difference(whole, chained)
     if why is None:
         return
-    outside = outside_parameters(model, modules)
-    hint = (f"its parameter(s) {', '.join(map(repr, outside))} belong to none of the layers"
-            if outside else "its forward does work between its layers, or skips or reorders "
-            "them")
     raise Error(f"model: it is not its layers ({', '.join(names)}) applied in order, each to the "
                 f"previous one's output, which measure_layers measures and split_model builds "
-                f"stages of: on the example input {why}; {hint}. Move that work into a layer "
-                "of its own (a module, in model order), or name the layers with layers=; "
-                "check=False skips this check")
+                f"stages of: on the example input {why}; {_what_else(model, modules, True)}")
+
+
+def _what_else(model: torch.nn.Module, modules: Sequence[torch.nn.Module],
+               can_skip: bool) -> str:
+    """What a model that is not its layers in order likely does besides, and the way out
+    (`can_skip`: check=False is one)."""
+    outside = outside_parameters(model, modules)
+    likely = (f"the model's parameter(s) {', '.join(map(repr, outside))} belong to none of the "
+              "layers" if outside else "the model's forward does work between its layers, or "
+              "skips or reorders them")
+    return (f"{likely}. Move that work into a layer of its own (a module, in model order), or "
+            "name the layers with layers=" + ("; check=False skips this check" if can_skip
+                                               else ""))

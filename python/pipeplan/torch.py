@@ -131,25 +131,29 @@ def _backward_weight(params: Sequence[torch.nn.Parameter], groups: list[dict[str
 
 def _split_backward(gauge: Union[Clock, Meter], heads: list[torch.Tensor],
                     grads: Optional[list[torch.Tensor]], inputs: list[torch.Tensor],
-                    params: Sequence[torch.nn.Parameter]) -> tuple[float, float]:
+                    params: Sequence[torch.nn.Parameter]) -> tuple[float, float, float]:
     """I and W of one microbatch's backward from `heads` (the loss, or the outputs with
-    `grads`), as `gauge` reads them. No input to take a gradient (an embedding's tokens): I is
-    0 and W the whole backward; no parameters: W is 0 and I the whole backward."""
+    `grads`), as `gauge` reads them, and with a Meter what I changed the bytes held by, its
+    input gradients aside (0 with a Clock). No input to take a gradient (an embedding's tokens): I is 0 and W the whole
+    backward; no parameters: W is 0 and I the whole backward."""
     if not heads or not (inputs or params):
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     if not inputs:
         weight, _ = gauge.measure(lambda: torch.autograd.backward(heads, grads, inputs=params))
-        return 0.0, weight
+        return 0.0, weight, 0.0
     if not params:
         grad_input, _ = gauge.measure(lambda: torch.autograd.backward(heads, grads,
                                                                       inputs=inputs))
-        return grad_input, 0.0
+        return grad_input, 0.0, 0.0
     # torch's I detaches the outputs in place, which a view (a Linear's on 3-d input) refuses:
     # a copy's backward hands the gradient through untouched.
     roots = [head.clone() if head._is_view() else head for head in heads]
     grad_input, groups = gauge.measure(lambda: _backward_input(roots, grads, inputs, params))
+    # I leaves the inputs' gradients (handed back) and what W computes from (kept for it),
+    # less what of the graph it frees (torch's I detaches the outputs): may be negative.
+    kept = getattr(gauge, "net", 0.0) - sum(_nbytes(t) for t in inputs)
     weight, _ = gauge.measure(lambda: _backward_weight(params, groups))
-    return grad_input, weight
+    return grad_input, weight, kept
 
 
 def _one_run(gauge: Union[Clock, Meter], forward: Callable[[], Any], loss_fn: Optional[Callable],
@@ -162,19 +166,21 @@ def _one_run(gauge: Union[Clock, Meter], forward: Callable[[], Any], loss_fn: Op
     if heads and (inputs or params):
         b, _ = gauge.measure(lambda: torch.autograd.backward(
             heads, grads, retain_graph=True, inputs=inputs + params))
-    i, w = _split_backward(gauge, heads, grads, inputs, params)
-    return {"forward": f, "backward": b, "backward_input": i, "backward_weight": w}
+    i, w, kept = _split_backward(gauge, heads, grads, inputs, params)
+    return {"forward": f, "backward": b, "backward_input": i, "backward_weight": w,
+            "allocated_by_input": kept}
 
 
 def _measure_layer(clock: Clock, meter: Meter, module: torch.nn.Module, x: Any,
-                   loss_fn: Optional[Callable], target: Any, warmup: int, repeats: int,
-                   held: set[int]) -> tuple[dict[str, float], Any]:
+                   input_grad: bool, loss_fn: Optional[Callable], target: Any, warmup: int,
+                   repeats: int, held: set[int]) -> tuple[dict[str, float], Any]:
     """One layer of measure_layers on input `x` (the loss counted when `loss_fn` is given):
-    its figures and its output."""
+    its figures and its output. `input_grad`: whether the backward computes the input's
+    gradient (its float tensors'), as for every layer but the first."""
     params = [p for p in module.parameters() if p.requires_grad]
 
     def forward() -> tuple[list[torch.Tensor], Any, list[torch.Tensor]]:
-        inp = _detached(x, grad=True)
+        inp = _detached(x, grad=input_grad)
         out = module(inp)
         inputs = [tensor for tensor in _leaves(inp) if tensor.requires_grad]
         if loss_fn is not None:
@@ -199,7 +205,8 @@ def _measure_layer(clock: Clock, meter: Meter, module: torch.nn.Module, x: Any,
         for p, kept in zip(params, kept_grads):
             p.grad = kept
     (_, out, _), activation = _saved_bytes(forward, held)
-    entry = {kind: statistics.median(figures[kind] for figures in runs) for kind in runs[0]}
+    entry = {kind: statistics.median(figures[kind] for figures in runs)
+             for kind in ("forward", "backward", "backward_input", "backward_weight")}
     entry["activation"] = activation
     entry["parameter_bytes"] = sum(_nbytes(p) for p in module.parameters())
     entry["output_bytes"] = sum(_nbytes(tensor) for tensor in _leaves(out))
@@ -207,6 +214,10 @@ def _measure_layer(clock: Clock, meter: Meter, module: torch.nn.Module, x: Any,
                        ("backward_input", "input_transient"),
                        ("backward_weight", "weight_transient")):
         entry[name] = transients[kind]
+    # What I leaves for W, or where it frees more of the graph than it keeps, what it frees.
+    kept = transients["allocated_by_input"]
+    entry["allocated_by_input"] = max(kept, 0.0)
+    entry["freed_by_input"] = min(max(-kept, 0.0), float(activation))
     return entry, out
 
 
@@ -222,11 +233,15 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     ``warmup``, in ms (CUDA events on a GPU); gradients accumulate into ``.grad`` as a step's
     microbatches do (the model's own are put back afterwards); and bytes: what its forward
     saves for the backward (``activation``; not the parameters and buffers it saves, which the
-    rank holds anyway), its parameters and its output, and what each part holds for a while
+    rank holds anyway), its parameters (a parameter several layers use, such as a head tied
+    to its embedding, in each one's, and listed under ``shared_parameters``) and its output,
+    and what each part holds for a while
     inside it above the larger of its start's and its end's (``forward_transient``,
     ``backward_transient``, ``input_transient``, ``weight_transient``: a large vocabulary's
     softmax and logits' gradient; the CUDA allocator's peak on a GPU, the allocations torch's
-    profiler records elsewhere). The layers run in
+    profiler records elsewhere), and what its I changes that by (torch's I keeps the
+    gradients W computes the weights' from, ``allocated_by_input``, and frees what of the
+    graph W does not need, ``freed_by_input`` where that is more). The layers run in
     order, each on the previous one's output (a model of top-level layers, as
     :func:`split_model` builds stages); ``loss_fn(output, target)`` counts with the last.
     Returns the layer costs dict ``pipeplan.partition`` takes, and writes it as JSON to
@@ -240,8 +255,9 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
     ``layers``: the names to measure, in order (default: the model's children, a ModuleList's
     entries one by one). A layer's input and output are a tensor or a (nested) tuple or list
     of them (a mixture-of-experts block passing its auxiliary loss on), each layer taking the
-    previous one's whole. A layer whose input holds no float tensor (an embedding's tokens)
-    has no input gradient: its I is 0 and its W the whole backward. The model's buffers (a
+    previous one's whole. The first layer takes the model's input, whose gradient no stage
+    computes (images as much as an embedding's tokens): its I is 0 and its W the whole
+    backward; so is any layer's whose input holds no float tensor. The model's buffers (a
     BatchNorm's running statistics) and the random generators' states are put back after.
 
     ``check`` (default True): first runs ``model(example_input)`` and the layers in turn on
@@ -283,8 +299,9 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
         x = example_input
         for index, (name, module) in enumerate(zip(names, modules)):
             last = index == len(modules) - 1
-            entry, out = _measure_layer(clock, meter, module, x, loss_fn if last else None,
-                                        target, warmup, repeats, held)
+            # The model's input needs no gradient: the first stage's backward computes none.
+            entry, out = _measure_layer(clock, meter, module, x, index > 0,
+                                        loss_fn if last else None, target, warmup, repeats, held)
             measured.append({"name": name, **entry})
             x = _detached(out, grad=False)
     finally:
@@ -293,6 +310,14 @@ def measure_layers(model: torch.nn.Module, example_input: Any, loss_fn: Optional
                 buffer.copy_(value)
         restore_random_states(states)
     costs = {"layers": measured, "time_unit": "ms", "optimizer_multiple": optimizer_multiple}
+    # A parameter two layers use (a head tied to its embedding) is in each one's
+    # parameter_bytes; partition counts it once on a rank holding both.
+    shared = [{"name": tie.name, "bytes": _nbytes(tie.param),
+               "layers": [names[index] for index in tie.stages]}
+              for tie in find_ties(model, [[name] for name in names],
+                                   {index: index for index in range(len(names))})]
+    if shared:
+        costs["shared_parameters"] = shared
     if path is not None:
         # Whole or not at all: a file half written is never left where the path points.
         target_path = os.fspath(path)

@@ -433,6 +433,37 @@ TEST(Partition, StagesHoldTheirOutputsToTheirBackwardAndTorchsStepEveryLastOutpu
   EXPECT_DOUBLE_EQ(peaks(Runtime::kPipeplanTorch, 5e6)[1], peaks(Runtime::kPipeplanTorch, 0)[1]);
 }
 
+// torch's split backward keeps a stage's received output gradient from I to W, beside what
+// its layers' I keep for W; other runtimes' the layers' alone.
+TEST(Partition, TorchsSplitBackwardKeepsTheOutputGradientFromIToW) {
+  std::mt19937 random(11);
+  LayerCosts model = RandomModel(random, 8);
+  for (LayerFigures& layer : model.layers) layer.allocated_by_input = 1e4;
+  model.layers[3].output_bytes = 3e6;  // stage 0's output on the even split
+  const auto kept = [&](Runtime runtime) {
+    const PartitionRequest request{.layers = model,
+                                   .ranks = 2,
+                                   .microbatches = 4,
+                                   .strategy = "zb-h1",
+                                   .stages_per_rank = 1,
+                                   .memory_limits = {},
+                                   .link = {},
+                                   .runtime = runtime,
+                                   .enumerate_up_to = 0};
+    const StatusOr<Evaluated> planned = PlanSplit(request, "zb-h1", 1, EvenSplit(8, 2));
+    EXPECT_TRUE(planned.ok()) << planned.status().message();
+    std::vector<double> out;
+    if (!planned.ok()) return out;
+    for (const StageMemory& stage : planned->plan.request.memory.stages) {
+      out.push_back(stage.allocated_by_input);
+    }
+    return out;
+  };
+  EXPECT_EQ(kept(Runtime::kTorch), (std::vector<double>{4e4 + 3e6, 4e4}));
+  EXPECT_EQ(kept(Runtime::kTorchtitan), (std::vector<double>{4e4 + 3e6, 4e4}));
+  EXPECT_EQ(kept(Runtime::kPipeplanTorch), (std::vector<double>{4e4, 4e4}));
+}
+
 // One rank: every candidate does the same work; where one with more stages per rank simulates
 // a hair faster (a V shape's first stage with no input gradient), the simplest as fast is
 // picked and the note says why. The figures of a model of mine, measured on this VM

@@ -330,6 +330,30 @@ def test_measured_w_is_the_weights_gradients_alone_as_torchs_zero_bubble_runs_it
     assert all(p.grad is not None for p in params)
 
 
+class _Residual(torch.nn.Module):
+    def __init__(self, hidden, width):
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(hidden, width), torch.nn.Linear(width, hidden)
+
+    def forward(self, x):
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+def test_measured_i_keeps_for_w_the_gradient_its_weights_come_from():
+    # torch's I keeps the gradient of each linear's output for W: up's is n x width (down's is
+    # the output gradient, made before I); of the graph I frees a little (its outputs'
+    # nodes, n x hidden each).
+    torch.manual_seed(0)
+    n, hidden, width = 256, 64, 1024
+    model = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), _Residual(hidden, width))
+    costs = pipeplan.torch.measure_layers(model, torch.randn(n, hidden), repeats=1, warmup=0)
+    block = costs["layers"][1]
+    assert ((n * width - 2 * n * hidden) * 4 <= block["allocated_by_input"]
+            <= (n * width + 2 * n * hidden) * 4), block
+    # The first layer has no input gradient, so no split backward: nothing kept.
+    assert costs["layers"][0]["allocated_by_input"] == 0
+
+
 def test_measuring_layers_leaves_the_models_gradients_as_they_were():
     torch.manual_seed(0)
     model = _Decoder()
@@ -474,6 +498,55 @@ def test_measured_transients_hold_a_large_heads_logits_gradient_and_softmax():
                                                       "input_transient", "weight_transient"))
 
 
+def test_the_first_layers_backward_takes_no_gradient_of_the_models_input():
+    # A vision model's first layer takes float images: its stage's backward computes no
+    # gradient of them, so its I is 0; the next layer's input is an activation, which has one.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 4, stride=4), torch.nn.Conv2d(8, 8, 1))
+    images = torch.randn(2, 3, 32, 32)
+    costs = pipeplan.torch.measure_layers(model, images, repeats=1, warmup=0)
+    patches, mixer = costs["layers"]
+    assert patches["backward_input"] == 0
+    assert patches["backward_weight"] > 0
+    assert mixer["backward_input"] > 0
+
+
+class _TiedFour(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(500, 16)
+        self.block0 = torch.nn.Linear(16, 16)
+        self.block1 = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 500, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.head(self.block1(self.block0(self.embed(tokens))))
+
+
+def test_a_tied_head_is_listed_and_held_once_by_a_rank_holding_both():
+    tokens = torch.randint(0, 500, (2, 8))
+    costs = pipeplan.torch.measure_layers(_TiedFour(), tokens, _cross_entropy, target=tokens,
+                                          repeats=1, warmup=0)
+    matrix = 500 * 16 * 4
+    assert costs["shared_parameters"] == [
+        {"name": "embed.weight", "bytes": matrix, "layers": ["embed", "head"]}]
+    assert costs["layers"][0]["parameter_bytes"] == costs["layers"][3]["parameter_bytes"] == matrix
+    untied = {key: value for key, value in costs.items() if key != "shared_parameters"}
+    # Four layers onto four stages: one split. zbv's V shape puts the embedding and the head on
+    # rank 0, which holds the matrix and its gradient once; interleaved-1f1b puts the head on
+    # rank 1, and each rank holds its own copy.
+    for strategy, rank_holding_both in (("zbv", 0), ("interleaved-1f1b", None)):
+        tied = pipeplan.partition(costs, ranks=2, microbatches=4, strategy=strategy,
+                                  stages_per_rank=2)
+        apart = pipeplan.partition(untied, ranks=2, microbatches=4, strategy=strategy,
+                                   stages_per_rank=2)
+        for rank in range(2):
+            saved = 2 * matrix if rank == rank_holding_both else 0  # parameters and gradients
+            assert tied.peak_memory[rank] == apart.peak_memory[rank] - saved, (strategy, rank)
+
+
 class _WithPositions(torch.nn.Module):
     """A parameter of the model's own, added between its layers: not its layers in order."""
 
@@ -510,11 +583,11 @@ def _cross_entropy(logits, target):
 def test_a_model_that_is_not_its_layers_in_order_is_refused_before_it_is_measured():
     tokens = torch.randint(0, 50, (2, 6))
     with pytest.raises(pipeplan.Error, match=r"model: it is not its layers \(embed, block, "
-                       r"head\) applied in order.* differ by up to .*; its parameter\(s\) "
-                       r"'pos' belong to none of the layers"):
+                       r"head\) applied in order.* differ by up to .*; the model's parameter\(s\) "
+                       r"'pos' belong to none of the layers\. Move that work into a layer"):
         pipeplan.torch.measure_layers(_WithPositions(), tokens, _cross_entropy, target=tokens)
-    with pytest.raises(pipeplan.Error, match=r"\(up, drop, down\) .*differ by up to .*; its "
-                       r"forward does work between its layers"):
+    with pytest.raises(pipeplan.Error, match=r"\(up, drop, down\) .*differ by up to .*; the "
+                       r"model's forward does work between its layers.*check=False skips"):
         pipeplan.torch.measure_layers(_ActivatedBetween(), torch.ones(4, 8),
                                       torch.nn.functional.mse_loss, target=torch.zeros(4, 2))
     # Asked not to check, it measures what it is told to.
@@ -552,6 +625,15 @@ def test_a_layer_that_cannot_take_the_previous_ones_output_is_named():
     with pytest.raises(pipeplan.Error, match=r"layers: layer '1' failed on the previous layer's "
                        r"output \(RuntimeError: .*each to the previous one's output"):
         pipeplan.torch.measure_layers(model, torch.ones(4, 8))
+    # A vision model flattening between its layers in forward: the hint says where to look,
+    # and check=False, which would fail the same way, is not offered.
+    vision = _ActivatedBetween()
+    vision.up = torch.nn.Conv2d(3, 16, 4, stride=4)
+    vision.forward = lambda x: vision.down(vision.drop(vision.up(x).flatten(1).mean(1, True)))
+    with pytest.raises(pipeplan.Error, match=r"layer 'drop' failed|layer 'down' failed") as error:
+        pipeplan.torch.measure_layers(vision, torch.ones(2, 3, 8, 8))
+    assert "the model's forward does work between its layers" in str(error.value)
+    assert "check=False" not in str(error.value)
 
 
 def test_split_model_warns_of_parameters_no_stage_holds():

@@ -23,6 +23,7 @@ void ToProto(const LayerFigures& layer, v1::Layer* out) {
   if (layer.backward_transient > 0) out->set_backward_transient(layer.backward_transient);
   if (layer.input_transient > 0) out->set_input_transient(layer.input_transient);
   if (layer.weight_transient > 0) out->set_weight_transient(layer.weight_transient);
+  if (layer.allocated_by_input > 0) out->set_allocated_by_input(layer.allocated_by_input);
 }
 
 LayerFigures FromProto(const v1::Layer& proto) {
@@ -41,7 +42,8 @@ LayerFigures FromProto(const v1::Layer& proto) {
           .forward_transient = proto.forward_transient(),
           .backward_transient = proto.backward_transient(),
           .input_transient = proto.input_transient(),
-          .weight_transient = proto.weight_transient()};
+          .weight_transient = proto.weight_transient(),
+          .allocated_by_input = proto.allocated_by_input()};
 }
 
 }  // namespace
@@ -49,6 +51,12 @@ LayerFigures FromProto(const v1::Layer& proto) {
 StatusOr<std::string> SerializeLayerCosts(const LayerCosts& layers, ProtoFormat format) {
   v1::LayerCosts proto;
   for (const LayerFigures& layer : layers.layers) ToProto(layer, proto.add_layers());
+  for (const SharedParameter& shared : layers.shared_parameters) {
+    v1::SharedParameter* out = proto.add_shared_parameters();
+    out->set_name(shared.name);
+    out->set_bytes(shared.bytes);
+    for (const std::string& layer : shared.layers) out->add_layers(layer);
+  }
   proto.set_time_unit(layers.time_unit);
   proto.set_optimizer_multiple(layers.optimizer_multiple);
   proto_convert::StampFile(FileKind::kLayerCosts, &proto);
@@ -61,6 +69,12 @@ StatusOr<LayerCosts> ParseLayerCosts(std::string_view data, ProtoFormat format) 
       [](const v1::LayerCosts& proto) -> StatusOr<LayerCosts> {
         LayerCosts layers;
         for (const v1::Layer& layer : proto.layers()) layers.layers.push_back(FromProto(layer));
+        for (const v1::SharedParameter& shared : proto.shared_parameters()) {
+          layers.shared_parameters.push_back(
+              {.name = shared.name(),
+               .bytes = shared.bytes(),
+               .layers = {shared.layers().begin(), shared.layers().end()}});
+        }
         layers.time_unit = proto.time_unit();
         layers.optimizer_multiple = proto.optimizer_multiple();
         PIPEPLAN_RETURN_IF_ERROR(ValidateLayerCosts(layers));

@@ -29,7 +29,8 @@ Status CheckLayer(const LayerFigures& layer, const std::string& where) {
       {"forward_transient", layer.forward_transient},
       {"backward_transient", layer.backward_transient},
       {"input_transient", layer.input_transient},
-      {"weight_transient", layer.weight_transient}};
+      {"weight_transient", layer.weight_transient},
+      {"allocated_by_input", layer.allocated_by_input}};
   for (const auto& [field, value] : figures) {
     PIPEPLAN_RETURN_IF_ERROR(CheckFigure(where, field, value));
   }
@@ -74,6 +75,7 @@ StageSum SumOf(const LayerCosts& layers, int first, int end, double optimizer_mu
     if (!split) sum.sources.AssumeSplit();
     sum.memory.activation += layer.activation;
     sum.memory.freed_by_input += layer.freed_by_input;
+    sum.memory.allocated_by_input += layer.allocated_by_input;
     sum.memory.static_bytes += layer.parameter_bytes * (1 + optimizer_multiple);
     sum.memory.forward_transient = std::max(sum.memory.forward_transient, layer.forward_transient);
     sum.memory.backward_transient =
@@ -84,13 +86,71 @@ StageSum SumOf(const LayerCosts& layers, int first, int end, double optimizer_mu
   return sum;
 }
 
+Status CheckShared(const LayerCosts& layers, size_t index) {
+  const SharedParameter& shared = layers.shared_parameters[index];
+  const std::string where = "shared_parameters[" + std::to_string(index) + "]" +
+                            (shared.name.empty() ? "" : " (" + shared.name + ")");
+  if (shared.name.empty()) return InvalidArgument(where + ".name: empty");
+  PIPEPLAN_RETURN_IF_ERROR(CheckFigure(where, "bytes", shared.bytes));
+  if (shared.layers.size() < 2) {
+    return InvalidArgument(where + ".layers: a shared parameter needs two layers or more, got " +
+                           std::to_string(shared.layers.size()));
+  }
+  std::set<std::string> seen;
+  for (const std::string& name : shared.layers) {
+    const auto layer = std::find_if(layers.layers.begin(), layers.layers.end(),
+                                    [&](const LayerFigures& l) { return l.name == name; });
+    if (layer == layers.layers.end()) {
+      return InvalidArgument(where + ".layers: '" + name + "' is not a layer of the file");
+    }
+    if (!seen.insert(name).second) {
+      return InvalidArgument(where + ".layers: '" + name + "' is given twice");
+    }
+    if (shared.bytes > layer->parameter_bytes) {
+      return InvalidArgument(where + ".bytes: " + FormatNumber(shared.bytes) +
+                             " is more than layer '" + name + "' holds (parameter_bytes " +
+                             FormatNumber(layer->parameter_bytes) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// A shared parameter is in each of its layers' parameter_bytes; a rank holds it once per model
+// copy: every stage after the first of that rank and copy to hold it (or a second of its
+// layers in one stage) leaves it out of its static memory.
+void CountSharedOnce(const LayerCosts& layers, const LayerSplit& split, const Topology& topology,
+                     MemoryModel* memory) {
+  const StageMap map(topology);
+  const int count = static_cast<int>(split.size());
+  const int total = static_cast<int>(layers.layers.size());
+  for (const SharedParameter& shared : layers.shared_parameters) {
+    const double per_copy = shared.bytes * (1 + layers.optimizer_multiple);
+    for (int copy = 0; copy < map.chains(); ++copy) {
+      std::set<int> holding;  // the ranks holding it already
+      for (int k = 0; k < count; ++k) {
+        const int stage = copy * count + k;
+        const int end = k + 1 < count ? split[static_cast<size_t>(k) + 1] : total;
+        for (int i = split[static_cast<size_t>(k)]; i < end; ++i) {
+          const std::string& name = layers.layers[static_cast<size_t>(i)].name;
+          if (std::find(shared.layers.begin(), shared.layers.end(), name) == shared.layers.end()) {
+            continue;
+          }
+          if (!holding.insert(map.RankOf(StageId(stage)).value).second) {
+            memory->stages[static_cast<size_t>(stage)].static_bytes -= per_copy;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool LayerCosts::HasMemory() const {
   return std::any_of(layers.begin(), layers.end(), [](const LayerFigures& layer) {
     return layer.activation > 0 || layer.parameter_bytes > 0 || layer.output_bytes > 0 ||
            layer.forward_transient > 0 || layer.backward_transient > 0 ||
-           layer.input_transient > 0 || layer.weight_transient > 0;
+           layer.input_transient > 0 || layer.weight_transient > 0 || layer.allocated_by_input > 0;
   });
 }
 
@@ -110,6 +170,9 @@ Status ValidateLayerCosts(const LayerCosts& layers) {
       return InvalidArgument(where + ".name: '" + layer.name + "' is given twice");
     }
     PIPEPLAN_RETURN_IF_ERROR(CheckLayer(layer, where));
+  }
+  for (size_t i = 0; i < layers.shared_parameters.size(); ++i) {
+    PIPEPLAN_RETURN_IF_ERROR(CheckShared(layers, i));
   }
   return Status::Ok();
 }
@@ -166,6 +229,7 @@ StageFigures FiguresOfSplit(const LayerCosts& layers, const LayerSplit& split, L
                                       .receive_overhead = 0.0});
     }
   }
+  if (bytes) CountSharedOnce(layers, split, topology, &out.memory);
   // One stage sends nothing; a cost model still has its one uniform boundary entry.
   if (out.costs.boundaries.empty()) {
     out.costs.boundaries.push_back({.latency = link.latency, .bandwidth = link.bandwidth});

@@ -187,14 +187,20 @@ TEST(FileKindTest, AHandWrittenLayerCostsFileIsReadAndRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.status().message();
     EXPECT_EQ(*back, *read);
   }
-  // measure_layers' transients, read and written back in every format.
+  // measure_layers' transients and a tied head, read and written back in every format.
   const StatusOr<LayerCosts> transients = ParseLayerCosts(
-      R"({"layers": [{"name": "head", "forward": 2, "backward": 4, "forward_transient": 8,
-                      "backward_transient": 16, "input_transient": 12,
-                      "weight_transient": 4}]})",
+      R"({"layers": [{"name": "embed", "forward": 1, "backward": 1, "parameter_bytes": 64},
+                     {"name": "head", "forward": 2, "backward": 4, "forward_transient": 8,
+                      "backward_transient": 16, "input_transient": 12, "weight_transient": 4,
+                      "parameter_bytes": 64}],
+          "shared_parameters": [{"name": "embed.weight", "bytes": 64,
+                                 "layers": ["embed", "head"]}]})",
       ProtoFormat::kJson);
   ASSERT_TRUE(transients.ok()) << transients.status().message();
-  const LayerFigures& head = transients->layers.front();
+  EXPECT_EQ(transients->shared_parameters,
+            (std::vector<SharedParameter>{
+                {.name = "embed.weight", .bytes = 64, .layers = {"embed", "head"}}}));
+  const LayerFigures& head = transients->layers.back();
   EXPECT_EQ(head.forward_transient, 8);
   EXPECT_EQ(head.backward_transient, 16);
   EXPECT_EQ(head.input_transient, 12);

@@ -76,7 +76,8 @@ TEST(LayerCosts, AStagesFiguresAreItsLayersSums) {
   EXPECT_EQ(figures.memory.stages[1].static_bytes, 3000 * 4);
 }
 
-// One layer runs at a time: a stage's transient is its largest layer's, not their sum.
+// One layer runs at a time: a stage's transient is its largest layer's, not their sum; what
+// I keeps for W is every layer's, held together.
 TEST(LayerCosts, AStagesTransientsAreItsLargestLayers) {
   LayerCosts layers = ThreeLayers();
   layers.layers[0].backward_transient = 70;
@@ -85,6 +86,8 @@ TEST(LayerCosts, AStagesTransientsAreItsLargestLayers) {
   layers.layers[1].input_transient = 8;
   layers.layers[0].weight_transient = 9;
   layers.layers[2].backward_transient = 500;  // the head's logits' gradient and softmax
+  layers.layers[0].allocated_by_input = 30;   // I keeps for W: summed, all held at once
+  layers.layers[1].allocated_by_input = 40;
   const Topology topology{
       .ranks = 2, .stages_per_rank = 1, .microbatches = 4, .placement = Placement::kLoop};
   const StageFigures figures = FiguresOfSplit(layers, {0, 2}, {}, topology);
@@ -94,8 +97,47 @@ TEST(LayerCosts, AStagesTransientsAreItsLargestLayers) {
   EXPECT_EQ(first.forward_transient, 5);
   EXPECT_EQ(first.input_transient, 8);
   EXPECT_EQ(first.weight_transient, 9);
+  EXPECT_EQ(first.allocated_by_input, 70);
   EXPECT_EQ(figures.memory.stages[1].backward_transient, 500);
   EXPECT_EQ(figures.memory.stages[1].forward_transient, 0);
+}
+
+// An LM head tied to its embedding: each counts the matrix in its parameter_bytes; a rank
+// holding both (a V shape's rank 0 holds the first stage and the last; one stage holding all)
+// holds it once, ranks holding one each hold a copy each.
+TEST(LayerCosts, ASharedParameterIsHeldOncePerRank) {
+  LayerCosts layers;
+  layers.optimizer_multiple = 1;
+  for (const char* name : {"embed", "block.0", "block.1", "head"}) {
+    const bool end = name == std::string("embed") || name == std::string("head");
+    LayerFigures layer;
+    layer.name = name;
+    layer.forward = 1;
+    layer.backward = 2;
+    layer.parameter_bytes = end ? 1000.0 : 100.0;
+    layers.layers.push_back(layer);
+  }
+  layers.shared_parameters = {{.name = "embed.weight", .bytes = 800, .layers = {"embed", "head"}}};
+  ASSERT_TRUE(ValidateLayerCosts(layers).ok());
+  const auto statics = [&](Placement placement, int ranks, const LayerSplit& split) {
+    const Topology topology{.ranks = ranks,
+                            .stages_per_rank = static_cast<int>(split.size()) / ranks,
+                            .microbatches = 4,
+                            .placement = placement};
+    std::vector<double> out;
+    for (const StageMemory& stage : FiguresOfSplit(layers, split, {}, topology).memory.stages) {
+      out.push_back(stage.static_bytes);
+    }
+    return out;
+  };
+  // V shape: rank 0 holds stages 0 (embed) and 3 (head); stage 3 leaves the matrix out.
+  EXPECT_EQ(statics(Placement::kVShape, 2, {0, 1, 2, 3}),
+            (std::vector<double>{2000, 200, 200, 400}));
+  // Loop: the head's stage 3 is on rank 1, which holds no other copy.
+  EXPECT_EQ(statics(Placement::kLoop, 2, {0, 1, 2, 3}),
+            (std::vector<double>{2000, 200, 200, 2000}));
+  // One stage holding every layer.
+  EXPECT_EQ(statics(Placement::kLoop, 1, {0}), (std::vector<double>{(2200 - 800) * 2}));
 }
 
 TEST(LayerCosts, DualPlacementCarriesTheChainTwice) {
@@ -184,6 +226,18 @@ TEST(LayerCosts, ChecksNameTheLayerAndField) {
   layers.layers[2].weight_transient = -3;
   EXPECT_EQ(error(layers),
             "layers[2] (head).weight_transient: must be a finite number >= 0, got -3");
+  layers = ThreeLayers();
+  layers.shared_parameters = {{.name = "tied", .bytes = 1001, .layers = {"embed", "head"}}};
+  EXPECT_EQ(error(layers),
+            "shared_parameters[0] (tied).bytes: 1001 is more than layer 'embed' holds "
+            "(parameter_bytes 1000)");
+  layers.shared_parameters[0] = {.name = "tied", .bytes = 10, .layers = {"embed", "lm_head"}};
+  EXPECT_EQ(error(layers),
+            "shared_parameters[0] (tied).layers: 'lm_head' is not a layer of the file");
+  layers.shared_parameters[0].layers = {"embed"};
+  EXPECT_EQ(error(layers),
+            "shared_parameters[0] (tied).layers: a shared parameter needs two layers or more, "
+            "got 1");
   layers = ThreeLayers();
   layers.optimizer_multiple = -1;
   EXPECT_EQ(error(layers), "optimizer_multiple: must be a finite number >= 0, got -1");

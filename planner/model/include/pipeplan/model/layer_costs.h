@@ -32,6 +32,8 @@ struct LayerFigures {
   double backward_transient = 0.0;
   double input_transient = 0.0;
   double weight_transient = 0.0;
+  // Allocated by I and freed by W (StageMemory::allocated_by_input): what W computes from.
+  double allocated_by_input = 0.0;
 
   // B as given, else I + W (a valid layer has one or the other).
   double FullBackward() const {
@@ -40,8 +42,19 @@ struct LayerFigures {
   bool operator==(const LayerFigures&) const = default;
 };
 
+// A parameter used by several of the model's layers (an LM head tied to its embedding): in
+// each one's parameter_bytes, and held once by a rank holding more than one of them.
+struct SharedParameter {
+  std::string name;  // the parameter's name in the model, for messages
+  double bytes = 0.0;
+  std::vector<std::string> layers;  // the layers using it, at least two
+
+  bool operator==(const SharedParameter&) const = default;
+};
+
 struct LayerCosts {
   std::vector<LayerFigures> layers;  // in model order
+  std::vector<SharedParameter> shared_parameters;
   std::string time_unit;
   // Gradient and optimizer bytes per parameter byte: static memory is parameters x (1 + it).
   double optimizer_multiple = 0.0;
@@ -52,7 +65,9 @@ struct LayerCosts {
 };
 
 // At least one layer; names non-empty and unique; every figure finite and >= 0; each layer
-// with a forward and a backward (B, or I and W); freed_by_input at most the activation.
+// with a forward and a backward (B, or I and W); freed_by_input at most the activation; a
+// shared parameter named, used by two or more distinct layers of the file, its bytes within
+// each one's parameter_bytes.
 // Errors name the layer: "layers[3] (blocks.2).forward: must be >= 0, got -1".
 Status ValidateLayerCosts(const LayerCosts& layers);
 
@@ -76,7 +91,9 @@ struct LinkCosts {
 // the other). A stage's durations are its layers' sums; where a layer has no B it is I + W,
 // where it has no I and W they are B / 2 each, marked assumed (cost_model.h) so that advice
 // resting on them says so. With memory (HasMemory), the memory model counts bytes: a stage's
-// activation, what I frees and its static memory are its layers' sums, its received input the
+// activation, what I frees and its static memory are its layers' sums (a shared parameter
+// counted once per rank and model copy: the stages after the first of a rank that hold it
+// leave it out), its received input the
 // previous stage's last output, its transients the largest of its layers' (one layer runs at a
 // time). Each boundary carries the lower stage's last output.
 StageFigures FiguresOfSplit(const LayerCosts& layers, const LayerSplit& split, LinkCosts link,
