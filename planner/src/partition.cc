@@ -102,6 +102,39 @@ void CountHeldOutputs(const PartitionRequest& request, const LayerSplit& split,
   }
 }
 
+// torch's stages allocate, once and for their life, a receive buffer per microbatch for each
+// input of a non-first stage and each output gradient of a non-last stage, into which the
+// receives land (_prepare_forward_infra, _create_grad_recv_info): static memory, M messages a
+// direction. A neighbour on the same rank hands its tensor over instead (set_local_fwd_input).
+// Either way the first layer's saved input is not new memory: the buffer, or the previous
+// stage's held output.
+void CountTorchsReceiveBuffers(const PartitionRequest& request, const LayerSplit& split,
+                               const Topology& topology, MemoryModel* memory) {
+  const bool torchs = request.runtime == Runtime::kTorch || request.runtime == Runtime::kTorchtitan;
+  if (!torchs || topology.placement == Placement::kDual) return;
+  const std::vector<LayerFigures>& layers = request.layers.layers;
+  const StageMap map(topology);
+  const auto output_of = [&](size_t k) {
+    const size_t end = k + 1 < split.size() ? static_cast<size_t>(split[k + 1]) : layers.size();
+    return layers[end - 1].output_bytes;
+  };
+  const auto remote = [&](size_t a, size_t b) {
+    return map.RankOf(StageId(static_cast<int>(a))) != map.RankOf(StageId(static_cast<int>(b)));
+  };
+  const double microbatches = topology.microbatches;
+  for (size_t k = 0; k < split.size(); ++k) {
+    StageMemory& stage = memory->stages[k];
+    if (k > 0) {
+      stage.activation -= stage.received_input;
+      stage.received_input = 0;
+      if (remote(k - 1, k)) stage.static_bytes += microbatches * output_of(k - 1);
+    }
+    if (k + 1 < split.size() && remote(k, k + 1)) {
+      stage.static_bytes += microbatches * output_of(k);
+    }
+  }
+}
+
 PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy, int v,
                       const LayerSplit& split) {
   PlanRequest out;
@@ -112,7 +145,10 @@ PlanRequest RequestOf(const PartitionRequest& request, const Strategy& strategy,
   out.costs = std::move(figures.costs);
   out.memory = std::move(figures.memory);
   out.memory.limit = LoosestLimit(request);
-  if (request.layers.HasMemory()) CountHeldOutputs(request, split, &out.memory);
+  if (request.layers.HasMemory()) {
+    CountHeldOutputs(request, split, &out.memory);
+    CountTorchsReceiveBuffers(request, split, out.topology, &out.memory);
+  }
   return out;
 }
 

@@ -420,17 +420,64 @@ TEST(Partition, StagesHoldTheirOutputsToTheirBackwardAndTorchsStepEveryLastOutpu
     return out;
   };
   // 1F1B's rank 0 holds two microbatches at its peak (P - rank), each with its output but on
-  // Megatron; rank 0 receives nothing, so the runtimes' receives do not differ there.
+  // Megatron; rank 0 receives no input, and torch's stage 0 holds its 8 output gradients'
+  // receive buffers (CountTorchsReceiveBuffers, tested below) besides.
   const double megatron = peaks(Runtime::kMegatron, 5e6)[0];
-  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorchtitan, 5e6)[0], megatron + 2 * 3e6);
-  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorch, 5e6)[0], megatron + 2 * 3e6);
   EXPECT_DOUBLE_EQ(peaks(Runtime::kPipeplanTorch, 5e6)[0], megatron + 2 * 3e6);
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorchtitan, 5e6)[0], megatron + 2 * 3e6 + 8 * 3e6);
+  EXPECT_DOUBLE_EQ(peaks(Runtime::kTorch, 5e6)[0], megatron + 2 * 3e6 + 8 * 3e6);
   // The last rank holds one microbatch at a time: under torchtitan its logits among it; under
   // torch all eight microbatches' logits at the step's end (the one in flight among them);
   // pipeplan-torch's executor keeps the loss, not the logits.
   EXPECT_DOUBLE_EQ(peaks(Runtime::kTorchtitan, 5e6)[1], peaks(Runtime::kTorchtitan, 0)[1] + 5e6);
   EXPECT_DOUBLE_EQ(peaks(Runtime::kTorch, 5e6)[1], peaks(Runtime::kTorch, 0)[1] + 8 * 5e6);
   EXPECT_DOUBLE_EQ(peaks(Runtime::kPipeplanTorch, 5e6)[1], peaks(Runtime::kPipeplanTorch, 0)[1]);
+}
+
+// torch's stages hold a receive buffer per microbatch for each input from, and each output
+// gradient from, a stage on another rank, for their whole life; the first layer's saved input
+// is such a buffer, or a same-rank neighbour's output handed over, so it is no new memory.
+TEST(Partition, TorchsStagesHoldAReceiveBufferPerMicrobatch) {
+  std::mt19937 random(13);
+  LayerCosts model = RandomModel(random, 8);
+  for (int i = 0; i < 8; ++i) model.layers[static_cast<size_t>(i)].output_bytes = 1e5 * (i + 1);
+  const auto stages = [&](Runtime runtime, const char* strategy, int v) {
+    const PartitionRequest request{.layers = model,
+                                   .ranks = 2,
+                                   .microbatches = 4,
+                                   .strategy = strategy,
+                                   .stages_per_rank = v,
+                                   .memory_limits = {},
+                                   .link = {},
+                                   .runtime = runtime,
+                                   .enumerate_up_to = 0};
+    const StatusOr<Evaluated> planned = PlanSplit(request, strategy, v, EvenSplit(8, 2 * v));
+    EXPECT_TRUE(planned.ok()) << planned.status().message();
+    return planned.ok() ? planned->plan.request.memory.stages : std::vector<StageMemory>{};
+  };
+  // 1f1b on two ranks: stage 0 holds 4 gradient buffers of its output (layer 3's, 4e5 B),
+  // stage 1 4 input buffers of the same; stage 1's received input leaves its activation.
+  const std::vector<StageMemory> bare = stages(Runtime::kPipeplanTorch, "1f1b", 1);
+  const std::vector<StageMemory> torch = stages(Runtime::kTorch, "1f1b", 1);
+  ASSERT_EQ(bare.size(), 2u);
+  ASSERT_EQ(torch.size(), 2u);
+  EXPECT_DOUBLE_EQ(torch[0].static_bytes, bare[0].static_bytes + 4 * 4e5);
+  EXPECT_DOUBLE_EQ(torch[1].static_bytes, bare[1].static_bytes + 4 * 4e5);
+  EXPECT_DOUBLE_EQ(bare[1].received_input, 4e5);
+  EXPECT_DOUBLE_EQ(torch[1].received_input, 0);
+  EXPECT_DOUBLE_EQ(torch[1].activation, bare[1].activation - 4e5);
+  // zbv's V shape: rank 1 holds stages 1 and 2, which hand over in memory: stage 1 buffers
+  // its input alone (from stage 0), stage 2 its output's gradients alone (from stage 3).
+  const std::vector<StageMemory> v_bare = stages(Runtime::kPipeplanTorch, "zbv", 2);
+  const std::vector<StageMemory> v_torch = stages(Runtime::kTorch, "zbv", 2);
+  ASSERT_EQ(v_bare.size(), 4u);
+  ASSERT_EQ(v_torch.size(), 4u);
+  const double out[] = {2e5, 4e5, 6e5};  // stages 0, 1, 2's outputs: layers 1, 3 and 5
+  EXPECT_DOUBLE_EQ(v_torch[0].static_bytes, v_bare[0].static_bytes + 4 * out[0]);
+  EXPECT_DOUBLE_EQ(v_torch[1].static_bytes, v_bare[1].static_bytes + 4 * out[0]);
+  EXPECT_DOUBLE_EQ(v_torch[2].static_bytes, v_bare[2].static_bytes + 4 * out[2]);
+  EXPECT_DOUBLE_EQ(v_torch[3].static_bytes, v_bare[3].static_bytes + 4 * out[2]);
+  EXPECT_DOUBLE_EQ(v_torch[2].activation, v_bare[2].activation - out[1]);
 }
 
 // torch's split backward keeps a stage's received output gradient from I to W, beside what
