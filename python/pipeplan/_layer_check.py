@@ -63,7 +63,8 @@ def check_layers_make_the_model(model: torch.nn.Module, names: Sequence[str],
     """Raises Error where `model(example_input)` and `modules` applied in turn to it (from the
     same random state: a dropout draws the same masks) differ, naming what the model holds
     outside them; warns where the model cannot be called on the example input alone (its
-    forward takes more), and then checks nothing. The random state is left as it was; a
+    forward takes more) or returns no tensor to compare (a dict of outputs), and then checks
+    nothing. The random state is left as it was; a
     training-mode forward's buffer updates are the caller's to put back."""
     states = random_states()
     try:
@@ -89,6 +90,12 @@ def check_layers_make_the_model(model: torch.nn.Module, names: Sequence[str],
                 return
     finally:
         restore_random_states(states)
+    if not leaves(whole):
+        # A dict or dataclass of outputs (a Hugging Face model's): nothing here compares it.
+        warnings.warn(f"measure_layers: the model returns {type(whole).__name__}, which holds no "
+                      "tensor or tuple of tensors to compare with its layers' output, so whether "
+                      "the model is its layers applied in order was not checked", stacklevel=3)
+        return
     why = _difference(whole, chained)
     if why is None:
         return

@@ -620,6 +620,18 @@ def test_a_model_its_example_input_cannot_call_is_measured_with_a_warning():
     assert len(costs["layers"]) == 3
 
 
+def test_a_model_returning_a_dict_is_measured_with_a_warning():
+    model = _ActivatedBetween()
+    model.forward = lambda x: {"logits": model.down(model.drop(model.up(x)))}
+    with pytest.warns(UserWarning, match=r"the model returns dict, which holds no tensor or tuple "
+                      r"of tensors to compare with its layers' output, so whether the model is "
+                      r"its layers applied in order was not checked"):
+        costs = pipeplan.torch.measure_layers(model, torch.ones(4, 8),
+                                              torch.nn.functional.mse_loss,
+                                              target=torch.zeros(4, 2), repeats=1, warmup=0)
+    assert len(costs["layers"]) == 3
+
+
 def test_a_layer_that_cannot_take_the_previous_ones_output_is_named():
     model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(8, 2))
     with pytest.raises(pipeplan.Error, match=r"layers: layer '1' failed on the previous layer's "
