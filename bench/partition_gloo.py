@@ -213,6 +213,16 @@ def torch_schedule(name, model, shape, microbatches, rank, ranks):
     return cls(stages, microbatches, loss_fn=loss_fn), indices, 2 * ranks
 
 
+def partition_stages(model, config, rank, free_other_layers=False):
+    """The split main printed (the same figures and limit: partition is deterministic), this
+    rank's stages of it and the schedule running them."""
+    split = pipeplan.partition(config["layers"], ranks=config["ranks"],
+                               microbatches=config["microbatches"], runtime="torch",
+                               memory_limit=config["limit"])
+    built = pipeplan.torch.split_model(model, split, rank, free_other_layers=free_other_layers)
+    return split, built, pipeplan.torch.schedule(split.plan, built, loss_fn=loss_fn)
+
+
 def run(rank, config, result_path):
     torch.set_num_threads(1)
     ranks = config["ranks"]
@@ -221,13 +231,12 @@ def run(rank, config, result_path):
     try:
         model = Decoder(config["model"], config["vocab"])
         microbatches = config["microbatches"]
+        ran = config["kind"]
         if config["kind"] == "pipeplan":
-            split = pipeplan.partition(config["layers"], ranks=ranks, microbatches=microbatches,
-                                       runtime="torch")
-            built = pipeplan.torch.split_model(model, split, rank)
-            schedule = pipeplan.torch.schedule(split.plan, built, loss_fn=loss_fn)
+            split, built, schedule = partition_stages(model, config, rank)
             first = 0 in built
             last = len(split.stages) - 1 in built
+            ran = f"{split.plan.strategy} V={split.plan.stages_per_rank} {split.stages}"
         else:
             schedule, held, count = torch_schedule(config["kind"], model, config["model"],
                                                    microbatches, rank, ranks)
@@ -253,8 +262,8 @@ def run(rank, config, result_path):
         dist.all_gather(peaks, peak)
         if rank == 0:
             with open(result_path, "w") as out:
-                json.dump({"step": statistics.median(times[2:]), "peaks": [p.item() for p in peaks]},
-                          out)
+                json.dump({"step": statistics.median(times[2:]),
+                           "peaks": [p.item() for p in peaks], "ran": ran}, out)
     finally:
         dist.destroy_process_group()
 
@@ -294,10 +303,7 @@ def profile_memory(rank, config, directory):
     try:
         model = Decoder(config["model"], config["vocab"])
         microbatches = config["microbatches"]
-        split = pipeplan.partition(config["layers"], ranks=ranks, microbatches=microbatches,
-                                   runtime="torch", memory_limit=config["limit"])
-        built = pipeplan.torch.split_model(model, split, rank, free_other_layers=True)
-        schedule = pipeplan.torch.schedule(split.plan, built, loss_fn=loss_fn)
+        split, built, schedule = partition_stages(model, config, rank, free_other_layers=True)
         first, last = 0 in built, len(split.stages) - 1 in built
         optimizer = torch.optim.SGD([p for p in model.parameters() if not p.is_meta], lr=1e-3)
         tokens = torch.randint(0, config["vocab"], (microbatches * ROWS, SEQ),
@@ -449,9 +455,13 @@ def main():
         return 0
     results = {}
     for kind in configs:
-        runs = [measure({"kind": kind, "model": args.model, "layers": layers,
+        runs = [measure({"kind": kind, "model": args.model, "layers": layers, "limit": limit,
                          "microbatches": args.microbatches, "steps": args.steps,
                          "ranks": args.ranks, "vocab": args.vocab}) for _ in range(args.runs)]
+        # The figures printed are of what ran: the runs plan as main did, limit included.
+        printed = f"{split.plan.strategy} V={split.plan.stages_per_rank} {split.stages}"
+        if kind == "pipeplan" and any(r["ran"] != printed for r in runs):
+            raise SystemExit(f"the runs ran {runs[0]['ran']}, not the partition printed: {printed}")
         steps = [r["step"] * 1000 for r in runs]
         peaks = [max(r["peaks"][k] for r in runs) for k in range(args.ranks)]
         results[kind] = (statistics.median(steps), min(steps), max(steps), peaks)
