@@ -609,23 +609,20 @@ def test_a_model_that_is_its_layers_in_order_passes_the_check_with_dropout_drawn
     assert torch.equal(torch.rand(3), expected_draw)
 
 
-def test_a_model_its_example_input_cannot_call_is_measured_with_a_warning():
+@pytest.mark.parametrize("forward, warning", [
+    # Its forward takes more than the example input.
+    (lambda m: lambda x, mask: m.down(m.drop(m.up(x)) * mask),
+     r"model\(example_input\) failed \(TypeError: .*\), so whether the model is its layers "
+     r"applied in order was not checked"),
+    # It returns a dict of outputs, as Hugging Face models do.
+    (lambda m: lambda x: {"logits": m.down(m.drop(m.up(x)))},
+     r"the model returns dict, which holds no tensor or tuple of tensors to compare with its "
+     r"layers' output, so whether the model is its layers applied in order was not checked"),
+], ids=["needs_more_arguments", "returns_a_dict"])
+def test_a_model_the_check_cannot_compare_is_measured_with_a_warning(forward, warning):
     model = _ActivatedBetween()
-    model.forward = lambda x, mask: model.down(model.drop(model.up(x)) * mask)
-    with pytest.warns(UserWarning, match=r"model\(example_input\) failed \(TypeError: .*\), so "
-                      r"whether the model is its layers applied in order was not checked"):
-        costs = pipeplan.torch.measure_layers(model, torch.ones(4, 8),
-                                              torch.nn.functional.mse_loss,
-                                              target=torch.zeros(4, 2), repeats=1, warmup=0)
-    assert len(costs["layers"]) == 3
-
-
-def test_a_model_returning_a_dict_is_measured_with_a_warning():
-    model = _ActivatedBetween()
-    model.forward = lambda x: {"logits": model.down(model.drop(model.up(x)))}
-    with pytest.warns(UserWarning, match=r"the model returns dict, which holds no tensor or tuple "
-                      r"of tensors to compare with its layers' output, so whether the model is "
-                      r"its layers applied in order was not checked"):
+    model.forward = forward(model)
+    with pytest.warns(UserWarning, match=warning):
         costs = pipeplan.torch.measure_layers(model, torch.ones(4, 8),
                                               torch.nn.functional.mse_loss,
                                               target=torch.zeros(4, 2), repeats=1, warmup=0)
