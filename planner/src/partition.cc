@@ -72,6 +72,11 @@ Status CheckRankLimits(const PartitionRequest& request, const Timeline& timeline
   return status;
 }
 
+// torch.distributed.pipelining's stages run the plan (torchtitan drives them too).
+bool RunsTorchsStages(Runtime runtime) {
+  return runtime == Runtime::kTorch || runtime == Runtime::kTorchtitan;
+}
+
 // A stage's output, sent on, is still held from its F to its B (under torch's split backward
 // to its W): the runtime keeps it to start the backward from (torch's fwd_cache, the
 // executor's root), bytes none of the layers' saved tensors count, as the next stage's first
@@ -82,23 +87,21 @@ Status CheckRankLimits(const PartitionRequest& request, const Timeline& timeline
 // split backward torch's stages also keep a stage's received output gradient from I to W.
 void CountHeldOutputs(const PartitionRequest& request, const LayerSplit& split,
                       MemoryModel* memory) {
-  const std::vector<LayerFigures>& layers = request.layers.layers;
-  const size_t count = split.size();
-  const bool torchs = request.runtime == Runtime::kTorch || request.runtime == Runtime::kTorchtitan;
+  const int count = static_cast<int>(split.size());
   for (size_t s = 0; s < memory->stages.size(); ++s) {
-    const size_t k = s % count;
+    const int k = static_cast<int>(s) % count;
     const bool last = k + 1 == count;
     const bool held =
         last ? request.runtime == Runtime::kTorchtitan : request.runtime != Runtime::kMegatron;
     if (!held) continue;
-    const size_t end = last ? layers.size() : static_cast<size_t>(split[k + 1]);
-    memory->stages[s].activation += layers[end - 1].output_bytes;
+    const double output = StageOutputBytes(request.layers, split, k);
+    memory->stages[s].activation += output;
     // torch's split backward keeps the received output gradient from I to W too
     // (backward_state); the last stage's comes from its loss, inside I.
-    if (!last && torchs) memory->stages[s].allocated_by_input += layers[end - 1].output_bytes;
+    if (!last && RunsTorchsStages(request.runtime)) memory->stages[s].allocated_by_input += output;
   }
   if (request.runtime == Runtime::kTorch) {
-    memory->last_stage_data_per_microbatch = layers.back().output_bytes;
+    memory->last_stage_data_per_microbatch = request.layers.layers.back().output_bytes;
   }
 }
 
@@ -110,13 +113,10 @@ void CountHeldOutputs(const PartitionRequest& request, const LayerSplit& split,
 // stage's held output.
 void CountTorchsReceiveBuffers(const PartitionRequest& request, const LayerSplit& split,
                                const Topology& topology, MemoryModel* memory) {
-  const bool torchs = request.runtime == Runtime::kTorch || request.runtime == Runtime::kTorchtitan;
-  if (!torchs || topology.placement == Placement::kDual) return;
-  const std::vector<LayerFigures>& layers = request.layers.layers;
+  if (!RunsTorchsStages(request.runtime) || topology.placement == Placement::kDual) return;
   const StageMap map(topology);
   const auto output_of = [&](size_t k) {
-    const size_t end = k + 1 < split.size() ? static_cast<size_t>(split[k + 1]) : layers.size();
-    return layers[end - 1].output_bytes;
+    return StageOutputBytes(request.layers, split, static_cast<int>(k));
   };
   const auto remote = [&](size_t a, size_t b) {
     return map.RankOf(StageId(static_cast<int>(a))) != map.RankOf(StageId(static_cast<int>(b)));

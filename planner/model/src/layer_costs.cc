@@ -187,6 +187,13 @@ LayerSplit EvenSplit(int layers, int count) {
   return split;
 }
 
+double StageOutputBytes(const LayerCosts& layers, const LayerSplit& split, int stage) {
+  const size_t k = static_cast<size_t>(stage);
+  const size_t end =
+      k + 1 < split.size() ? static_cast<size_t>(split[k + 1]) : layers.layers.size();
+  return layers.layers[end - 1].output_bytes;
+}
+
 StageFigures FiguresOfSplit(const LayerCosts& layers, const LayerSplit& split, LinkCosts link,
                             const Topology& topology) {
   const int count = static_cast<int>(split.size());
@@ -208,11 +215,7 @@ StageFigures FiguresOfSplit(const LayerCosts& layers, const LayerSplit& split, L
     sums.push_back(SumOf(layers, split[static_cast<size_t>(k)], end, layers.optimizer_multiple));
     any_assumed = any_assumed || sums.back().sources != StageSources{};
   }
-  // The message out of stage k: its last layer's output.
-  const auto output_of = [&](int k) {
-    const int end = k + 1 < count ? split[static_cast<size_t>(k) + 1] : total;
-    return layers.layers[static_cast<size_t>(end) - 1].output_bytes;
-  };
+  const auto output_of = [&](int k) { return StageOutputBytes(layers, split, k); };
   for (int copy = 0; copy < copies; ++copy) {
     for (int k = 0; k < count; ++k) {
       StageSum& sum = sums[static_cast<size_t>(k)];

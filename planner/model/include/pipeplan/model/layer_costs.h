@@ -86,6 +86,9 @@ struct LinkCosts {
   double bandwidth = 0.0;
 };
 
+// The bytes of one microbatch's output of stage `stage` of `split`: its last layer's.
+double StageOutputBytes(const LayerCosts& layers, const LayerSplit& split, int stage);
+
 // The figures of a plan's stages where `split` cuts the layers into one chain's stages, for
 // `topology` (its stages: the chain, or under dual placement the chain twice, one copy after
 // the other). A stage's durations are its layers' sums; where a layer has no B it is I + W,
